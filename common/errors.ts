@@ -1,0 +1,55 @@
+/**
+ * The one catalogue of error codes that modelmux answers with, router and replica alike.
+ * Codes are stable: clients and dashboards match on them. Every code is documented in
+ * docs/errors.md (a unit test checks it).
+ */
+export const ERROR_CATALOGUE = {
+  invalid_model_id: { status: 400, summary: 'The model id is malformed (empty, too long, a "/", "..", or a control character).' },
+  missing_model_id: { status: 400, summary: 'The request form needs a model id and none was given.' },
+  invalid_request: { status: 400, summary: 'The body is not valid JSON or not a valid inference request.' },
+  input_mismatch: { status: 400, summary: "An input's name, shape or datatype does not match the model's inputs." },
+  not_found: { status: 404, summary: 'No such path.' },
+  model_not_found: { status: 404, summary: 'The model store holds no model with this id.' },
+  route_not_found: { status: 404, summary: 'No MultiplexedDeployment route matches the path.' },
+  body_too_large: { status: 413, summary: 'The request body is larger than the configured limit.' },
+  unsupported_media_type: { status: 415, summary: 'The body is not JSON.' },
+  model_load_failed: { status: 422, summary: 'The model file exists but onnxruntime cannot load it (corrupt or unsupported); it is not cached and the next request tries again.' },
+  model_too_large: { status: 422, summary: 'The model file is larger than the replica may cache.' },
+  inference_failed: { status: 500, summary: 'onnxruntime failed while running the model.' },
+  internal: { status: 500, summary: 'An unexpected error; the log line with the same request id says more.' },
+  upstream_unavailable: { status: 502, summary: 'The router could not reach a replica, even after a retry on another one.' },
+  store_unavailable: { status: 503, summary: 'The model store cannot be reached or refused access.' },
+  overloaded: { status: 503, summary: 'The replica is at maxOngoingRequests; a router retries elsewhere.' },
+  pool_saturated: { status: 503, summary: "The router's wait queue is full; retry after the Retry-After seconds." },
+  no_replicas: { status: 503, summary: 'The route has no ready replica.' },
+  shutting_down: { status: 503, summary: 'The process is draining after SIGTERM.' },
+  timeout: { status: 504, summary: 'The request did not finish within its deadline.' },
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+/** The JSON body of every error answer. */
+export interface ErrorBody {
+  error: ErrorCode;
+  message: string;
+  requestId?: string;
+}
+
+/** An error that knows its stable code and so its HTTP status. */
+export class ModelmuxError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ModelmuxError';
+    this.code = code;
+    this.status = ERROR_CATALOGUE[code].status;
+  }
+}
+
+/** Maps anything thrown to a catalogue error; unknown throws become `internal`. */
+export function toModelmuxError(err: unknown): ModelmuxError {
+  if (err instanceof ModelmuxError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new ModelmuxError('internal', message, { cause: err });
+}

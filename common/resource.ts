@@ -1,0 +1,102 @@
+import { z } from 'zod';
+
+/**
+ * The MultiplexedDeployment spec: the one definition. The CRD's openAPIV3Schema in crds/ is
+ * generated from it (a test fails on drift), and the operator, router and CLI derive their
+ * types from it.
+ */
+
+const quantity = z
+  .string()
+  .regex(/^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?$/, 'must be a Kubernetes quantity such as 512Mi or 2');
+
+export const resourceListSchema = z.record(z.string().min(1).max(253), quantity);
+
+export const modelSourceSchema = z
+  .object({
+    /** `s3://bucket/prefix` or `file:///dir`; model ID lives at `<uri>/<ID>/model.onnx`. */
+    uri: z.string().regex(/^(s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?|file:\/\/\/.*)$/, 'must be s3://bucket[/prefix] or file:///dir'),
+    /** S3-compatible endpoint (MinIO, SeaweedFS, …); AWS when absent. */
+    endpoint: z.url().optional(),
+    region: z.string().min(1).max(64).default('us-east-1'),
+    /** Path-style addressing, which most S3-compatible servers need. Defaults to true when an endpoint is set. */
+    forcePathStyle: z.boolean().optional(),
+    /** Secret in the resource's namespace with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY keys. */
+    credentialsSecret: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/).max(253).optional(),
+  })
+  .strict();
+
+export const batchingSchema = z
+  .object({
+    /** Requests for one model gathered into one run; 1 turns batching off. */
+    maxBatchSize: z.number().int().min(1).max(1024).default(1),
+    /** How long the first request of a batch waits for others. */
+    batchWaitTimeoutMs: z.number().int().min(0).max(10000).default(0),
+  })
+  .strict();
+
+export const autoscalingSchema = z
+  .object({
+    minReplicas: z.number().int().min(1).max(1000).default(1),
+    maxReplicas: z.number().int().min(1).max(1000),
+    /** Average ongoing requests per replica the HPA aims for. */
+    targetOngoingRequests: z.number().positive().max(10000).default(8),
+  })
+  .strict();
+
+export const multiplexedDeploymentSpecSchema = z
+  .object({
+    replicas: z.number().int().min(0).max(1000).default(1),
+    /** Path prefix the router serves this deployment under, e.g. `/wine`. */
+    routePrefix: z.string().regex(/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be one path segment such as /wine').max(64),
+    /** Replica image; the operator's default image when absent. */
+    image: z.string().min(1).max(512).optional(),
+    modelSource: modelSourceSchema,
+    maxModelsPerReplica: z.number().int().min(1).max(10000).default(3),
+    /** Byte bound of the loaded models of one replica, as a quantity (e.g. 4Gi). */
+    maxModelBytesPerReplica: quantity.optional(),
+    maxOngoingRequests: z.number().int().min(1).max(100000).default(16),
+    matchTimeoutSeconds: z.number().min(0).max(60).default(1),
+    batching: batchingSchema.default({ maxBatchSize: 1, batchWaitTimeoutMs: 0 }),
+    resources: z
+      .object({ requests: resourceListSchema.optional(), limits: resourceListSchema.optional() })
+      .strict()
+      .default({}),
+    /** sizeLimit of the emptyDir that caches downloaded model files. */
+    modelCacheSize: quantity.default('10Gi'),
+    executionProvider: z.enum(['cpu', 'cuda']).default('cpu'),
+    autoscaling: autoscalingSchema.optional(),
+  })
+  .strict();
+
+export type MultiplexedDeploymentSpec = z.infer<typeof multiplexedDeploymentSpecSchema>;
+export type MultiplexedDeploymentSpecInput = z.input<typeof multiplexedDeploymentSpecSchema>;
+
+export const conditionSchema = z.object({
+  type: z.enum(['Ready', 'Progressing', 'Degraded']),
+  status: z.enum(['True', 'False', 'Unknown']),
+  reason: z.string(),
+  message: z.string(),
+  lastTransitionTime: z.string(),
+  observedGeneration: z.number().int().optional(),
+});
+
+export const multiplexedDeploymentStatusSchema = z.object({
+  observedGeneration: z.number().int().optional(),
+  replicas: z.number().int().optional(),
+  readyReplicas: z.number().int().optional(),
+  /** Label selector string for the scale subresource (HPA, kubectl scale). */
+  selector: z.string().optional(),
+  conditions: z.array(conditionSchema).optional(),
+});
+
+export type Condition = z.infer<typeof conditionSchema>;
+export type MultiplexedDeploymentStatus = z.infer<typeof multiplexedDeploymentStatusSchema>;
+
+export interface MultiplexedDeployment {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace: string; uid?: string; generation?: number; resourceVersion?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec: MultiplexedDeploymentSpec;
+  status?: MultiplexedDeploymentStatus;
+}
