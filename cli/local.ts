@@ -1,4 +1,191 @@
-// Placeholder until this program lands; replaced by its own issue's work.
-export async function run(_argv: string[], _env: NodeJS.ProcessEnv): Promise<void> {
-  throw new Error('not built yet');
+import { resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { z } from 'zod';
+import { booleanString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { createLogger } from '../common/log.js';
+import { REPLICA_ENV } from '../common/replica-env.js';
+import { writeExampleModels } from './example-models.js';
+import { bannerText } from './local-banner.js';
+import { freePorts, startChild, waitReady, type Child } from './local-processes.js';
+
+const SUMMARY =
+  'Run the whole pool on this machine, without Kubernetes: N replica processes and a router with\n' +
+  'static discovery. With a file:// store (the default, ./models) the example models are written\n' +
+  'first when missing. Prints the URL and a curl command per request form; Ctrl-C stops everything.';
+
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+const schema = z.object({
+  replicas: int(1, 64).default(3),
+  maxModels: int(1, 10000).default(3),
+  modelSource: z
+    .string()
+    .regex(/^(s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?|file:\/\/\/.*)$/, 'must be s3://bucket[/prefix] or file:///dir')
+    .optional(),
+  exampleModels: int(0, 100000).default(20),
+  host: z.string().min(1).default('127.0.0.1'),
+  port: int(0, 65535).default(8000),
+  routePrefix: z.string().regex(/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be one path segment such as /wine').max(64).default('/wine'),
+  maxOngoingRequests: int(1, 100000).default(16),
+  maxBatchSize: int(1, 1024).default(1),
+  batchWaitMs: int(0, 10000).default(0),
+  s3Endpoint: z.url().optional(),
+  s3Region: z.string().min(1).max(64).default('us-east-1'),
+  s3ForcePathStyle: booleanString.optional(),
+  readyTimeoutSeconds: int(1, 3600).default(120),
+  verbose: booleanString.default(false),
+});
+
+type LocalConfig = z.infer<typeof schema>;
+
+const specs: OptionSpecs<typeof schema.shape> = {
+  replicas: { flag: 'replicas', env: 'MODELMUX_LOCAL_REPLICAS', help: 'Replica processes (default 3).' },
+  maxModels: { flag: 'max-models', env: REPLICA_ENV.maxModels, help: 'Models each replica keeps loaded (LRU; default 3).' },
+  modelSource: { flag: 'model-source', env: REPLICA_ENV.modelSource, help: 'Model store: file:///dir or s3://bucket/prefix (default file://<cwd>/models).' },
+  exampleModels: { flag: 'example-models', env: 'MODELMUX_LOCAL_EXAMPLE_MODELS', help: 'Example models wine-0 … wine-N-1 written to a file:// store when missing; 0 writes none (default 20).' },
+  host: { flag: 'host', env: 'MODELMUX_LOCAL_HOST', help: 'Address the router listens on (default 127.0.0.1; replicas always use 127.0.0.1).' },
+  port: { flag: 'port', env: 'MODELMUX_LOCAL_PORT', help: 'Router port; 0 picks a free one (default 8000).' },
+  routePrefix: { flag: 'route-prefix', env: 'MODELMUX_LOCAL_ROUTE_PREFIX', help: 'Path prefix of the pool (default /wine).' },
+  maxOngoingRequests: { flag: 'max-ongoing-requests', env: REPLICA_ENV.maxOngoingRequests, help: 'In-flight requests per replica at most (default 16).' },
+  maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most (default 1: off).' },
+  batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others (default 0).' },
+  s3Endpoint: { flag: 's3-endpoint', env: REPLICA_ENV.s3Endpoint, help: 'S3-compatible endpoint for an s3:// store (AWS when unset).' },
+  s3Region: { flag: 's3-region', env: REPLICA_ENV.s3Region, help: 'S3 region (default us-east-1).' },
+  s3ForcePathStyle: { flag: 's3-force-path-style', env: REPLICA_ENV.s3ForcePathStyle, help: 'Path-style S3 URLs (default true with --s3-endpoint).' },
+  readyTimeoutSeconds: { flag: 'ready-timeout-seconds', env: 'MODELMUX_LOCAL_READY_TIMEOUT_SECONDS', help: 'How long to wait for every process to be ready (default 120).' },
+  verbose: { flag: 'verbose', env: 'MODELMUX_LOCAL_VERBOSE', help: "Show every log line of the replicas and the router (default: warnings and errors only)." },
+};
+
+/** Environment of replica `i`: the same variables the operator writes into a pod. */
+function replicaEnv(config: LocalConfig, modelSource: string, port: number, i: number, base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...base,
+    [REPLICA_ENV.host]: '127.0.0.1',
+    [REPLICA_ENV.port]: String(port),
+    [REPLICA_ENV.modelSource]: modelSource,
+    [REPLICA_ENV.maxModels]: String(config.maxModels),
+    [REPLICA_ENV.maxOngoingRequests]: String(config.maxOngoingRequests),
+    [REPLICA_ENV.maxBatchSize]: String(config.maxBatchSize),
+    [REPLICA_ENV.batchWaitMs]: String(config.batchWaitMs),
+    [REPLICA_ENV.s3Region]: config.s3Region,
+    [REPLICA_ENV.replicaName]: `replica-${i}`,
+  };
+  if (config.s3Endpoint !== undefined) env[REPLICA_ENV.s3Endpoint] = config.s3Endpoint;
+  if (config.s3ForcePathStyle !== undefined) env[REPLICA_ENV.s3ForcePathStyle] = String(config.s3ForcePathStyle);
+  // Local processes are not pods: a stray POD_NAME would make a replica try to patch its pod.
+  delete env[REPLICA_ENV.podName];
+  delete env[REPLICA_ENV.podNamespace];
+  return env;
+}
+
+/** `modelmux router` with static discovery over the local replicas. */
+function routerArgs(config: LocalConfig, port: number, replicaUrls: readonly string[]): string[] {
+  return [
+    'router',
+    '--discovery',
+    'static',
+    '--host',
+    config.host,
+    '--port',
+    String(port),
+    '--static-route-prefix',
+    config.routePrefix,
+    '--static-replicas',
+    replicaUrls.join(','),
+    '--static-max-ongoing-requests',
+    String(config.maxOngoingRequests),
+  ];
+}
+
+function displayHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  const config = parseConfig('local', SUMMARY, schema, specs, argv, env);
+  const log = createLogger({ component: 'local' });
+  const modelSource = config.modelSource ?? pathToFileURL(resolve(process.cwd(), 'models')).href;
+  // Three different models when there are three, so the examples show the pool's routing.
+  const shown = Math.max(1, config.exampleModels);
+  const exampleIds = [`wine-${0 % shown}`, `wine-${1 % shown}`, `wine-${2 % shown}`] as const;
+
+  if (modelSource.startsWith('file://') && config.exampleModels > 0) {
+    const report = await writeExampleModels(
+      { kind: 'file', dir: fileURLToPath(modelSource) },
+      { prefix: 'wine-', count: config.exampleModels },
+      { region: config.s3Region },
+    );
+    if (report.written.length > 0) log.info('wrote example models', { dir: fileURLToPath(modelSource), written: report.written.length });
+  }
+
+  const ports = await freePorts(config.replicas + (config.port === 0 ? 1 : 0));
+  const routerPort = config.port === 0 ? (ports.pop() ?? 0) : config.port;
+  const mainScript = fileURLToPath(new URL('./main.js', import.meta.url));
+  const children: Child[] = [];
+  let stopping: Promise<void> | undefined;
+
+  const stopAll = (): Promise<void> => {
+    // The router first, so it stops taking requests before the replicas behind it go.
+    stopping ??= (async () => {
+      const [router, ...replicas] = [...children].reverse();
+      if (router) await router.stop();
+      await Promise.all(replicas.map((c) => c.stop()));
+    })();
+    return stopping;
+  };
+  const onChildExit = (child: Child, code: number | null): void => {
+    if (stopping) return;
+    log.error('a process exited; stopping the pool', { process: child.name, code });
+    process.exitCode = 1;
+    void stopAll().then(removeSignalHandlers);
+  };
+
+  const replicaUrls: string[] = [];
+  for (let i = 0; i < config.replicas; i++) {
+    const port = ports[i] ?? 0;
+    replicaUrls.push(`http://127.0.0.1:${port}`);
+    children.push(startChild(`replica-${i}`, mainScript, ['replica'], replicaEnv(config, modelSource, port, i, env), config.verbose, onChildExit));
+  }
+  const routerUrl = `http://${displayHost(config.host)}:${routerPort}`;
+
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    signals++;
+    if (signals > 1) {
+      for (const c of children) c.kill();
+      return;
+    }
+    log.info('stopping', { signal });
+    void stopAll().then(removeSignalHandlers);
+  };
+  const removeSignalHandlers = (): void => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  try {
+    const deadline = Date.now() + config.readyTimeoutSeconds * 1000;
+    await Promise.all(replicaUrls.map((u, i) => waitReady(`${u}/v2/health/ready`, deadline, children[i])));
+    children.push(startChild('router', mainScript, routerArgs(config, routerPort, replicaUrls), env, config.verbose, onChildExit));
+    await waitReady(`http://127.0.0.1:${routerPort}/healthz`, deadline, children[children.length - 1]);
+  } catch (err) {
+    await stopAll();
+    removeSignalHandlers();
+    throw err;
+  }
+  if (stopping) return;
+  process.stdout.write(
+    bannerText({
+      routerUrl,
+      routePrefix: config.routePrefix,
+      replicas: config.replicas,
+      maxModels: config.maxModels,
+      modelSource,
+      exampleIds,
+      exampleModelCount: modelSource.startsWith('file://') ? config.exampleModels : 0,
+    }),
+  );
 }

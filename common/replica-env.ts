@@ -18,6 +18,19 @@ export const REPLICA_ENV = {
   executionProvider: 'MODELMUX_EXECUTION_PROVIDER',
   maxBodyBytes: 'MODELMUX_MAX_BODY_BYTES',
   maxConcurrentLoads: 'MODELMUX_MAX_CONCURRENT_LOADS',
+  /** Deadline of one inference request (queueing, load and run), answered 504 past it. */
+  requestTimeoutMs: 'MODELMUX_REQUEST_TIMEOUT_MS',
+  /** Shortest gap between two patches of the pod's table annotation. */
+  publishIntervalMs: 'MODELMUX_PUBLISH_INTERVAL_MS',
+  /** Name in the x-modelmux-replica header and logs; POD_NAME, else host:port, when unset. */
+  replicaName: 'MODELMUX_REPLICA_NAME',
+  /**
+   * Test hooks, never for production: `true` honours the `x-modelmux-test-delay-ms` request
+   * header (an inference holds its model that long before running) and applies
+   * MODELMUX_TEST_LOAD_DELAY_MS to every load, so tests can make loads and requests slow.
+   */
+  testHooks: 'MODELMUX_TEST_HOOKS',
+  testLoadDelayMs: 'MODELMUX_TEST_LOAD_DELAY_MS',
   /** From the downward API; when both are set the replica publishes its table on its pod. */
   podName: 'POD_NAME',
   podNamespace: 'POD_NAMESPACE',

@@ -6,9 +6,17 @@ import { z } from 'zod';
  * types from it.
  */
 
+/**
+ * A Kubernetes quantity. YAML authors write `nvidia.com/gpu: 1` as an integer and `memory: 8Gi`
+ * as a string, so both are accepted (the CRD marks it x-kubernetes-int-or-string); consumers
+ * always see the string form.
+ */
 const quantity = z
-  .string()
-  .regex(/^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?$/, 'must be a Kubernetes quantity such as 512Mi or 2');
+  .union([
+    z.number().int().min(0),
+    z.string().regex(/^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?$/, 'must be a Kubernetes quantity such as 512Mi or 2'),
+  ])
+  .transform(String);
 
 export const resourceListSchema = z.record(z.string().min(1).max(253), quantity);
 
@@ -63,7 +71,8 @@ export const multiplexedDeploymentSpecSchema = z
       .strict()
       .default({}),
     /** sizeLimit of the emptyDir that caches downloaded model files. */
-    modelCacheSize: quantity.default('10Gi'),
+    // prefault, not default: the default goes through the transform and so shows in the CRD schema.
+    modelCacheSize: quantity.prefault('10Gi'),
     executionProvider: z.enum(['cpu', 'cuda']).default('cpu'),
     autoscaling: autoscalingSchema.optional(),
   })

@@ -1,4 +1,90 @@
-// Placeholder until this program lands; replaced by its own issue's work.
-export async function run(_argv: string[], _env: NodeJS.ProcessEnv): Promise<void> {
-  throw new Error('not built yet');
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { createLogger } from '../common/log.js';
+import { parseOperatorConfig } from './config.js';
+import { Controller } from './controller.js';
+import { EventRecorder } from './events.js';
+import { KubeClient } from './kube-client.js';
+import { LeaderElector } from './leader-election.js';
+import { createOperatorMetrics } from './metrics.js';
+import { reconcile } from './reconciler.js';
+import { WorkQueue } from './work-queue.js';
+
+/** `modelmux operator`: wiring only. */
+export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  const config = parseOperatorConfig(argv, env);
+  const log = createLogger({ component: 'operator', identity: config.identity });
+  const kc = new KubeConfig();
+  kc.loadFromDefault();
+  const client = new KubeClient(kc);
+  const metrics = createOperatorMetrics();
+  let leading = false;
+
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/metrics') {
+      metrics.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+        (err: unknown) => res.writeHead(500).end(String(err)),
+      );
+    } else if (path === '/healthz') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+    } else if (path === '/readyz') {
+      // A standby is healthy but not ready: only the leader acts.
+      res.writeHead(leading ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ leader: leading }));
+    } else {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found","message":"No such path."}');
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(config.metricsPort, config.metricsHost, resolve));
+  const addr = server.address() as AddressInfo;
+  log.info('operator metrics listening', { url: `http://${addr.address}:${addr.port}` });
+
+  const queue = new WorkQueue();
+  const events = new EventRecorder(client, log);
+  const controller = new Controller(
+    client,
+    new Watch(kc),
+    queue,
+    (namespace, name) => reconcile({ client, events, options: { defaultImage: config.replicaImage }, log: log.child({ key: `${namespace}/${name}` }), now: () => new Date() }, namespace, name),
+    metrics,
+    log,
+    { namespace: config.namespace, workers: config.workers, resyncMs: config.resyncSeconds * 1000 },
+  );
+  const elector = config.leaderElection
+    ? new LeaderElector(
+        client,
+        config.leaderElectionNamespace,
+        config.leaseName,
+        config.identity,
+        { leaseDurationSeconds: config.leaseDurationSeconds, retryPeriodMs: Math.max(500, (config.leaseDurationSeconds * 1000) / 5) },
+        log,
+      )
+    : undefined;
+
+  let stopping = false;
+  const stop = async (code: number): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    log.info('operator stopping');
+    await controller.stop();
+    await elector?.release();
+    server.close();
+    process.exit(code);
+  };
+  process.once('SIGTERM', () => void stop(0));
+  process.once('SIGINT', () => void stop(0));
+
+  if (elector) {
+    await elector.acquire((reason) => {
+      log.error('lost leadership, exiting', { reason });
+      // Another instance may already act: stop at once rather than drain.
+      process.exit(1);
+    });
+  }
+  leading = true;
+  metrics.leader.set(1);
+  controller.start();
+  log.info('operator started', { namespace: config.namespace ?? '(all)', leaderElection: config.leaderElection });
 }

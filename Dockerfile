@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+# One image for the three programs: `modelmux replica|router|operator` (and `local`, `models`).
+# The operator, the router and the replica pods all run it; the chart passes the subcommand as args.
+
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+# .npmrc keeps onnxruntime-node's install script from downloading anything: the CPU binary ships
+# inside the npm package, and a build must not fetch binaries from outside the registry.
+COPY package.json package-lock.json .npmrc ./
+# --ignore-scripts: the `prepare` script would build before the sources are copied.
+RUN npm ci --ignore-scripts
+COPY tsconfig.json ./
+COPY common ./common
+COPY cli ./cli
+COPY replica ./replica
+COPY router ./router
+COPY operator ./operator
+RUN npx tsc -p tsconfig.json \
+ && npm prune --omit=dev --ignore-scripts \
+ && rm -rf dist/test dist/bench
+
+FROM ${NODE_IMAGE}
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=build /app/package.json ./package.json
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+# A numeric non-root user, so the kubelet can verify runAsNonRoot; files stay root-owned and
+# read-only to it (the chart also mounts the root filesystem read-only).
+USER 10001:10001
+# 8080: replica, 8000: router, 8081: operator metrics and health.
+EXPOSE 8080 8000 8081
+ENTRYPOINT ["node", "/app/dist/cli/main.js"]
+CMD ["--help"]

@@ -1,0 +1,51 @@
+import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { hiddenUnitsForBytes, wineModelBytes } from '../../common/wine-model.js';
+
+/**
+ * The benchmark's models: `count` deterministic wine models of about `bytes` each, written once
+ * to `<dir>/<id>/model.onnx` (the file store's layout) and reused by later runs, since the same
+ * id and size always give the same bytes.
+ */
+export async function ensureModelFiles(dir: string, ids: readonly string[], bytes: number): Promise<{ written: number; totalBytes: number }> {
+  const hidden = hiddenUnitsForBytes(bytes);
+  let written = 0;
+  let totalBytes = 0;
+  for (const id of ids) {
+    const path = join(dir, id, 'model.onnx');
+    const marker = join(dir, id, 'hidden');
+    const have = await readFile(marker, 'utf8').catch(() => '');
+    const size = await stat(path).then((s) => s.size, () => -1);
+    if (have === String(hidden) && size > 0) {
+      totalBytes += size;
+      continue;
+    }
+    await mkdir(join(dir, id), { recursive: true });
+    const data = wineModelBytes(id, hidden);
+    // Write then rename, so an interrupted run never leaves a torn model behind.
+    await writeFile(`${path}.tmp`, data);
+    await rename(`${path}.tmp`, path);
+    await writeFile(marker, String(hidden));
+    written++;
+    totalBytes += data.length;
+  }
+  return { written, totalBytes };
+}
+
+/** Copies the model files into a bucket under `prefix`, `parallel` uploads at a time. */
+export async function uploadModels(
+  dir: string,
+  ids: readonly string[],
+  put: (key: string, body: Uint8Array) => Promise<void>,
+  prefix: string,
+  parallel = 4,
+): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < ids.length) {
+      const id = ids[next++] as string;
+      await put(`${prefix}/${id}/model.onnx`, await readFile(join(dir, id, 'model.onnx')));
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, () => worker()));
+}

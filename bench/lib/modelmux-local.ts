@@ -1,0 +1,91 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { startChild, type Child } from './child.js';
+import { childPids } from './proc-cpu.js';
+import { sumMetric } from './prom-text.js';
+
+/**
+ * `modelmux local` (router + R replica processes) as the benchmark runs it. The replicas'
+ * addresses are read from /proc (each child's MODELMUX_PORT), because local mode only prints
+ * the router's: the load counters live on the replicas' /metrics.
+ */
+export interface ModelmuxLocal {
+  /** e.g. `http://127.0.0.1:8000/wine/` (the Ray Serve request form's path). */
+  url: string;
+  replicaUrls: string[];
+  replicaPids: number[];
+  routerPid: number | undefined;
+  /** Successful model loads so far across all replicas. */
+  loads(): Promise<number>;
+  child: Child;
+  stop(): Promise<void>;
+}
+
+export interface ModelmuxLocalOptions {
+  port: number;
+  replicas: number;
+  maxModelsPerReplica: number;
+  maxOngoingRequests: number;
+  maxBatchSize: number;
+  batchWaitMs: number;
+  modelSource: string;
+  s3Endpoint?: string;
+  env?: Record<string, string>;
+  routePrefix?: string;
+}
+
+async function cmdline(pid: number): Promise<string[]> {
+  return (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
+}
+
+async function environ(pid: number): Promise<Map<string, string>> {
+  const raw = await readFile(`/proc/${pid}/environ`, 'utf8').catch(() => '');
+  return new Map(raw.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+}
+
+export async function replicaLoads(replicaUrls: readonly string[]): Promise<number> {
+  const texts = await Promise.all(replicaUrls.map(async (u) => (await fetch(`${u}/metrics`)).text()));
+  return texts.reduce((sum, t) => sum + sumMetric(t, 'modelmux_replica_model_loads_total', { result: 'success' }), 0);
+}
+
+export async function startModelmuxLocal(repoRoot: string, o: ModelmuxLocalOptions): Promise<ModelmuxLocal> {
+  const routePrefix = o.routePrefix ?? '/wine';
+  const args = [
+    join(repoRoot, 'dist/cli/main.js'),
+    'local',
+    '--port', String(o.port),
+    '--route-prefix', routePrefix,
+    '--replicas', String(o.replicas),
+    '--max-models', String(o.maxModelsPerReplica),
+    '--max-ongoing-requests', String(o.maxOngoingRequests),
+    '--max-batch-size', String(o.maxBatchSize),
+    '--batch-wait-ms', String(o.batchWaitMs),
+    '--model-source', o.modelSource,
+    '--example-models', '0',
+    ...(o.s3Endpoint ? ['--s3-endpoint', o.s3Endpoint] : []),
+  ];
+  const child = await startChild(process.execPath, args, {
+    env: { ...process.env, ...o.env },
+    ready: /route\s+(http:\/\/\S+)/,
+    readyTimeoutMs: 180_000,
+  });
+  const url = `${child.ready[1] as string}/`;
+  const replicaUrls: string[] = [];
+  const replicaPids: number[] = [];
+  let routerPid: number | undefined;
+  for (const pid of await childPids(child.pid)) {
+    const argv = await cmdline(pid);
+    if (argv.includes('replica')) {
+      const port = (await environ(pid)).get('MODELMUX_PORT');
+      if (port) {
+        replicaUrls.push(`http://127.0.0.1:${port}`);
+        replicaPids.push(pid);
+      }
+    } else if (argv.includes('router')) routerPid = pid;
+  }
+  if (replicaUrls.length !== o.replicas) {
+    await child.stop();
+    throw new Error(`found ${replicaUrls.length} of ${o.replicas} replica processes under modelmux local`);
+  }
+  return { url, replicaUrls, replicaPids, routerPid, child, loads: () => replicaLoads(replicaUrls), stop: () => child.stop(30_000) };
+}

@@ -1,0 +1,33 @@
+import { readFile, readdir } from 'node:fs/promises';
+
+/**
+ * CPU time of processes from /proc (Linux): user + system seconds, as the kernel counts them
+ * (`utime` and `stime` of /proc/<pid>/stat, in clock ticks of 1/100 s on Linux).
+ */
+const TICKS_PER_SECOND = 100;
+
+export async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  // The command name (field 2) may hold spaces and parentheses: split after its closing one.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  return (utime + stime) / TICKS_PER_SECOND;
+}
+
+export async function totalCpuSeconds(pids: readonly number[]): Promise<number> {
+  const each = await Promise.all(pids.map((p) => cpuSeconds(p).catch(() => 0)));
+  return each.reduce((a, b) => a + b, 0);
+}
+
+/** Direct children of `pid` (e.g. nginx's workers under its master). */
+export async function childPids(pid: number): Promise<number[]> {
+  const out: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (ppid === pid) out.push(Number(name));
+  }
+  return out;
+}

@@ -1,0 +1,68 @@
+import { execFile } from 'node:child_process';
+import { readFile, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { startChild, type Child } from './child.js';
+
+const execFileP = promisify(execFile);
+
+/** The Ray Serve application of bench/ray/app.py on a local Ray cluster, run by run_ray.py. */
+export interface RayServe {
+  url: string;
+  /** Model loads so far across all replicas (lines of the app's load log). */
+  loads(): Promise<number>;
+  child: Child;
+  stop(): Promise<void>;
+}
+
+export interface RayServeOptions {
+  port: number;
+  replicas: number;
+  maxModelsPerReplica: number;
+  maxOngoingRequests: number;
+  maxBatchSize: number;
+  batchWaitMs: number;
+  modelSource: string;
+  s3Endpoint?: string;
+  /** AWS_* credentials for boto3's standard chain. */
+  env?: Record<string, string>;
+  loadLog: string;
+}
+
+/** The bench venv's python, installed by test/tools/install-bench.sh when missing. */
+export async function benchPython(repoRoot: string): Promise<string> {
+  if (process.env.MODELMUX_BENCH_PYTHON) return process.env.MODELMUX_BENCH_PYTHON;
+  const fixed = join(process.env.MODELMUX_CACHE ?? join(homedir(), '.cache/modelmux'), 'bench-venv/bin/python');
+  const { stdout } = await execFileP('bash', [join(repoRoot, 'test/tools/install-bench.sh')], { maxBuffer: 16 << 20 }).catch(() => ({ stdout: fixed }));
+  return stdout.trim().split('\n').pop() ?? fixed;
+}
+
+export async function startRayServe(repoRoot: string, o: RayServeOptions): Promise<RayServe> {
+  const python = await benchPython(repoRoot);
+  await writeFile(o.loadLog, '');
+  const args = [
+    join(repoRoot, 'bench/ray/run_ray.py'),
+    '--port', String(o.port),
+    '--replicas', String(o.replicas),
+    '--max-models', String(o.maxModelsPerReplica),
+    '--max-ongoing-requests', String(o.maxOngoingRequests),
+    '--max-batch-size', String(o.maxBatchSize),
+    '--batch-wait-ms', String(o.batchWaitMs),
+    '--model-source', o.modelSource,
+    '--load-log', o.loadLog,
+    ...(o.s3Endpoint ? ['--s3-endpoint', o.s3Endpoint] : []),
+  ];
+  const child = await startChild(python, args, {
+    env: { ...process.env, ...o.env, RAY_USAGE_STATS_ENABLED: '0' },
+    ready: /READY (http:\/\/\S+)/,
+    readyTimeoutMs: 180_000,
+  });
+  const url = child.ready[1] as string;
+  return {
+    url,
+    child,
+    loads: async () => (await readFile(o.loadLog, 'utf8')).split('\n').filter((l) => l.trim() !== '').length,
+    stop: () => child.stop(45_000),
+  };
+}

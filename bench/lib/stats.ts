@@ -1,0 +1,30 @@
+/** Latency summaries: exact percentiles over the recorded samples (a run keeps them all). */
+export interface LatencySummary {
+  count: number;
+  meanMs: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+/** Nearest-rank percentile of sorted samples; NaN when there are none. */
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank] as number;
+}
+
+export function summarize(samplesMs: readonly number[]): LatencySummary {
+  const sorted = Float64Array.from(samplesMs).sort();
+  const arr = Array.from(sorted);
+  const sum = arr.reduce((a, b) => a + b, 0);
+  return {
+    count: arr.length,
+    meanMs: arr.length ? sum / arr.length : Number.NaN,
+    p50Ms: percentile(arr, 50),
+    p90Ms: percentile(arr, 90),
+    p99Ms: percentile(arr, 99),
+    maxMs: arr.length ? (arr[arr.length - 1] as number) : Number.NaN,
+  };
+}

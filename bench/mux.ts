@@ -1,0 +1,278 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { z } from 'zod';
+import { ConfigError, HelpRequested, booleanString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { SAMPLE_WINE } from '../common/wine-model.js';
+import { startS3Server, type S3Server } from '../test/helpers/s3-server.js';
+import { globalLruMisses } from './lib/global-lru.js';
+import { runLoad, type LoadResult } from './lib/load-generator.js';
+import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
+import { fmt, mdTable } from './lib/markdown.js';
+import { ensureModelFiles, uploadModels } from './lib/model-set.js';
+import { startModelmuxLocal } from './lib/modelmux-local.js';
+import { startRayServe } from './lib/ray-serve.js';
+import { idSampler, modelIds, PATTERN_LABELS, PATTERNS, type PatternName } from './lib/traffic.js';
+import { DEFAULT_PARAMS, simulate, type PolicyName } from './simulator/simulate.js';
+
+/**
+ * `npm run bench:mux`: modelmux local mode against a Ray Serve multiplexed deployment, the same
+ * models in the same S3-compatible store (SeaweedFS), the same closed-loop load generator and
+ * request mixes. Writes bench/results/mux.{json,md}.
+ */
+
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const SYSTEMS = ['modelmux', 'ray'] as const;
+type System = (typeof SYSTEMS)[number];
+
+const schema = z.object({
+  models: int(1, 100_000).default(200),
+  modelBytes: int(1000, 1_000_000_000).default(10_000_000),
+  replicas: int(1, 64).default(2),
+  maxModels: int(1, 10_000).default(8),
+  maxOngoingRequests: int(1, 10_000).default(16),
+  maxBatchSize: int(1, 1024).default(1),
+  batchWaitMs: int(0, 10_000).default(0),
+  concurrency: int(1, 10_000).default(16),
+  warmupSeconds: z.coerce.number().min(0).max(3600).default(5),
+  durationSeconds: z.coerce.number().min(1).max(3600).default(15),
+  patterns: z.string().default(PATTERNS.join(',')),
+  systems: z.string().default(SYSTEMS.join(',')),
+  store: z.enum(['s3', 'file']).default('s3'),
+  seed: int(0, 2 ** 31).default(42),
+  modelDir: z.string().optional(),
+  out: z.string().default('bench/results/mux'),
+  simulate: booleanString.default(true),
+});
+type Options = z.infer<typeof schema>;
+
+const specs: OptionSpecs<typeof schema.shape> = {
+  models: { flag: 'models', help: 'Generated models in the store (default 200).' },
+  modelBytes: { flag: 'model-bytes', help: 'Size of each model file in bytes (default 10000000).' },
+  replicas: { flag: 'replicas', help: 'Replicas of each system (default 2).' },
+  maxModels: { flag: 'max-models', help: 'Models per replica: modelmux --max-models and Ray max_num_models_per_replica (default 8).' },
+  maxOngoingRequests: { flag: 'max-ongoing-requests', help: 'Per replica, both systems (default 16).' },
+  maxBatchSize: { flag: 'max-batch-size', help: 'Per-model batch size, both systems; 1 turns batching off (default 1).' },
+  batchWaitMs: { flag: 'batch-wait-ms', help: 'Batch wait, both systems (default 0).' },
+  concurrency: { flag: 'concurrency', help: 'Closed-loop clients, each with one request in flight (default 16).' },
+  warmupSeconds: { flag: 'warmup-seconds', help: 'Unmeasured traffic of the same pattern before each measurement (default 5).' },
+  durationSeconds: { flag: 'duration-seconds', help: 'Measured seconds per pattern per system (default 15).' },
+  patterns: { flag: 'patterns', help: `Comma list of ${PATTERNS.join(', ')} (default all).` },
+  systems: { flag: 'systems', help: 'Comma list of modelmux, ray (default both).' },
+  store: { flag: 'store', help: 's3 (SeaweedFS, default) or file.' },
+  seed: { flag: 'seed', help: 'Seed of the model sequences (default 42).' },
+  modelDir: { flag: 'model-dir', help: 'Where generated models are kept between runs (default ~/.cache/modelmux/bench-models/<bytes>).' },
+  out: { flag: 'out', help: 'Results path without extension (default bench/results/mux).' },
+  simulate: { flag: 'simulate', help: "Add the placement simulator's table for the same pool (default true)." },
+};
+
+interface Row {
+  system: System;
+  pattern: PatternName;
+  warmupRequests: number;
+  result: Omit<LoadResult, 'sequence'>;
+  loads: number;
+  loadsPer1000: number;
+  idealLoadsPer1000: number;
+}
+
+function list<T extends string>(raw: string, allowed: readonly T[], what: string): T[] {
+  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = items.filter((s) => !(allowed as readonly string[]).includes(s));
+  if (bad.length > 0) throw new ConfigError('bench mux', [`unknown ${what}: ${bad.join(', ')} (known: ${allowed.join(', ')})`]);
+  return items as T[];
+}
+
+interface Running {
+  url: string;
+  loads(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+async function startSystem(system: System, o: Options, repoRoot: string, store: { source: string; endpoint?: string; env: Record<string, string> }, workDir: string): Promise<Running> {
+  const common = {
+    replicas: o.replicas,
+    maxModelsPerReplica: o.maxModels,
+    maxOngoingRequests: o.maxOngoingRequests,
+    maxBatchSize: o.maxBatchSize,
+    batchWaitMs: o.batchWaitMs,
+    modelSource: store.source,
+    env: store.env,
+    ...(store.endpoint ? { s3Endpoint: store.endpoint } : {}),
+  };
+  if (system === 'modelmux') return startModelmuxLocal(repoRoot, { ...common, port: 0 });
+  const { freePorts } = await import('../test/helpers/s3-server.js');
+  const [port] = await freePorts(1);
+  return startRayServe(repoRoot, { ...common, port: port ?? 8000, loadLog: join(workDir, 'ray-loads.log') });
+}
+
+function simulatorTable(o: Options, patterns: readonly PatternName[]): string {
+  const params = { ...DEFAULT_PARAMS, replicas: o.replicas, slots: o.maxModels, models: o.models, maxOngoingRequests: o.maxOngoingRequests, durationMs: 30_000, warmupMs: 5_000 };
+  const policies: PolicyName[] = ['modelmux', 'ray-like', 'ideal'];
+  const rows: string[][] = [];
+  for (const pattern of patterns) {
+    const r = policies.map((p) => simulate(p, pattern, params));
+    rows.push([pattern, ...r.map((x) => fmt(x.loadsPer1000)), ...r.slice(0, 2).map((x) => fmt(x.p99WaitMs))]);
+  }
+  return [
+    `Simulated pool (bench/simulator, same shape: ${o.replicas} replicas × ${o.maxModels} slots, ${o.models} models, maxOngoingRequests ${o.maxOngoingRequests}; ` +
+      `simulator defaults otherwise: ${params.routers} routers, inference ${params.inferMs} ms, load ${params.loadMs} ms, ${params.busy * 100}% busy, 30 s of which 5 s warm-up):`,
+    '',
+    mdTable(['pattern', 'sim modelmux loads/1000', 'sim ray-like loads/1000', 'sim ideal global LRU loads/1000', 'sim modelmux p99 wait ms', 'sim ray-like p99 wait ms'], rows),
+  ].join('\n');
+}
+
+function report(o: Options, m: MachineInfo, rows: readonly Row[], patterns: readonly PatternName[], command: string, sim: string | undefined): string {
+  const get = (s: System, p: PatternName): Row | undefined => rows.find((r) => r.system === s && r.pattern === p);
+  const measured = mdTable(
+    ['pattern', 'system', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'loads / 1000 req', 'ideal global LRU loads / 1000'],
+    rows.map((r) => [
+      PATTERN_LABELS[r.pattern],
+      r.system,
+      String(r.result.requests),
+      String(r.result.requests - r.result.ok),
+      fmt(r.result.throughputRps),
+      fmt(r.result.latency.p50Ms, 2),
+      fmt(r.result.latency.p99Ms, 2),
+      fmt(r.loadsPer1000),
+      fmt(r.idealLoadsPer1000),
+    ]),
+  );
+  const ratioRows: string[][] = [];
+  for (const p of patterns) {
+    const a = get('modelmux', p);
+    const b = get('ray', p);
+    if (!a || !b) continue;
+    const thr = a.result.throughputRps / b.result.throughputRps;
+    const p99 = a.result.latency.p99Ms / b.result.latency.p99Ms;
+    const loadsVsRay = b.loadsPer1000 === 0 ? (a.loadsPer1000 === 0 ? 1 : Infinity) : a.loadsPer1000 / b.loadsPer1000;
+    const loadsVsIdeal = a.idealLoadsPer1000 === 0 ? (a.loadsPer1000 === 0 ? 1 : Infinity) : a.loadsPer1000 / a.idealLoadsPer1000;
+    const ok = (c: boolean): string => (c ? 'met' : '**missed**');
+    ratioRows.push([
+      PATTERN_LABELS[p],
+      `${fmt(thr, 2)} (${ok(thr >= 5)})`,
+      `${fmt(p99, 3)} (${ok(p99 <= 0.2)})`,
+      `${fmt(loadsVsRay, 2)} (${ok(a.loadsPer1000 <= b.loadsPer1000)})`,
+      `${fmt(loadsVsIdeal, 2)} (${ok(loadsVsIdeal <= 1.2)})`,
+    ]);
+  }
+  const spread = (s: System): string => {
+    const t = patterns.map((p) => get(s, p)?.result.throughputRps).filter((x): x is number => x !== undefined);
+    if (t.length < 2) return 'n/a';
+    const max = Math.max(...t);
+    const min = Math.min(...t);
+    return `${fmt(((max - min) / max) * 100)}% (min ${fmt(min)} / max ${fmt(max)} req/s)`;
+  };
+  return [
+    `## Multiplexing: modelmux local vs Ray Serve`,
+    '',
+    `Command: \`${command}\``,
+    '',
+    `Machine: ${machineLine(m)}`,
+    '',
+    `Setup: ${o.models} models of ${(o.modelBytes / 1e6).toFixed(1)} MB in ${o.store === 's3' ? 'one SeaweedFS S3 bucket' : 'one folder'}; ` +
+      `${o.replicas} replicas × ${o.maxModels} models each (${o.replicas * o.maxModels} slots) on both systems; maxOngoingRequests ${o.maxOngoingRequests}; ` +
+      `batching ${o.maxBatchSize > 1 ? `max ${o.maxBatchSize}, wait ${o.batchWaitMs} ms` : 'off'} on both; ` +
+      `closed loop with ${o.concurrency} concurrent clients, one row per request (Ray Serve form: POST with serve_multiplexed_model_id); ` +
+      `per pattern ${o.warmupSeconds} s warm-up then ${o.durationSeconds} s measured; seed ${o.seed}.`,
+    '',
+    measured,
+    '',
+    'Ratios modelmux / Ray (targets: throughput ≥ 5, p99 ≤ 0.2, loads ≤ Ray\'s, loads ≤ 1.2 × ideal):',
+    '',
+    mdTable(['pattern', 'throughput ×', 'p99 ×', 'loads vs Ray ×', 'modelmux loads vs ideal ×'], ratioRows),
+    '',
+    `Throughput spread across patterns (target ≤ 15%): modelmux ${spread('modelmux')}; Ray ${spread('ray')}.`,
+    ...(sim ? ['', sim] : []),
+    '',
+  ].join('\n');
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const o = parseConfig('bench mux', 'Multiplexing benchmark: modelmux local vs Ray Serve.', schema, specs, argv, process.env);
+  const patterns = list(o.patterns, PATTERNS, 'pattern');
+  const systems = list(o.systems, SYSTEMS, 'system');
+  const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+  const workDir = join(repoRoot, 'bench/results/.work');
+  await mkdir(workDir, { recursive: true });
+  const m = machineInfo();
+  const log = (msg: string): void => void process.stderr.write(`[bench:mux ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+
+  const ids = modelIds(o.models);
+  const modelDir = o.modelDir ?? join(homedir(), '.cache/modelmux/bench-models', String(o.modelBytes));
+  log(`models: ${o.models} × ${o.modelBytes} bytes in ${modelDir}`);
+  const made = await ensureModelFiles(modelDir, ids, o.modelBytes);
+  log(`models ready (${made.written} written, ${(made.totalBytes / 1e9).toFixed(2)} GB)`);
+
+  let s3: S3Server | undefined;
+  const rows: Row[] = [];
+  try {
+    let store: { source: string; endpoint?: string; env: Record<string, string> };
+    if (o.store === 's3') {
+      s3 = await startS3Server({ bucket: 'models', startTimeoutMs: 120_000 });
+      log(`SeaweedFS S3 at ${s3.endpoint}; uploading`);
+      await uploadModels(modelDir, ids, (k, b) => (s3 as S3Server).put(k, b), 'wine');
+      store = { source: 's3://models/wine', endpoint: s3.endpoint, env: s3.awsEnv };
+    } else {
+      store = { source: pathToFileURL(modelDir).href, env: {} };
+    }
+    const body = JSON.stringify({ instances: [SAMPLE_WINE] });
+    for (const system of systems) {
+      log(`starting ${system}`);
+      const sys = await startSystem(system, o, repoRoot, store, workDir);
+      try {
+        for (const pattern of patterns) {
+          const next = idSampler(pattern, ids, o.seed);
+          const base = { url: sys.url, nextModel: next, concurrency: o.concurrency, body, maxRequests: Number.MAX_SAFE_INTEGER };
+          const warm = await runLoad({ ...base, durationMs: o.warmupSeconds * 1000 });
+          const before = await sys.loads();
+          const run = await runLoad({ ...base, durationMs: o.durationSeconds * 1000 });
+          const loads = (await sys.loads()) - before;
+          const ideal = globalLruMisses([...warm.sequence, ...run.sequence], o.replicas * o.maxModels, warm.sequence.length);
+          const { sequence: _seq, ...result } = run;
+          rows.push({
+            system,
+            pattern,
+            warmupRequests: warm.requests,
+            result,
+            loads,
+            loadsPer1000: (1000 * loads) / Math.max(1, run.requests),
+            idealLoadsPer1000: (1000 * ideal.misses) / Math.max(1, ideal.requests),
+          });
+          log(`${system} ${pattern}: ${run.throughputRps.toFixed(1)} req/s, p50 ${run.latency.p50Ms.toFixed(2)} ms, p99 ${run.latency.p99Ms.toFixed(2)} ms, ` +
+            `${loads} loads in ${run.requests} requests, failures ${JSON.stringify(run.failures)}`);
+        }
+      } finally {
+        log(`stopping ${system}`);
+        await sys.stop();
+      }
+    }
+  } finally {
+    await s3?.stop();
+  }
+
+  let sim: string | undefined;
+  if (o.simulate) {
+    try {
+      sim = simulatorTable(o, patterns);
+    } catch (err) {
+      sim = `Simulator table unavailable: ${String(err)}`;
+    }
+  }
+  const command = `npm run bench:mux -- ${argv.join(' ')}`.trim();
+  const md = report(o, m, rows, patterns, command, sim);
+  await writeFile(join(repoRoot, `${o.out}.json`), JSON.stringify({ machine: m, options: o, command, rows }, null, 2) + '\n');
+  await writeFile(join(repoRoot, `${o.out}.md`), md);
+  process.stdout.write(md);
+}
+
+try {
+  await main(process.argv.slice(2));
+} catch (err) {
+  if (err instanceof HelpRequested) process.stdout.write(err.text);
+  else {
+    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  }
+}

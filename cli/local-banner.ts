@@ -1,0 +1,72 @@
+import { HEADER_RAY_MODEL_ID } from '../common/names.js';
+import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT } from '../common/wine-model.js';
+
+/**
+ * What `modelmux local` prints once the pool is up: where to send requests and one working
+ * curl command per request form. Pure, so the wording can be checked without processes.
+ */
+
+export interface BannerInput {
+  /** Router base URL without a trailing slash, e.g. http://127.0.0.1:8000. */
+  routerUrl: string;
+  routePrefix: string;
+  replicas: number;
+  maxModels: number;
+  modelSource: string;
+  /** Ids to show in the examples: three different models, so the pool's routing shows. */
+  exampleIds: readonly [string, string, string];
+  exampleModelCount: number;
+}
+
+/** The header as SageMaker documents it; header names are case-insensitive on the wire. */
+const SAGEMAKER_HEADER = 'X-Amzn-SageMaker-Target-Model';
+
+const quote = (s: string): string => `'${s.replaceAll("'", `'\\''`)}'`;
+
+export function v2Body(): string {
+  return JSON.stringify({ inputs: [{ name: WINE_INPUT, shape: [1, WINE_FEATURES], datatype: 'FP32', data: SAMPLE_WINE }] });
+}
+
+export function rowsBody(): string {
+  return JSON.stringify({ instances: [SAMPLE_WINE] });
+}
+
+/** The three request forms as curl command lines (one line each, POSIX-shell quoted). */
+export function curlCommands(b: Pick<BannerInput, 'routerUrl' | 'routePrefix' | 'exampleIds'>): { v2: string; ray: string; sagemaker: string } {
+  const base = `${b.routerUrl}${b.routePrefix}`;
+  const [a, c, d] = b.exampleIds;
+  const json = `-H ${quote('Content-Type: application/json')}`;
+  return {
+    v2: `curl -sS ${quote(`${base}/v2/models/${a}/infer`)} ${json} -d ${quote(v2Body())}`,
+    ray: `curl -sS ${quote(`${base}/`)} -H ${quote(`${HEADER_RAY_MODEL_ID}: ${c}`)} ${json} -d ${quote(rowsBody())}`,
+    sagemaker: `curl -sS ${quote(`${base}/invocations`)} -H ${quote(`${SAGEMAKER_HEADER}: ${d}`)} ${json} -d ${quote(rowsBody())}`,
+  };
+}
+
+export function bannerText(b: BannerInput): string {
+  const cmds = curlCommands(b);
+  const models =
+    b.exampleModelCount > 0
+      ? `${b.exampleModelCount} example models (${b.exampleIds[0]} … ) from ${b.modelSource}`
+      : `models from ${b.modelSource}`;
+  return [
+    '',
+    `modelmux local is up: ${b.replicas} replica${b.replicas === 1 ? '' : 's'} (up to ${b.maxModels} loaded models each) behind one router,`,
+    `serving ${models}.`,
+    '',
+    `  route    ${b.routerUrl}${b.routePrefix}`,
+    `  metrics  ${b.routerUrl}/metrics`,
+    '',
+    'Open Inference Protocol (KServe V2):',
+    `  ${cmds.v2}`,
+    '',
+    `Ray Serve style (model id in the ${HEADER_RAY_MODEL_ID} header):`,
+    `  ${cmds.ray}`,
+    '',
+    `SageMaker multi-model style (model id in the ${SAGEMAKER_HEADER} header):`,
+    `  ${cmds.sagemaker}`,
+    '',
+    'Press Ctrl-C to stop.',
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,118 @@
+import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo, type Server } from 'node:net';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** Child processes of `modelmux local`: start, watch, probe, stop. */
+
+export interface Child {
+  readonly name: string;
+  /** Resolves with the exit code (null after a signal). */
+  readonly exited: Promise<number | null>;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process is gone. */
+  stop(graceMs?: number): Promise<void>;
+  kill(): void;
+  /** The last lines it wrote, for the error message when it dies before it is ready. */
+  tail(): string[];
+}
+
+const TAIL_LINES = 20;
+
+/** Ports free right now on 127.0.0.1; all held open together so they are distinct. */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<Server>((resolve, reject) => {
+          const s = createServer();
+          s.once('error', reject);
+          s.listen(0, '127.0.0.1', () => resolve(s));
+        }),
+    ),
+  );
+  const ports = servers.map((s) => (s.address() as AddressInfo).port);
+  await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
+  return ports;
+}
+
+/** JSON log lines below warn are shown only with --verbose; anything else (a stack trace) always. */
+function worthShowing(line: string, verbose: boolean): boolean {
+  if (verbose) return true;
+  try {
+    const level = (JSON.parse(line) as { level?: unknown }).level;
+    return level !== 'info' && level !== 'debug';
+  } catch {
+    return line.trim() !== '';
+  }
+}
+
+export function startChild(
+  name: string,
+  script: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  verbose: boolean,
+  onUnexpectedExit: (child: Child, code: number | null) => void,
+): Child {
+  const proc = spawn(process.execPath, [script, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  let stopRequested = false;
+  for (const stream of [proc.stdout, proc.stderr]) {
+    createInterface({ input: stream }).on('line', (line) => {
+      lines.push(line);
+      if (lines.length > TAIL_LINES) lines.shift();
+      if (worthShowing(line, verbose)) process.stderr.write(`[${name}] ${line}\n`);
+    });
+  }
+  const exited = new Promise<number | null>((resolve) => {
+    proc.once('exit', (code) => resolve(code));
+    proc.once('error', (err) => {
+      lines.push(String(err));
+      resolve(null);
+    });
+  });
+  const child: Child = {
+    name,
+    exited,
+    kill: () => {
+      proc.kill('SIGKILL');
+    },
+    tail: () => [...lines],
+    stop: async (graceMs = 10_000) => {
+      stopRequested = true;
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+  void exited.then((code) => {
+    if (!stopRequested) onUnexpectedExit(child, code);
+  });
+  return child;
+}
+
+/**
+ * Polls `url` until it answers 2xx. Fails at `deadline` (epoch ms), or at once when `child`
+ * exits first, with the child's last lines so the cause is on screen.
+ */
+export async function waitReady(url: string, deadline: number, child: Child | undefined): Promise<void> {
+  let gone = false;
+  void child?.exited.then(() => {
+    gone = true;
+  });
+  for (;;) {
+    if (gone) throw new Error(`${child?.name ?? url} exited before it was ready:\n${child?.tail().join('\n') ?? ''}`);
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+      await res.arrayBuffer();
+      if (res.ok) return;
+    } catch {
+      // Not listening yet.
+    }
+    if (Date.now() > deadline) throw new Error(`${child?.name ?? url} was not ready at ${url} in time:\n${child?.tail().join('\n') ?? ''}`);
+    await sleep(200);
+  }
+}

@@ -1,0 +1,51 @@
+import { API_GROUP, KIND, LABEL_DEPLOYMENT } from '../common/names.js';
+import type { KubeObject } from './resource-watch.js';
+
+/**
+ * Which MultiplexedDeployment an event concerns, as a work-queue key "namespace/name".
+ * Pure: the watches call these and enqueue; reconcile then re-reads everything itself.
+ */
+
+export function keyFor(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
+
+export function splitKey(key: string): { namespace: string; name: string } {
+  const i = key.indexOf('/');
+  return { namespace: key.slice(0, i), name: key.slice(i + 1) };
+}
+
+export function ownKey(obj: KubeObject): string | undefined {
+  const m = obj.metadata;
+  return m?.namespace !== undefined && m.name !== undefined ? keyFor(m.namespace, m.name) : undefined;
+}
+
+/** The controlling MultiplexedDeployment of an owned object. */
+export function controllerKey(obj: KubeObject): string | undefined {
+  const ns = obj.metadata?.namespace;
+  const ref = obj.metadata?.ownerReferences?.find((r) => r.controller === true && r.kind === KIND && r.apiVersion.startsWith(`${API_GROUP}/`));
+  return ns !== undefined && ref !== undefined ? keyFor(ns, ref.name) : undefined;
+}
+
+/** A replica pod's resource, from the label the router also selects on. */
+export function podKey(pod: KubeObject): string | undefined {
+  const ns = pod.metadata?.namespace;
+  const name = pod.metadata?.labels?.[LABEL_DEPLOYMENT];
+  return ns !== undefined && name !== undefined ? keyFor(ns, name) : undefined;
+}
+
+interface PodStatusFields {
+  phase?: string;
+  podIP?: string;
+  conditions?: { type?: string; status?: string; reason?: string; message?: string }[];
+}
+
+/**
+ * What of a pod can change the resource's status. Replicas rewrite their model-table
+ * annotation on every load and eviction; those updates must not each cost a reconcile.
+ */
+export function podFingerprint(pod: KubeObject): string {
+  const s = (pod.status ?? {}) as PodStatusFields;
+  const conditions = (s.conditions ?? []).map((c) => `${c.type ?? ''}=${c.status ?? ''}:${c.reason ?? ''}:${c.message ?? ''}`).sort();
+  return JSON.stringify([s.phase ?? '', s.podIP ?? '', conditions, pod.metadata?.deletionTimestamp !== undefined]);
+}

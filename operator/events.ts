@@ -1,0 +1,50 @@
+import type { Logger } from '../common/log.js';
+import { API_GROUP, API_VERSION, KIND } from '../common/names.js';
+import type { MultiplexedDeployment } from '../common/resource.js';
+import { resourcePath, type KubeClient } from './kube-client.js';
+
+/** Identical events for one object within this window are sent once: a failing reconcile retries often. */
+const DEDUPE_WINDOW_MS = 5 * 60_000;
+const COMPONENT = 'modelmux-operator';
+
+/** Records core/v1 Events on a MultiplexedDeployment (what `kubectl describe mxd` shows). */
+export class EventRecorder {
+  private readonly lastSent = new Map<string, number>();
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async record(mxd: MultiplexedDeployment, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
+    const dedupeKey = `${mxd.metadata.uid ?? ''}|${reason}|${message}`;
+    const at = this.now();
+    const last = this.lastSent.get(dedupeKey);
+    if (last !== undefined && at - last < DEDUPE_WINDOW_MS) return;
+    this.lastSent.set(dedupeKey, at);
+    for (const [k, t] of this.lastSent) if (at - t >= DEDUPE_WINDOW_MS) this.lastSent.delete(k);
+    const ns = mxd.metadata.namespace;
+    const time = new Date(at).toISOString();
+    const event = {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name: `${mxd.metadata.name}.${at.toString(16)}${Math.floor(Math.random() * 0xffff).toString(16)}`, namespace: ns },
+      involvedObject: { apiVersion: `${API_GROUP}/${API_VERSION}`, kind: KIND, name: mxd.metadata.name, namespace: ns, uid: mxd.metadata.uid },
+      reason,
+      message: message.slice(0, 1024),
+      type,
+      source: { component: COMPONENT },
+      reportingComponent: COMPONENT,
+      firstTimestamp: time,
+      lastTimestamp: time,
+      count: 1,
+    };
+    try {
+      await this.client.create(resourcePath('v1', 'events', ns), event);
+    } catch (err) {
+      // An event is a courtesy; failing to send one must not fail the reconcile.
+      this.log.warn('could not record event', { reason, error: String(err) });
+    }
+  }
+}

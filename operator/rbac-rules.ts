@@ -1,0 +1,26 @@
+import type { V1PolicyRule } from '@kubernetes/client-node';
+import { API_GROUP, PLURAL } from '../common/names.js';
+
+/**
+ * The operator's own least-privilege RBAC, the one place the chart's ClusterRole and Role
+ * are generated from. Every verb here is used by operator/; nothing more.
+ */
+export const OPERATOR_CLUSTER_RULES: readonly V1PolicyRule[] = [
+  { apiGroups: [API_GROUP], resources: [PLURAL], verbs: ['get', 'list', 'watch'] },
+  { apiGroups: [API_GROUP], resources: [`${PLURAL}/status`], verbs: ['get', 'patch', 'update'] },
+  // blockOwnerDeletion on owned objects needs update on the owner's finalizers.
+  { apiGroups: [API_GROUP], resources: [`${PLURAL}/finalizers`], verbs: ['update'] },
+  // Server-side apply is a patch, and a patch that creates also needs create.
+  { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
+  { apiGroups: [''], resources: ['services', 'serviceaccounts'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
+  { apiGroups: ['rbac.authorization.k8s.io'], resources: ['roles', 'rolebindings'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
+  { apiGroups: ['autoscaling'], resources: ['horizontalpodautoscalers'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
+  // get/patch on pods: RBAC only lets the operator grant the replicas' Role what it holds itself.
+  { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'patch'] },
+  { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+];
+
+/** In the operator's own namespace only: the leader-election Lease. */
+export const OPERATOR_LEADER_ELECTION_RULES: readonly V1PolicyRule[] = [
+  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] },
+];

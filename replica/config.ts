@@ -1,0 +1,65 @@
+import { z } from 'zod';
+import { booleanString, byteQuantityString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
+
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+export const replicaConfigSchema = z.object({
+  host: z.string().min(1).default('0.0.0.0'),
+  port: int(0, 65535).default(REPLICA_PORT),
+  modelSource: z.string().regex(/^(s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?|file:\/\/\/.*)$/, 'must be s3://bucket[/prefix] or file:///dir'),
+  s3Endpoint: z.url().optional(),
+  s3Region: z.string().min(1).max(64).default('us-east-1'),
+  s3ForcePathStyle: booleanString.optional(),
+  maxModels: int(1, 10000).default(3),
+  maxModelBytes: byteQuantityString.optional(),
+  maxOngoingRequests: int(1, 100000).default(16),
+  maxBatchSize: int(1, 1024).default(1),
+  batchWaitMs: int(0, 10000).default(0),
+  cacheDir: z.string().min(1).optional(),
+  executionProvider: z.enum(['cpu', 'cuda']).default('cpu'),
+  maxBodyBytes: byteQuantityString.default(8 * 1024 * 1024),
+  maxConcurrentLoads: int(1, 64).default(2),
+  requestTimeoutMs: int(1, 3_600_000).default(60_000),
+  publishIntervalMs: int(0, 60_000).default(300),
+  replicaName: z.string().min(1).max(253).optional(),
+  podName: z.string().min(1).max(253).optional(),
+  podNamespace: z.string().min(1).max(63).optional(),
+  podIp: z.string().min(1).optional(),
+  testHooks: booleanString.default(false),
+  testLoadDelayMs: int(0, 600_000).default(0),
+});
+
+export type ReplicaConfig = z.infer<typeof replicaConfigSchema>;
+
+const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
+  host: { flag: 'host', env: REPLICA_ENV.host, help: 'Address to listen on (default 0.0.0.0).' },
+  port: { flag: 'port', env: REPLICA_ENV.port, help: `Port to listen on; 0 picks a free one (default ${REPLICA_PORT}).` },
+  modelSource: { flag: 'model-source', env: REPLICA_ENV.modelSource, help: 'Model store: s3://bucket/prefix or file:///dir; model ID lives at <source>/<ID>/model.onnx. Required.' },
+  s3Endpoint: { flag: 's3-endpoint', env: REPLICA_ENV.s3Endpoint, help: 'S3-compatible endpoint URL (AWS when unset). Credentials come from the standard AWS chain.' },
+  s3Region: { flag: 's3-region', env: REPLICA_ENV.s3Region, help: 'S3 region (default us-east-1).' },
+  s3ForcePathStyle: { flag: 's3-force-path-style', env: REPLICA_ENV.s3ForcePathStyle, help: 'Path-style S3 addressing (default: true when an endpoint is set).' },
+  maxModels: { flag: 'max-models', env: REPLICA_ENV.maxModels, help: 'Models kept loaded at most (LRU; default 3).' },
+  maxModelBytes: { flag: 'max-model-bytes', env: REPLICA_ENV.maxModelBytes, help: 'Optional bound on the bytes of loaded model files, e.g. 4Gi.' },
+  maxOngoingRequests: { flag: 'max-ongoing-requests', env: REPLICA_ENV.maxOngoingRequests, help: 'Inference requests in progress at most; past it 503 overloaded at once (default 16).' },
+  maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most; 1 turns batching off (default 1).' },
+  batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others (default 0).' },
+  cacheDir: { flag: 'cache-dir', env: REPLICA_ENV.cacheDir, help: 'Folder for downloaded model files (default: a temp folder).' },
+  executionProvider: { flag: 'execution-provider', env: REPLICA_ENV.executionProvider, help: 'cpu or cuda (default cpu); cuda fails at start when absent.' },
+  maxBodyBytes: { flag: 'max-body-bytes', env: REPLICA_ENV.maxBodyBytes, help: 'Largest request body; larger gets 413 (default 8Mi).' },
+  maxConcurrentLoads: { flag: 'max-concurrent-loads', env: REPLICA_ENV.maxConcurrentLoads, help: 'Loads of different models running at the same time at most (default 2).' },
+  requestTimeoutMs: { flag: 'request-timeout-ms', env: REPLICA_ENV.requestTimeoutMs, help: 'Deadline of one inference request, including its load; 504 past it (default 60000).' },
+  publishIntervalMs: { flag: 'publish-interval-ms', env: REPLICA_ENV.publishIntervalMs, help: 'Shortest gap between two patches of the pod annotation (default 300).' },
+  replicaName: { flag: 'replica-name', env: REPLICA_ENV.replicaName, help: 'Name in x-modelmux-replica and logs (default: POD_NAME, else host:port).' },
+  podName: { flag: 'pod-name', env: REPLICA_ENV.podName, help: 'Own pod name (downward API); with the namespace, enables table publication.' },
+  podNamespace: { flag: 'pod-namespace', env: REPLICA_ENV.podNamespace, help: 'Own pod namespace (downward API).' },
+  podIp: { flag: 'pod-ip', env: REPLICA_ENV.podIp, help: 'Own pod IP (downward API), for logs.' },
+  testHooks: { flag: 'test-hooks', env: REPLICA_ENV.testHooks, help: 'TESTS ONLY: honour the x-modelmux-test-delay-ms request header.' },
+  testLoadDelayMs: { flag: 'test-load-delay-ms', env: REPLICA_ENV.testLoadDelayMs, help: 'TESTS ONLY: extra milliseconds added to every model load.' },
+};
+
+const SUMMARY = 'Serve many same-shaped ONNX models from an LRU cache fed by a model store (one process per pod).';
+
+export function parseReplicaConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ReplicaConfig {
+  return parseConfig('replica', SUMMARY, replicaConfigSchema, specs, argv, env);
+}

@@ -1,0 +1,192 @@
+import { z } from 'zod';
+import { ModelmuxError } from '../common/errors.js';
+import { elementCount, typedArrayFrom, toJsonValues, V2_DATATYPES, type HostTensor, type ModelSignature, type TensorSpec } from './tensor.js';
+
+/**
+ * Request and response bodies, pure. Two body forms are accepted on every endpoint:
+ * - Open Inference Protocol (KServe V2): `{"inputs":[{"name","shape","datatype","data"}], "outputs"?:[{"name"}]}`,
+ *   answered with `{"model_name","model_version","id"?,"outputs":[{"name","datatype","shape","data"}]}`;
+ * - rows, for single-input models: `{"instances":[row, …]}`, a bare `[row, …]`, or one bare row
+ *   `[x1, …]`, where a row holds one sample of the input (its shape past dim 0), answered with
+ *   `{"predictions":[row, …]}` (one output) or `{"predictions":[{"<output>": row}, …]}`.
+ */
+
+const nested: z.ZodType<unknown[]> = z.array(z.union([z.number(), z.boolean(), z.lazy(() => nested)]));
+
+const v2InputSchema = z.object({
+  name: z.string().min(1).max(256),
+  shape: z.array(z.number().int().nonnegative()).max(16),
+  datatype: z.string().min(1).max(16),
+  parameters: z.record(z.string(), z.unknown()).optional(),
+  data: nested,
+});
+
+export const v2RequestSchema = z.object({
+  id: z.string().max(256).optional(),
+  parameters: z.record(z.string(), z.unknown()).optional(),
+  inputs: z.array(v2InputSchema).min(1).max(64),
+  outputs: z.array(z.object({ name: z.string().min(1).max(256), parameters: z.record(z.string(), z.unknown()).optional() })).max(64).optional(),
+});
+
+export type BodyForm = 'v2' | 'rows';
+
+/** A request checked against its model: one tensor per model input, in the model's order. */
+export interface InferRequest {
+  form: BodyForm;
+  id?: string;
+  inputs: HostTensor[];
+  /** Output names asked for (V2 `outputs`); all when undefined. */
+  outputs?: string[];
+  /** Size of dim 0 shared by every input, or undefined when the inputs disagree or are scalars. */
+  rows: number | undefined;
+}
+
+function flatten(data: readonly unknown[], out: unknown[] = []): unknown[] {
+  for (const v of data) {
+    if (Array.isArray(v)) flatten(v, out);
+    else out.push(v);
+  }
+  return out;
+}
+
+function mismatch(message: string): ModelmuxError {
+  return new ModelmuxError('input_mismatch', message);
+}
+
+function checkShape(spec: TensorSpec, shape: readonly number[]): void {
+  if (shape.length !== spec.shape.length) {
+    throw mismatch(`input "${spec.name}" has shape [${shape.join(',')}], the model expects rank ${spec.shape.length} ([${spec.shape.map((d) => (d < 0 ? '-1' : d)).join(',')}])`);
+  }
+  spec.shape.forEach((d, i) => {
+    if (d >= 0 && shape[i] !== d) throw mismatch(`input "${spec.name}" has ${shape[i]} in dim ${i}, the model expects ${d}`);
+  });
+}
+
+function tensorFor(spec: TensorSpec, shape: number[], values: unknown[]): HostTensor {
+  checkShape(spec, shape);
+  if (values.length !== elementCount(shape)) {
+    throw mismatch(`input "${spec.name}" has ${values.length} values for shape [${shape.join(',')}] (${elementCount(shape)} expected)`);
+  }
+  const data = typedArrayFrom(spec.datatype, values);
+  if (typeof data === 'string') throw mismatch(`input "${spec.name}": ${data}`);
+  return { datatype: spec.datatype, dims: shape, data };
+}
+
+function sharedRows(inputs: readonly HostTensor[]): number | undefined {
+  const first = inputs[0]?.dims[0];
+  if (first === undefined) return undefined;
+  return inputs.every((t) => t.dims.length > 0 && t.dims[0] === first) ? first : undefined;
+}
+
+function parseV2(body: unknown, sig: ModelSignature): InferRequest {
+  const r = v2RequestSchema.safeParse(body);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    throw new ModelmuxError('invalid_request', `not an inference request: ${issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid'}`);
+  }
+  const byName = new Map<string, z.infer<typeof v2InputSchema>>();
+  for (const input of r.data.inputs) {
+    if (byName.has(input.name)) throw mismatch(`input "${input.name}" is given twice`);
+    if (!sig.inputs.some((s) => s.name === input.name)) {
+      throw mismatch(`input "${input.name}" is not an input of the model (inputs: ${sig.inputs.map((s) => s.name).join(', ')})`);
+    }
+    byName.set(input.name, input);
+  }
+  const inputs = sig.inputs.map((spec) => {
+    const given = byName.get(spec.name);
+    if (!given) throw mismatch(`input "${spec.name}" is missing`);
+    if (given.datatype !== spec.datatype) {
+      const known = (V2_DATATYPES as readonly string[]).includes(given.datatype);
+      throw mismatch(`input "${spec.name}" has datatype ${given.datatype}${known ? '' : ' (unknown)'}, the model expects ${spec.datatype}`);
+    }
+    return tensorFor(spec, given.shape, flatten(given.data));
+  });
+  let outputs: string[] | undefined;
+  if (r.data.outputs) {
+    outputs = r.data.outputs.map((o) => o.name);
+    for (const name of outputs) {
+      if (!sig.outputs.some((s) => s.name === name)) throw mismatch(`output "${name}" is not an output of the model (outputs: ${sig.outputs.map((s) => s.name).join(', ')})`);
+    }
+  }
+  return { form: 'v2', ...(r.data.id !== undefined ? { id: r.data.id } : {}), inputs, ...(outputs ? { outputs } : {}), rows: sharedRows(inputs) };
+}
+
+function rowShape(row: unknown): number[] | undefined {
+  if (!Array.isArray(row)) return [];
+  if (row.length === 0) return [0];
+  const inner = rowShape(row[0]);
+  if (inner === undefined) return undefined;
+  for (const r of row) {
+    const s = rowShape(r);
+    if (s === undefined || s.length !== inner.length || s.some((d, i) => d !== inner[i])) return undefined;
+  }
+  return [row.length, ...inner];
+}
+
+function parseRows(raw: unknown[], sig: ModelSignature): InferRequest {
+  const spec = sig.inputs[0];
+  if (!spec || sig.inputs.length !== 1) {
+    throw new ModelmuxError('invalid_request', `the rows form is for single-input models; this model has inputs ${sig.inputs.map((s) => s.name).join(', ')}: use {"inputs":[…]}`);
+  }
+  // One bare row (a sample) when its depth is one less than the input's rank.
+  const shape = rowShape(raw);
+  if (shape === undefined) throw new ModelmuxError('invalid_request', 'rows are ragged: every row must have the same shape');
+  const rows = shape.length === spec.shape.length - 1 ? [raw] : raw;
+  const full = shape.length === spec.shape.length - 1 ? [1, ...shape] : shape;
+  const tensor = tensorFor(spec, full, flatten(rows));
+  return { form: 'rows', inputs: [tensor], rows: tensor.dims[0] };
+}
+
+/** Parses any accepted body form against the model's signature. */
+export function parseInferBody(body: unknown, sig: ModelSignature): InferRequest {
+  if (Array.isArray(body)) return parseRows(body, sig);
+  if (typeof body === 'object' && body !== null) {
+    if ('inputs' in body) return parseV2(body, sig);
+    if ('instances' in body) {
+      const instances = (body as { instances: unknown }).instances;
+      if (!Array.isArray(instances)) throw new ModelmuxError('invalid_request', '"instances" must be an array of rows');
+      return parseRows(instances, sig);
+    }
+  }
+  throw new ModelmuxError('invalid_request', 'the body must be {"inputs":[…]} (Open Inference Protocol), {"instances":[row, …]} or an array of rows');
+}
+
+export interface OutputTensor extends HostTensor {
+  name: string;
+}
+
+function nest(values: readonly (number | boolean)[], dims: readonly number[]): unknown[] {
+  if (dims.length <= 1) return [...values];
+  const per = values.length / (dims[0] || 1);
+  const out: unknown[] = [];
+  for (let i = 0; i < (dims[0] ?? 0); i++) out.push(nest(values.slice(i * per, (i + 1) * per), dims.slice(1)));
+  return out;
+}
+
+export function inferResponseBody(req: InferRequest, modelId: string, outputs: readonly OutputTensor[]): unknown {
+  const chosen = req.outputs ? outputs.filter((o) => req.outputs?.includes(o.name)) : outputs;
+  if (req.form === 'v2') {
+    return {
+      model_name: modelId,
+      model_version: '1',
+      ...(req.id !== undefined ? { id: req.id } : {}),
+      outputs: chosen.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.dims, data: toJsonValues(o) })),
+    };
+  }
+  const perOutput = chosen.map((o) => ({ name: o.name, rows: o.dims.length === 0 ? [toJsonValues(o)] : nest(toJsonValues(o), o.dims) }));
+  const n = Math.max(0, ...perOutput.map((o) => o.rows.length));
+  const only = perOutput.length === 1 ? perOutput[0] : undefined;
+  const predictions = only ? only.rows : Array.from({ length: n }, (_, i) => Object.fromEntries(perOutput.map((o) => [o.name, o.rows[i]])));
+  return { predictions };
+}
+
+/** `GET /v2/models/:id`: metadata from the model's inputs and outputs. */
+export function modelMetadataBody(modelId: string, sig: ModelSignature): unknown {
+  return {
+    name: modelId,
+    versions: ['1'],
+    platform: 'onnxruntime_onnx',
+    inputs: sig.inputs.map((s) => ({ name: s.name, datatype: s.datatype, shape: s.shape })),
+    outputs: sig.outputs.map((s) => ({ name: s.name, datatype: s.datatype, shape: s.shape })),
+  };
+}

@@ -1,0 +1,46 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * Every metric of the replica, declared once on an explicit registry. No label carries a model
+ * id: a replica may see thousands of them.
+ */
+export function createReplicaMetrics() {
+  const registry = new Registry();
+  const r = [registry];
+  return {
+    registry,
+    requests: new Counter({ name: 'modelmux_replica_requests_total', help: 'Inference requests answered, by request form and status code.', labelNames: ['form', 'code'] as const, registers: r }),
+    requestDuration: new Histogram({
+      name: 'modelmux_replica_request_duration_seconds',
+      help: 'Inference request latency, load included, by request form.',
+      labelNames: ['form'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: r,
+    }),
+    ongoing: new Gauge({ name: 'modelmux_replica_ongoing_requests', help: 'Inference requests in progress (the autoscaling signal).', registers: r }),
+    rejected: new Counter({ name: 'modelmux_replica_overloaded_total', help: 'Requests refused with 503 overloaded at maxOngoingRequests.', registers: r }),
+    cacheHits: new Counter({ name: 'modelmux_replica_cache_hits_total', help: 'Requests whose model was already loaded.', registers: r }),
+    cacheMisses: new Counter({ name: 'modelmux_replica_cache_misses_total', help: 'Requests that waited for a model load.', registers: r }),
+    loads: new Counter({ name: 'modelmux_replica_model_loads_total', help: 'Model loads started and finished, by result (success|failure).', labelNames: ['result'] as const, registers: r }),
+    loadDuration: new Histogram({
+      name: 'modelmux_replica_model_load_duration_seconds',
+      help: 'Time from the start of a load (download included) to a ready session.',
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers: r,
+    }),
+    evictions: new Counter({ name: 'modelmux_replica_model_evictions_total', help: 'Models evicted from the LRU.', registers: r }),
+    releases: new Counter({ name: 'modelmux_replica_model_releases_total', help: 'Sessions released (after eviction, once no request used them).', registers: r }),
+    modelsLoaded: new Gauge({ name: 'modelmux_replica_models_loaded', help: 'Models in the cache.', registers: r }),
+    modelsLoading: new Gauge({ name: 'modelmux_replica_models_loading', help: 'Models being loaded.', registers: r }),
+    bytesLoaded: new Gauge({ name: 'modelmux_replica_loaded_bytes', help: 'Bytes of the model files in the cache.', registers: r }),
+    batchSize: new Histogram({
+      name: 'modelmux_replica_batch_size_requests',
+      help: 'Requests per inference run.',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+      registers: r,
+    }),
+    tablePublishes: new Counter({ name: 'modelmux_replica_table_publishes_total', help: 'Patches of the pod annotation, by result (success|failure).', labelNames: ['result'] as const, registers: r }),
+  };
+}
+
+export type ReplicaMetrics = ReturnType<typeof createReplicaMetrics>;

@@ -1,0 +1,242 @@
+import { LRUCache } from 'lru-cache';
+import type { Clock } from '../common/clock.js';
+import { ModelmuxError } from '../common/errors.js';
+
+/** Something the cache holds and must free exactly once, e.g. an onnxruntime session. */
+export interface Releasable {
+  release(): Promise<void>;
+}
+
+export interface Loaded<T> {
+  value: T;
+  /** Counted against `maxBytes`. */
+  bytes: number;
+}
+
+/** What the cache reports, for logs and metrics; never throws back into the cache. */
+export type CacheEvent =
+  | { type: 'load-start'; id: string }
+  | { type: 'load-end'; id: string; ok: true; durationMs: number; bytes: number }
+  | { type: 'load-end'; id: string; ok: false; durationMs: number; error: unknown }
+  | { type: 'evict'; id: string; inUse: number }
+  | { type: 'release'; id: string; durationMs: number; error?: unknown }
+  | { type: 'change' };
+
+export interface ModelCacheOptions<T> {
+  /** Models kept loaded at most. */
+  maxModels: number;
+  /** Optional bound on the sum of `bytes` of loaded models. */
+  maxBytes?: number;
+  /** Loads of different ids running at once at most; further loads queue. */
+  maxConcurrentLoads: number;
+  load: (id: string) => Promise<Loaded<T>>;
+  clock: Clock;
+  onEvent?: (e: CacheEvent) => void;
+}
+
+/** A model in use by one request; `done()` must be called exactly once. */
+export interface Lease<T> {
+  value: T;
+  /** True when the model was loaded before this request asked for it. */
+  hit: boolean;
+  done(): void;
+}
+
+interface Entry<T> {
+  id: string;
+  value: T;
+  bytes: number;
+  /** Requests that hold a lease on it. */
+  refs: number;
+  /** Out of the LRU: released as soon as `refs` drops to zero. */
+  evicted: boolean;
+  released: boolean;
+}
+
+/**
+ * The model cache: an LRU bounded by count and optionally bytes, with Ray Serve's faults fixed.
+ * - One load per id however many requests wait for it (single flight); different ids load
+ *   concurrently up to `maxConcurrentLoads`.
+ * - The new model is inserted (and so the LRU victim chosen) only once it has loaded, so a
+ *   failed load evicts nothing, and a failed load is never cached.
+ * - A victim is released only when no request holds it any more; if it is asked for again
+ *   before that, it goes back into the LRU instead of loading twice.
+ * Pure of I/O: the loader, the clock and the event sink are injected.
+ */
+export class ModelCache<T extends Releasable> {
+  private readonly lru: LRUCache<string, Entry<T>>;
+  private readonly loading = new Map<string, Promise<Entry<T>>>();
+  /** Evicted entries still used by a request. */
+  private readonly draining = new Map<string, Entry<T>>();
+  private readonly releases = new Set<Promise<void>>();
+  private activeLoads = 0;
+  private readonly loadQueue: (() => void)[] = [];
+  private versionValue = 0;
+  private closed = false;
+
+  constructor(private readonly opts: ModelCacheOptions<T>) {
+    this.lru = new LRUCache<string, Entry<T>>({
+      max: opts.maxModels,
+      ...(opts.maxBytes !== undefined ? { maxSize: opts.maxBytes, sizeCalculation: (e: Entry<T>) => Math.max(1, e.bytes) } : {}),
+      dispose: (entry, _key, reason) => {
+        if (reason === 'evict' || reason === 'delete') this.retire(entry);
+      },
+    });
+  }
+
+  /** Grows with every change of the loaded or loading sets. */
+  get version(): number {
+    return this.versionValue;
+  }
+
+  get loadedIds(): string[] {
+    return [...this.lru.keys()];
+  }
+
+  get loadingIds(): string[] {
+    return [...this.loading.keys()];
+  }
+
+  get loadedBytes(): number {
+    let n = 0;
+    for (const e of this.lru.values()) n += e.bytes;
+    return n;
+  }
+
+  /** Leases held on evicted models not yet released. */
+  get drainingIds(): string[] {
+    return [...this.draining.keys()];
+  }
+
+  has(id: string): boolean {
+    return this.lru.has(id);
+  }
+
+  /** Returns the model, loading it if needed; rejects with the load's error (not cached). */
+  async acquire(id: string): Promise<Lease<T>> {
+    if (this.closed) throw new ModelmuxError('shutting_down', 'the replica is shutting down');
+    const cached = this.lru.get(id);
+    if (cached) return this.lease(cached, true);
+    const back = this.draining.get(id);
+    if (back) {
+      // Evicted while still in use and wanted again: keep the same session rather than load twice.
+      this.draining.delete(id);
+      back.evicted = false;
+      this.insert(back);
+      return this.lease(back, true);
+    }
+    let pending = this.loading.get(id);
+    if (!pending) {
+      pending = this.startLoad(id);
+      this.loading.set(id, pending);
+      this.changed();
+    }
+    const entry = await pending;
+    // Evicted by later loads before this waiter resumed (tiny caches under churn): load again.
+    if (entry.released) return this.acquire(id);
+    return this.lease(entry, false);
+  }
+
+  /** Evicts everything and waits for every session to be released (after in-flight requests). */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled([...this.loading.values()]);
+    this.lru.clear();
+    await Promise.allSettled([...this.releases]);
+    while (this.releases.size > 0) await Promise.allSettled([...this.releases]);
+  }
+
+  private lease(entry: Entry<T>, hit: boolean): Lease<T> {
+    entry.refs++;
+    let done = false;
+    return {
+      value: entry.value,
+      hit,
+      done: () => {
+        if (done) return;
+        done = true;
+        entry.refs--;
+        if (entry.refs === 0 && entry.evicted) this.release(entry);
+      },
+    };
+  }
+
+  private async startLoad(id: string): Promise<Entry<T>> {
+    await this.loadSlot();
+    const started = this.opts.clock.now();
+    this.emit({ type: 'load-start', id });
+    try {
+      const loaded = await this.opts.load(id);
+      if (this.opts.maxBytes !== undefined && loaded.bytes > this.opts.maxBytes) {
+        await loaded.value.release().catch(() => undefined);
+        throw new ModelmuxError('model_too_large', `model "${id}" weighs ${loaded.bytes} bytes, more than the ${this.opts.maxBytes} this replica may hold`);
+      }
+      const entry: Entry<T> = { id, value: loaded.value, bytes: loaded.bytes, refs: 0, evicted: false, released: false };
+      this.emit({ type: 'load-end', id, ok: true, durationMs: this.opts.clock.now() - started, bytes: loaded.bytes });
+      this.loading.delete(id);
+      this.insert(entry);
+      return entry;
+    } catch (error) {
+      this.emit({ type: 'load-end', id, ok: false, durationMs: this.opts.clock.now() - started, error });
+      this.loading.delete(id);
+      this.changed();
+      throw error;
+    } finally {
+      this.freeSlot();
+    }
+  }
+
+  private insert(entry: Entry<T>): void {
+    this.lru.set(entry.id, entry);
+    this.changed();
+  }
+
+  /** Called by the LRU when an entry leaves it. */
+  private retire(entry: Entry<T>): void {
+    entry.evicted = true;
+    this.emit({ type: 'evict', id: entry.id, inUse: entry.refs });
+    if (entry.refs === 0) this.release(entry);
+    else this.draining.set(entry.id, entry);
+    this.changed();
+  }
+
+  private release(entry: Entry<T>): void {
+    if (entry.released) return;
+    entry.released = true;
+    if (this.draining.get(entry.id) === entry) this.draining.delete(entry.id);
+    const started = this.opts.clock.now();
+    const p = entry.value.release().then(
+      () => this.emit({ type: 'release', id: entry.id, durationMs: this.opts.clock.now() - started }),
+      (error: unknown) => this.emit({ type: 'release', id: entry.id, durationMs: this.opts.clock.now() - started, error }),
+    );
+    this.releases.add(p);
+    void p.finally(() => this.releases.delete(p));
+  }
+
+  private loadSlot(): Promise<void> {
+    if (this.activeLoads < this.opts.maxConcurrentLoads) {
+      this.activeLoads++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.loadQueue.push(resolve));
+  }
+
+  private freeSlot(): void {
+    const next = this.loadQueue.shift();
+    if (next) next();
+    else this.activeLoads--;
+  }
+
+  private changed(): void {
+    this.versionValue++;
+    this.emit({ type: 'change' });
+  }
+
+  private emit(e: CacheEvent): void {
+    try {
+      this.opts.onEvent?.(e);
+    } catch {
+      // A faulty observer must not corrupt the cache's bookkeeping.
+    }
+  }
+}

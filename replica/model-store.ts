@@ -1,0 +1,27 @@
+import type { ModelId } from '../common/model-id.js';
+
+/** A model file on local disk, ready for onnxruntime. */
+export interface LocalModelFile {
+  path: string;
+  bytes: number;
+  /** Frees the local copy once the model is unloaded (absent when the file is the store's own). */
+  discard?: () => Promise<void>;
+}
+
+/**
+ * Where models live: `<root>/<ID>/model.onnx`. `fetch` throws ModelmuxError `model_not_found`,
+ * `store_unavailable` or `model_too_large`; ids are validated before they get here.
+ */
+export interface ModelStore {
+  /** For logs: the source URI, never credentials. */
+  readonly uri: string;
+  fetch(id: ModelId): Promise<LocalModelFile>;
+}
+
+export const MODEL_FILE = 'model.onnx';
+
+/** Joins the store's prefix and the id into the object key or relative path. */
+export function modelKey(prefix: string, id: ModelId): string {
+  const p = prefix.replace(/^\/+|\/+$/g, '');
+  return p === '' ? `${id}/${MODEL_FILE}` : `${p}/${id}/${MODEL_FILE}`;
+}

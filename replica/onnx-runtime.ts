@@ -1,0 +1,82 @@
+import ort from 'onnxruntime-node';
+import { ModelmuxError } from '../common/errors.js';
+import { wineModelBytes } from '../common/wine-model.js';
+import type { OutputTensor } from './inference-body.js';
+import { datatypeFromOrt, ORT_TYPE, type HostTensor, type ModelSignature, type TensorData, type TensorSpec } from './tensor.js';
+
+export type ExecutionProvider = 'cpu' | 'cuda';
+
+/** One loaded model: an onnxruntime session and the signature read from it. */
+export interface ModelSession {
+  readonly signature: ModelSignature;
+  /** Every input and output has a dynamic dim 0, so requests can be stacked on it. */
+  readonly batchable: boolean;
+  run(inputs: readonly HostTensor[]): Promise<OutputTensor[]>;
+  release(): Promise<void>;
+}
+
+function specs(meta: readonly ort.InferenceSession.ValueMetadata[], kind: string): TensorSpec[] {
+  return meta.map((m) => {
+    if (!m.isTensor) throw new ModelmuxError('model_load_failed', `${kind} "${m.name}" is not a tensor; only tensor ${kind}s are served`);
+    const datatype = datatypeFromOrt(m.type);
+    if (!datatype) throw new ModelmuxError('model_load_failed', `${kind} "${m.name}" has type ${m.type}, which is not served`);
+    return { name: m.name, datatype, shape: m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)) };
+  });
+}
+
+/** Opens `path`; a file onnxruntime refuses becomes `model_load_failed` (422). */
+export async function openModel(path: string, provider: ExecutionProvider): Promise<ModelSession> {
+  let session: ort.InferenceSession;
+  try {
+    session = await ort.InferenceSession.create(path, { executionProviders: [provider], graphOptimizationLevel: 'all' });
+  } catch (err) {
+    throw new ModelmuxError('model_load_failed', `onnxruntime cannot load the model: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  try {
+    const signature = { inputs: specs(session.inputMetadata, 'input'), outputs: specs(session.outputMetadata, 'output') };
+    const batchable = [...signature.inputs, ...signature.outputs].every((s) => s.shape.length > 0 && s.shape[0] === -1);
+    return {
+      signature,
+      batchable,
+      run: async (inputs) => {
+        const feeds: Record<string, ort.Tensor> = {};
+        signature.inputs.forEach((spec, i) => {
+          const t = inputs[i];
+          if (t) feeds[spec.name] = new ort.Tensor(ORT_TYPE[t.datatype] as 'float32', t.data as Float32Array, t.dims);
+        });
+        let results: ort.InferenceSession.ReturnType;
+        try {
+          results = await session.run(feeds);
+        } catch (err) {
+          throw new ModelmuxError('inference_failed', `onnxruntime failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+        }
+        return signature.outputs.map((spec) => {
+          const r = results[spec.name];
+          if (!r) throw new ModelmuxError('inference_failed', `onnxruntime returned no output "${spec.name}"`);
+          return { name: spec.name, datatype: spec.datatype, dims: [...r.dims], data: r.data as TensorData };
+        });
+      },
+      release: () => session.release(),
+    };
+  } catch (err) {
+    await session.release().catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * Fails at start, with a clear message, when the configured provider cannot run a model here
+ * (e.g. `cuda` without the CUDA provider library or a GPU), rather than on the first request.
+ */
+export async function checkExecutionProvider(provider: ExecutionProvider): Promise<void> {
+  if (provider === 'cpu') return;
+  const bundled = ort.listSupportedBackends().find((b) => b.name === provider);
+  try {
+    const probe = await ort.InferenceSession.create(wineModelBytes('provider-probe'), { executionProviders: [provider] });
+    await probe.release();
+  } catch (err) {
+    throw new Error(
+      `execution provider "${provider}" is not available (${bundled?.bundled ? 'bundled' : 'not bundled with this onnxruntime-node install'}): ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+}

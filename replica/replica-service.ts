@@ -1,0 +1,172 @@
+import type { Clock } from '../common/clock.js';
+import { ModelmuxError } from '../common/errors.js';
+import type { Logger } from '../common/log.js';
+import type { ModelId } from '../common/model-id.js';
+import type { ModelTable } from '../common/model-table.js';
+import { Batcher } from './batcher.js';
+import { inferResponseBody, parseInferBody } from './inference-body.js';
+import type { ReplicaMetrics } from './metrics.js';
+import { ModelCache, type CacheEvent } from './model-cache.js';
+import type { ModelStore } from './model-store.js';
+import { openModel, type ExecutionProvider, type ModelSession } from './onnx-runtime.js';
+import type { ModelSignature } from './tensor.js';
+
+export interface ReplicaServiceOptions {
+  store: ModelStore;
+  provider: ExecutionProvider;
+  maxModels: number;
+  maxModelBytes?: number;
+  maxConcurrentLoads: number;
+  maxBatchSize: number;
+  batchWaitMs: number;
+  requestTimeoutMs: number;
+  /** Tests only: added to every load. */
+  loadDelayMs: number;
+  clock: Clock;
+  log: Logger;
+  metrics: ReplicaMetrics;
+  /** Called on every change of the loaded/loading sets. */
+  onTableChange: () => void;
+}
+
+/** A loaded model: its session plus the local file to drop when it is released. */
+interface LoadedModel {
+  session: ModelSession;
+  release(): Promise<void>;
+}
+
+export interface InferOutcome {
+  body: unknown;
+  hit: boolean;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const ms = (n: number): string => `${n.toFixed(1)}ms`;
+
+/** The replica's inference path: cache → (load from the store) → batcher → response body. */
+export class ReplicaService {
+  readonly cache: ModelCache<LoadedModel>;
+  private readonly batcher: Batcher;
+
+  constructor(private readonly opts: ReplicaServiceOptions) {
+    this.cache = new ModelCache<LoadedModel>({
+      maxModels: opts.maxModels,
+      ...(opts.maxModelBytes !== undefined ? { maxBytes: opts.maxModelBytes } : {}),
+      maxConcurrentLoads: opts.maxConcurrentLoads,
+      clock: opts.clock,
+      load: (id) => this.load(id as ModelId),
+      onEvent: (e) => this.onCacheEvent(e),
+    });
+    this.batcher = new Batcher({ maxBatchSize: opts.maxBatchSize, batchWaitMs: opts.batchWaitMs }, opts.clock, (n) => opts.metrics.batchSize.observe(n));
+  }
+
+  table(): ModelTable {
+    const bytes = this.cache.loadedBytes;
+    return {
+      version: this.cache.version,
+      loaded: this.cache.loadedIds as ModelId[],
+      loading: this.cache.loadingIds as ModelId[],
+      capacity: this.opts.maxModels,
+      bytes,
+      ...(this.opts.maxModelBytes !== undefined ? { maxBytes: this.opts.maxModelBytes } : {}),
+    };
+  }
+
+  /**
+   * Runs one request. `holdMs` (tests only) keeps the model leased that long before running,
+   * to show that an evicted model still answers the requests using it.
+   */
+  async infer(id: ModelId, body: unknown, holdMs = 0): Promise<InferOutcome> {
+    return this.withDeadline(
+      this.withModel(id, async (model) => {
+        const req = parseInferBody(body, model.session.signature);
+        if (holdMs > 0) await sleep(holdMs);
+        const outputs = await this.batcher.run(id, model.session, req);
+        return inferResponseBody(req, id, outputs);
+      }),
+    );
+  }
+
+  async signature(id: ModelId): Promise<{ signature: ModelSignature; hit: boolean }> {
+    const r = await this.withDeadline(this.withModel(id, async (m) => m.session.signature));
+    return { signature: r.body, hit: r.hit };
+  }
+
+  close(): Promise<void> {
+    return this.cache.close();
+  }
+
+  private async withModel<R>(id: ModelId, use: (m: LoadedModel) => Promise<R>): Promise<{ body: R; hit: boolean }> {
+    const lease = await this.cache.acquire(id);
+    (lease.hit ? this.opts.metrics.cacheHits : this.opts.metrics.cacheMisses).inc();
+    try {
+      return { body: await use(lease.value), hit: lease.hit };
+    } finally {
+      lease.done();
+    }
+  }
+
+  /** The lease is given back when the work ends, even after the caller got its 504. */
+  private withDeadline<R>(work: Promise<{ body: R; hit: boolean }>): Promise<{ body: R; hit: boolean }> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new ModelmuxError('timeout', `the request did not finish within ${this.opts.requestTimeoutMs} ms`)), this.opts.requestTimeoutMs);
+    });
+    work.catch(() => undefined);
+    return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+  }
+
+  private async load(id: ModelId): Promise<{ value: LoadedModel; bytes: number }> {
+    const file = await this.opts.store.fetch(id);
+    try {
+      if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
+      const session = await openModel(file.path, this.opts.provider);
+      return {
+        value: {
+          session,
+          release: async () => {
+            await session.release();
+            await file.discard?.();
+          },
+        },
+        bytes: file.bytes,
+      };
+    } catch (err) {
+      await file.discard?.().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private onCacheEvent(e: CacheEvent): void {
+    const { log, metrics } = this.opts;
+    switch (e.type) {
+      case 'load-start':
+        log.info(`Loading model '${e.id}'.`, { model: e.id, event: 'load-start' });
+        break;
+      case 'load-end':
+        metrics.loads.inc({ result: e.ok ? 'success' : 'failure' });
+        metrics.loadDuration.observe(e.durationMs / 1000);
+        if (e.ok) log.info(`Successfully loaded model '${e.id}' in ${ms(e.durationMs)}.`, { model: e.id, event: 'load-end', durationMs: e.durationMs, bytes: e.bytes });
+        else {
+          const err = e.error instanceof ModelmuxError ? e.error : undefined;
+          log.warn(`Failed to load model '${e.id}' after ${ms(e.durationMs)}.`, { model: e.id, event: 'load-failed', durationMs: e.durationMs, error: err?.code ?? 'internal', reason: e.error instanceof Error ? e.error.message : String(e.error) });
+        }
+        break;
+      case 'evict':
+        metrics.evictions.inc();
+        log.info(`Unloading model '${e.id}'.`, { model: e.id, event: 'evict', inUse: e.inUse });
+        break;
+      case 'release':
+        metrics.releases.inc();
+        if (e.error === undefined) log.info(`Successfully unloaded model '${e.id}' in ${ms(e.durationMs)}.`, { model: e.id, event: 'release', durationMs: e.durationMs });
+        else log.error(`Failed to release model '${e.id}'.`, { model: e.id, event: 'release-failed', reason: e.error instanceof Error ? e.error.message : String(e.error) });
+        break;
+      case 'change':
+        metrics.modelsLoaded.set(this.cache.loadedIds.length);
+        metrics.modelsLoading.set(this.cache.loadingIds.length);
+        metrics.bytesLoaded.set(this.cache.loadedBytes);
+        this.opts.onTableChange();
+        break;
+    }
+  }
+}

@@ -1,0 +1,194 @@
+import { randomUUID } from 'node:crypto';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorBody } from '../common/errors.js';
+import type { Logger } from '../common/log.js';
+import { parseModelId, type ModelId } from '../common/model-id.js';
+import {
+  HEADER_CACHE,
+  HEADER_OVERLOADED,
+  HEADER_RAY_MODEL_ID,
+  HEADER_RAY_MODEL_ID_HYPHEN,
+  HEADER_REPLICA,
+  HEADER_REQUEST_ID,
+  HEADER_SAGEMAKER_MODEL,
+  HEADER_TABLE_VERSION,
+} from '../common/names.js';
+import { modelMetadataBody } from './inference-body.js';
+import type { ReplicaMetrics } from './metrics.js';
+import type { ReplicaService } from './replica-service.js';
+
+/** Tests only (with MODELMUX_TEST_HOOKS): hold the model this many ms before running. */
+export const HEADER_TEST_DELAY = 'x-modelmux-test-delay-ms';
+
+export interface ServerOptions {
+  service: ReplicaService;
+  metrics: ReplicaMetrics;
+  log: Logger;
+  replicaName: string;
+  maxOngoingRequests: number;
+  maxBodyBytes: number;
+  testHooks: boolean;
+  /** Called for every answered inference request (feeds the deletion cost). */
+  onServed: () => void;
+}
+
+type Form = 'v2' | 'ray' | 'sagemaker';
+
+interface Locals {
+  requestId: string;
+  startedAt: number;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The replica's HTTP API. Every error is a catalogue code in JSON; nothing escapes a handler. */
+export function createReplicaApp(opts: ServerOptions): { app: express.Express; state: { shuttingDown: boolean; ongoing: number } } {
+  const { service, metrics, log } = opts;
+  const state = { shuttingDown: false, ongoing: 0 };
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+
+  const locals = (res: Response): Locals => res.locals as Locals;
+
+  app.use((req, res, next) => {
+    const given = req.get(HEADER_REQUEST_ID);
+    const requestId = given !== undefined && REQUEST_ID.test(given) ? given : randomUUID();
+    Object.assign(res.locals, { requestId, startedAt: performance.now() } satisfies Locals);
+    res.setHeader(HEADER_REQUEST_ID, requestId);
+    res.setHeader(HEADER_REPLICA, opts.replicaName);
+    next();
+  });
+
+  const send = (res: Response, status: number, body: unknown): void => {
+    if (res.headersSent) return;
+    res.setHeader(HEADER_TABLE_VERSION, String(service.cache.version));
+    res.status(status).json(body);
+  };
+
+  const fail = (res: Response, err: unknown): void => {
+    const e = toModelmuxError(err);
+    const body: ErrorBody = { error: e.code, message: e.message, requestId: locals(res).requestId };
+    if (e.code === 'internal') log.error('unexpected error', { requestId: body.requestId, reason: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+    if (e.code === 'overloaded') res.setHeader(HEADER_OVERLOADED, 'true');
+    send(res, e.status, body);
+  };
+
+  const modelIdOf = (raw: string | undefined, missing: string): ModelId => {
+    if (raw === undefined || raw === '') throw new ModelmuxError('missing_model_id', missing);
+    const r = parseModelId(raw);
+    if (!r.ok) throw new ModelmuxError('invalid_model_id', `invalid model id: ${r.reason}`);
+    return r.id;
+  };
+
+  /** Refuses at once past maxOngoingRequests, before reading the body, so a router can go elsewhere. */
+  const admit = (form: Form) => (_req: Request, res: Response, next: NextFunction): void => {
+    if (state.shuttingDown) {
+      metrics.requests.inc({ form, code: '503' });
+      fail(res, new ModelmuxError('shutting_down', 'the replica is shutting down'));
+      return;
+    }
+    if (state.ongoing >= opts.maxOngoingRequests) {
+      metrics.rejected.inc();
+      metrics.requests.inc({ form, code: '503' });
+      fail(res, new ModelmuxError('overloaded', `the replica is at its limit of ${opts.maxOngoingRequests} ongoing requests`));
+      return;
+    }
+    state.ongoing++;
+    metrics.ongoing.set(state.ongoing);
+    let counted = true;
+    const end = (): void => {
+      if (!counted) return;
+      counted = false;
+      state.ongoing--;
+      metrics.ongoing.set(state.ongoing);
+      metrics.requests.inc({ form, code: String(res.statusCode) });
+      metrics.requestDuration.observe({ form }, (performance.now() - locals(res).startedAt) / 1000);
+    };
+    res.once('finish', end);
+    res.once('close', end);
+    next();
+  };
+
+  const json = express.json({ limit: opts.maxBodyBytes, type: () => true, strict: false });
+
+  const infer = (form: Form, idOf: (req: Request) => ModelId) => async (req: Request, res: Response): Promise<void> => {
+    try {
+      const id = idOf(req);
+      if (req.body === undefined) throw new ModelmuxError('invalid_request', 'the request has no JSON body');
+      let hold = 0;
+      if (opts.testHooks) hold = Math.max(0, Math.min(600_000, Number(req.get(HEADER_TEST_DELAY) ?? 0) || 0));
+      const outcome = await service.infer(id, req.body, hold);
+      opts.onServed();
+      res.setHeader(HEADER_CACHE, outcome.hit ? 'hit' : 'miss');
+      send(res, 200, outcome.body);
+    } catch (err) {
+      fail(res, err);
+    }
+  };
+
+  app.get('/v2/health/live', (_req, res) => send(res, 200, { live: true }));
+  app.get('/v2/health/ready', (_req, res) => {
+    if (state.shuttingDown) fail(res, new ModelmuxError('shutting_down', 'the replica is shutting down'));
+    else send(res, 200, { ready: true });
+  });
+  app.get('/v2', (_req, res) => send(res, 200, { name: 'modelmux-replica', version: '1', extensions: [] }));
+  app.get('/models', (_req, res) => send(res, 200, service.table()));
+  app.get('/metrics', async (_req, res) => {
+    try {
+      res.setHeader('content-type', metrics.registry.contentType);
+      res.status(200).send(await metrics.registry.metrics());
+    } catch (err) {
+      fail(res, err);
+    }
+  });
+
+  const pathId = (req: Request): ModelId => modelIdOf(req.params.id as string | undefined, 'the path names no model');
+  app.get('/v2/models/:id/ready', (req, res) => {
+    try {
+      const id = pathId(req);
+      const ready = service.cache.has(id);
+      send(res, ready ? 200 : 503, { name: id, ready });
+    } catch (err) {
+      fail(res, err);
+    }
+  });
+  app.get(['/v2/models/:id', '/v2/models/:id/versions/:version'], admit('v2'), async (req, res) => {
+    try {
+      const id = pathId(req);
+      const { signature, hit } = await service.signature(id);
+      res.setHeader(HEADER_CACHE, hit ? 'hit' : 'miss');
+      send(res, 200, modelMetadataBody(id, signature));
+    } catch (err) {
+      fail(res, err);
+    }
+  });
+  app.post(['/v2/models/:id/infer', '/v2/models/:id/versions/:version/infer'], admit('v2'), json, infer('v2', pathId));
+  app.post(
+    '/',
+    admit('ray'),
+    json,
+    infer('ray', (req) => modelIdOf(req.get(HEADER_RAY_MODEL_ID) ?? req.get(HEADER_RAY_MODEL_ID_HYPHEN), `the ${HEADER_RAY_MODEL_ID} header is missing`)),
+  );
+  app.post(
+    '/invocations',
+    admit('sagemaker'),
+    json,
+    infer('sagemaker', (req) => modelIdOf(req.get(HEADER_SAGEMAKER_MODEL), `the X-Amzn-SageMaker-Target-Model header is missing`)),
+  );
+
+  app.use((_req, res) => fail(res, new ModelmuxError('not_found', 'no such path')));
+  // Body-parser and any other thrown error: always a catalogue code, never a stack to the client.
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const type = (err as { type?: unknown }).type;
+    if (type === 'entity.too.large') fail(res, new ModelmuxError('body_too_large', `the body is larger than ${opts.maxBodyBytes} bytes`));
+    else if (type === 'entity.parse.failed') fail(res, new ModelmuxError('invalid_request', 'the body is not valid JSON'));
+    else if (typeof type === 'string' || (err as { status?: unknown }).status === 400) fail(res, new ModelmuxError('invalid_request', err instanceof Error ? err.message : 'bad request'));
+    else fail(res, err);
+  });
+  return { app, state };
+}
+
+/** For docs and tests: the status each code answers with. */
+export const statusOf = (code: keyof typeof ERROR_CATALOGUE): number => ERROR_CATALOGUE[code].status;

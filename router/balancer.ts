@@ -1,0 +1,247 @@
+import type { Clock, Random } from '../common/clock.js';
+import { ModelmuxError } from '../common/errors.js';
+import type { ModelTable } from '../common/model-table.js';
+import { decide, type PlacementKind, type PlacementPolicy, type ReplicaLoad } from './placement.js';
+
+/**
+ * One route's load balancer: what this router knows about each replica (in-flight, model
+ * tables, recent sends, what responses reported) and the bounded wait queue around the pure
+ * `decide`. No sockets: timers are injected, so a test or the simulator steps through time.
+ */
+
+/** Schedules `fn` after `ms`; returns a cancel function. */
+export type SetTimer = (ms: number, fn: () => void) => () => void;
+
+export const systemSetTimer: SetTimer = (ms, fn) => {
+  const t = setTimeout(fn, ms);
+  t.unref();
+  return () => clearTimeout(t);
+};
+
+export interface BalancerOptions extends PlacementPolicy {
+  /** Ray's matching timeout t: a request whose holders are all full waits a draw in [t, 2t]. */
+  matchTimeoutMs: number;
+  /** How long a send (or a response saying the replica has the model) counts as holding it. */
+  recentMs: number;
+  /** Requests allowed to wait; past it, `pool_saturated`. */
+  maxQueue: number;
+}
+
+export interface Lease {
+  replica: string;
+  kind: PlacementKind;
+  waitedMs: number;
+}
+
+export type AcquireResult = { ok: true; lease: Lease } | { ok: false; error: ModelmuxError };
+
+interface ReplicaState {
+  name: string;
+  inFlight: number;
+  table: Set<string>;
+  tableVersion: number;
+  /** Model → time until which this replica counts as holding it without the table saying so. */
+  recent: Map<string, number>;
+  /** Connection failures take a replica out of rotation until then (outlier ejection). */
+  ejectedUntil: number;
+}
+
+interface Waiter {
+  model: string | undefined;
+  exclude: ReadonlySet<string>;
+  since: number;
+  timedOut: boolean;
+  cancelTimer: () => void;
+  done: (r: AcquireResult) => void;
+}
+
+/** Recent-send entries kept per replica before expired ones are swept. */
+const RECENT_SWEEP_AT = 4096;
+
+export class Balancer {
+  private readonly replicas = new Map<string, ReplicaState>();
+  private readonly waiters: Waiter[] = [];
+  private options: BalancerOptions;
+
+  constructor(
+    options: BalancerOptions,
+    private readonly clock: Clock,
+    private readonly random: Random,
+    private readonly setTimer: SetTimer,
+  ) {
+    this.options = options;
+  }
+
+  /** Applies new limits (a changed MultiplexedDeployment spec); waiting requests re-run. */
+  configure(options: BalancerOptions): void {
+    this.options = options;
+    this.drain();
+  }
+
+  get queueDepth(): number {
+    return this.waiters.length;
+  }
+
+  replicaNames(): string[] {
+    return [...this.replicas.keys()];
+  }
+
+  inFlight(name: string): number {
+    return this.replicas.get(name)?.inFlight ?? 0;
+  }
+
+  /** Replaces the replica set; in-flight counts and memory of kept replicas survive. */
+  setReplicas(names: readonly string[]): void {
+    const keep = new Set(names);
+    for (const name of this.replicas.keys()) if (!keep.has(name)) this.replicas.delete(name);
+    for (const name of names) {
+      if (!this.replicas.has(name)) {
+        this.replicas.set(name, { name, inFlight: 0, table: new Set(), tableVersion: -1, recent: new Map(), ejectedUntil: 0 });
+      }
+    }
+    this.drain();
+  }
+
+  /** A replica's published table; an older version than the one held is ignored. */
+  setTable(name: string, table: Pick<ModelTable, 'version' | 'loaded' | 'loading'> | undefined): void {
+    const r = this.replicas.get(name);
+    if (!r || table === undefined) return;
+    // A restarted replica starts its versions again from zero: a lower version with an empty
+    // past is a new process, so accept a version drop when the table is smaller than ours.
+    if (table.version < r.tableVersion && table.loaded.length + table.loading.length >= r.table.size) return;
+    r.tableVersion = table.version;
+    r.table = new Set([...table.loaded, ...table.loading]);
+    this.drain();
+  }
+
+  /** A response from `name` said it has `model` (x-modelmux-cache hit or miss). */
+  observe(name: string, model: string): void {
+    const r = this.replicas.get(name);
+    if (r) this.remember(r, model);
+  }
+
+  /** The connection to `name` failed: keep it out of placement for `ms`. */
+  eject(name: string, ms: number): void {
+    const r = this.replicas.get(name);
+    if (!r) return;
+    r.ejectedUntil = this.clock.now() + ms;
+    this.setTimer(ms, () => this.drain());
+  }
+
+  /**
+   * Places a request; `done` runs once, synchronously when a replica is free now, else when
+   * one frees up. Returns a cancel function for a request that gives up (client gone, deadline).
+   */
+  acquire(model: string | undefined, done: (r: AcquireResult) => void, exclude: ReadonlySet<string> = new Set()): () => void {
+    if (this.live(exclude).length === 0) {
+      done({ ok: false, error: new ModelmuxError('no_replicas', 'the route has no ready replica') });
+      return () => undefined;
+    }
+    const now = this.clock.now();
+    const w: Waiter = { model, exclude, since: now, timedOut: false, cancelTimer: () => undefined, done };
+    const lease = this.place(w);
+    if (lease) {
+      done({ ok: true, lease });
+      return () => undefined;
+    }
+    if (this.waiters.length >= this.options.maxQueue) {
+      done({ ok: false, error: new ModelmuxError('pool_saturated', `${this.waiters.length} requests are already waiting for a replica`) });
+      return () => undefined;
+    }
+    if (model !== undefined) {
+      const t = this.options.matchTimeoutMs;
+      w.cancelTimer = this.setTimer(t + this.random() * t, () => {
+        w.timedOut = true;
+        this.drain();
+      });
+    }
+    this.waiters.push(w);
+    return () => {
+      const i = this.waiters.indexOf(w);
+      if (i !== -1) {
+        this.waiters.splice(i, 1);
+        w.cancelTimer();
+      }
+    };
+  }
+
+  /** The request placed on `name` finished: its slot frees and waiting requests re-run. */
+  release(name: string): void {
+    const r = this.replicas.get(name);
+    if (r && r.inFlight > 0) r.inFlight--;
+    this.drain();
+  }
+
+  private live(exclude: ReadonlySet<string>): ReplicaState[] {
+    const now = this.clock.now();
+    const out: ReplicaState[] = [];
+    for (const r of this.replicas.values()) if (!exclude.has(r.name) && r.ejectedUntil <= now) out.push(r);
+    return out;
+  }
+
+  private holds(r: ReplicaState, model: string, now: number): boolean {
+    if (r.table.has(model)) return true;
+    const until = r.recent.get(model);
+    return until !== undefined && until > now;
+  }
+
+  private remember(r: ReplicaState, model: string): void {
+    const now = this.clock.now();
+    if (r.recent.size >= RECENT_SWEEP_AT) for (const [m, until] of r.recent) if (until <= now) r.recent.delete(m);
+    r.recent.set(model, now + this.options.recentMs);
+  }
+
+  /** Takes a slot for `w` if `decide` finds one. */
+  private place(w: Waiter): Lease | undefined {
+    const now = this.clock.now();
+    const live = this.live(w.exclude);
+    const view: ReplicaLoad[] = live.map((r) => ({ name: r.name, inFlight: r.inFlight, holds: w.model !== undefined && this.holds(r, w.model, now) }));
+    const d = decide(w.model, view, this.options, this.random, w.timedOut);
+    if (d.kind === 'wait') return undefined;
+    const r = this.replicas.get(d.replica);
+    if (!r) return undefined;
+    r.inFlight++;
+    if (w.model !== undefined) this.remember(r, w.model);
+    return { replica: r.name, kind: d.kind, waitedMs: now - w.since };
+  }
+
+  private draining = false;
+  private drainAgain = false;
+
+  /**
+   * Re-runs waiting requests in arrival order; those that still cannot go stay queued. A
+   * callback may release a slot synchronously (the simulator does): that re-entry only marks
+   * another pass, so a waiter is never handed two leases.
+   */
+  private drain(): void {
+    if (this.draining) {
+      this.drainAgain = true;
+      return;
+    }
+    this.draining = true;
+    try {
+      do {
+        this.drainAgain = false;
+        for (let i = 0; i < this.waiters.length; ) {
+          const w = this.waiters[i];
+          if (w === undefined) break;
+          let result: AcquireResult | undefined;
+          if (this.replicas.size === 0) result = { ok: false, error: new ModelmuxError('no_replicas', 'the route has no ready replica') };
+          else {
+            const lease = this.place(w);
+            if (lease) result = { ok: true, lease };
+          }
+          if (result === undefined) {
+            i++;
+            continue;
+          }
+          this.waiters.splice(i, 1);
+          w.cancelTimer();
+          w.done(result);
+        }
+      } while (this.drainAgain);
+    } finally {
+      this.draining = false;
+    }
+  }
+}

@@ -1,0 +1,310 @@
+import { spawn } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { request } from 'node:https';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { createCertificateAuthority, generateEcKey, issueCertificate, type KeyPair } from './certs.js';
+import { controlPlaneAssets, kubectlPath } from './kube-tools.js';
+import { loadKubeConfig, requestServiceAccountToken, writeKubeconfig, type TokenOptions } from './kubeconfig.js';
+import { spawnManaged, type ManagedProcess } from './process-reaper.js';
+
+export interface ControlPlaneOptions {
+  /** Keep the data dir (certificates, etcd data, every component's log) after stop. Default: env MODELMUX_KEEP_CLUSTER=1. */
+  readonly keepDataDir?: boolean;
+  /** How long to wait for the API server's /readyz. Default 120 s: the machine has two shared cores. */
+  readonly readyTimeoutMs?: number;
+  /** Extra flags, appended last so they win over the defaults. */
+  readonly apiServerFlags?: readonly string[];
+  readonly controllerManagerFlags?: readonly string[];
+}
+
+export interface KubectlOptions {
+  /** Written to kubectl's stdin, e.g. a manifest for `apply -f -`. */
+  readonly input?: string;
+  /** Default 60 s. */
+  readonly timeoutMs?: number;
+}
+
+/** A failed kubectl run: the message carries stderr (the API server's refusal, for instance). */
+export class KubectlError extends Error {
+  constructor(
+    readonly args: readonly string[],
+    readonly code: number | null,
+    readonly stdout: string,
+    readonly stderr: string,
+  ) {
+    super(`kubectl ${args.join(' ')} exited with ${String(code)}: ${stderr.trim()}`);
+    this.name = 'KubectlError';
+  }
+}
+
+export interface ControlPlane {
+  /** Temp folder holding certificates, etcd data and logs/<component>.log. */
+  readonly dataDir: string;
+  /** Admin kubeconfig (client certificate in group system:masters), certificates embedded. */
+  readonly kubeconfigPath: string;
+  /** https://127.0.0.1:<port>; stays the same across restartApiServer. */
+  readonly server: string;
+  /** PEM of the CA that signed the serving and client certificates. */
+  readonly caPem: string;
+  /** A client for the admin kubeconfig. */
+  kubeConfig(): KubeConfig;
+  /** Runs kubectl against the admin kubeconfig; resolves with stdout, rejects with KubectlError. */
+  kubectl(args: readonly string[], opts?: KubectlOptions): Promise<string>;
+  /** Writes a kubeconfig for a client-certificate user (groups become O= entries) and returns its path. */
+  userKubeconfig(user: string, groups?: readonly string[]): Promise<string>;
+  /**
+   * Writes a kubeconfig holding a TokenRequest token for a service account and returns its
+   * path: run the operator or router with exactly the RBAC their chart grants.
+   */
+  serviceAccountKubeconfig(namespace: string, serviceAccount: string, opts?: TokenOptions): Promise<string>;
+  /** Stops the API server (SIGTERM) and starts it again on the same port; resolves once ready. */
+  restartApiServer(): Promise<void>;
+  /** Kills every component and removes dataDir. Idempotent. */
+  stop(): Promise<void>;
+}
+
+const SERVICE_CIDR = '10.0.0.0/24';
+const SA_ISSUER = 'https://kubernetes.default.svc.cluster.local';
+
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, host, () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+interface Tls {
+  readonly ca: string;
+  readonly cert: string;
+  readonly key: string;
+}
+
+function httpsStatus(url: string, tls: Tls): Promise<number> {
+  return new Promise((resolve) => {
+    const req = request(url, { ...tls, timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(0));
+    req.end();
+  });
+}
+
+async function waitFor(what: string, timeoutMs: number, probe: () => Promise<boolean>, died?: Promise<unknown>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let dead = false;
+  void died?.then(() => (dead = true));
+  while (Date.now() < deadline) {
+    if (dead) throw new Error(`${what}: the process exited during startup`);
+    if (await probe()) return;
+    await sleep(100);
+  }
+  throw new Error(`${what}: not ready after ${timeoutMs} ms`);
+}
+
+/**
+ * Starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback, with
+ * envtest-like flags plus what envtest leaves out so that pods really get scheduled and
+ * Deployments really roll: RBAC+Node authorization, the default admission plugins plus
+ * NodeRestriction, service-account signing keys (TokenRequest works), a controller manager and
+ * a scheduler. Resolves once /readyz answers 200 and the controller manager has created the
+ * `default` service account (pods can be admitted). One per test file: restartApiServer in one
+ * test must not disturb another file.
+ */
+export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const keep = opts.keepDataDir ?? process.env['MODELMUX_KEEP_CLUSTER'] === '1';
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
+  const dataDir = await mkdtemp(join(tmpdir(), 'modelmux-cp-'));
+  const pki = join(dataDir, 'pki');
+  const logs = join(dataDir, 'logs');
+  await Promise.all([mkdir(pki), mkdir(logs)]);
+  let etcd: ManagedProcess | undefined;
+  let apiServer: ManagedProcess | undefined;
+  const clients: ManagedProcess[] = [];
+  let stopped = false;
+
+  const stop = async (): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    // Reverse start order: clients first, etcd last, so nothing logs a storm of errors.
+    await Promise.all(clients.map((p) => p.stop(5000)));
+    await apiServer?.stop(5000);
+    await etcd?.stop(5000);
+    if (!keep) await rm(dataDir, { recursive: true, force: true });
+  };
+
+  try {
+    const [bin, etcdPort, etcdPeerPort, apiPort, ca] = await Promise.all([
+      controlPlaneAssets(),
+      freePort(),
+      freePort(),
+      freePort(),
+      createCertificateAuthority(pki, 'modelmux-test-ca'),
+    ]);
+    const server = `https://127.0.0.1:${apiPort}`;
+    const saKey = join(pki, 'sa.key');
+    const client = (name: string, cn: string, groups: readonly string[]): Promise<KeyPair> =>
+      issueCertificate(pki, ca, { name, commonName: cn, organizations: groups, usage: 'client' });
+    const [serving, admin, cm, sched] = await Promise.all([
+      issueCertificate(pki, ca, {
+        name: 'apiserver',
+        commonName: 'kube-apiserver',
+        usage: 'server',
+        altNames: ['IP:127.0.0.1', 'IP:10.0.0.1', 'DNS:localhost', 'DNS:kubernetes', 'DNS:kubernetes.default', 'DNS:kubernetes.default.svc', 'DNS:kubernetes.default.svc.cluster.local'],
+      }),
+      client('admin', 'admin', ['system:masters']),
+      // The components get their well-known names (for audit and events) but full rights, as a
+      // control plane's own parts need no least-privilege test here.
+      client('controller-manager', 'system:kube-controller-manager', ['system:masters']),
+      client('scheduler', 'system:kube-scheduler', ['system:masters']),
+      generateEcKey(saKey),
+    ]);
+    const kubeconfigPath = join(dataDir, 'admin.kubeconfig');
+    const cmKubeconfig = join(dataDir, 'controller-manager.kubeconfig');
+    const schedKubeconfig = join(dataDir, 'scheduler.kubeconfig');
+    await Promise.all([
+      writeKubeconfig(kubeconfigPath, server, ca.certPem, admin),
+      writeKubeconfig(cmKubeconfig, server, ca.certPem, cm),
+      writeKubeconfig(schedKubeconfig, server, ca.certPem, sched),
+    ]);
+    const adminTls: Tls = { ca: ca.certPem, cert: await readFile(admin.certFile, 'utf8'), key: await readFile(admin.keyFile, 'utf8') };
+
+    etcd = spawnManaged(
+        join(bin, 'etcd'),
+        [
+          '--name=default',
+          `--data-dir=${join(dataDir, 'etcd')}`,
+          `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
+          `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
+          `--listen-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
+          `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
+          `--initial-cluster=default=http://127.0.0.1:${etcdPeerPort}`,
+          // Test data: losing it on a crash is fine, and fsync is most of etcd's latency.
+          '--unsafe-no-fsync=true',
+          '--log-level=warn',
+        ],
+        { logFile: join(logs, 'etcd.log') },
+      );
+
+    const apiArgs = [
+      '--advertise-address=127.0.0.1',
+      '--bind-address=127.0.0.1',
+      `--secure-port=${apiPort}`,
+      `--etcd-servers=http://127.0.0.1:${etcdPort}`,
+      `--cert-dir=${join(dataDir, 'apiserver-certs')}`,
+      `--tls-cert-file=${serving.certFile}`,
+      `--tls-private-key-file=${serving.keyFile}`,
+      `--client-ca-file=${ca.certFile}`,
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      `--service-account-issuer=${SA_ISSUER}`,
+      `--service-account-key-file=${saKey}`,
+      `--service-account-signing-key-file=${saKey}`,
+      '--authorization-mode=Node,RBAC',
+      // Added to the default plugins, not replacing them.
+      '--enable-admission-plugins=NodeRestriction',
+      '--allow-privileged=true',
+      '--event-ttl=1h',
+      // The `kubernetes` Service cannot have a loopback endpoint (validation refuses 127.0.0.0/8).
+      '--endpoint-reconciler-type=none',
+      ...(opts.apiServerFlags ?? []),
+    ];
+    const startApiServer = (): ManagedProcess => spawnManaged(join(bin, 'kube-apiserver'), apiArgs, { logFile: join(logs, 'kube-apiserver.log') });
+    const waitApiServer = (p: ManagedProcess): Promise<void> =>
+      waitFor('kube-apiserver /readyz', readyTimeoutMs, async () => (await httpsStatus(`${server}/readyz`, adminTls)) === 200, p.exited);
+    apiServer = startApiServer();
+    await waitApiServer(apiServer);
+
+    // Started only now: the controller manager gives up if the API server is not healthy
+    // within ten seconds of its start.
+    clients.push(
+      spawnManaged(
+        join(bin, 'kube-controller-manager'),
+        [
+          `--kubeconfig=${cmKubeconfig}`,
+          '--bind-address=127.0.0.1',
+          '--secure-port=0',
+          '--leader-elect=false',
+          `--service-account-private-key-file=${saKey}`,
+          `--root-ca-file=${ca.certFile}`,
+          `--service-cluster-ip-range=${SERVICE_CIDR}`,
+          '--controllers=*',
+          // Short periods so tests see HPA decisions and node health quickly.
+          '--horizontal-pod-autoscaler-sync-period=2s',
+          '--node-monitor-period=2s',
+          ...(opts.controllerManagerFlags ?? []),
+        ],
+        { logFile: join(logs, 'kube-controller-manager.log') },
+      ),
+      spawnManaged(join(bin, 'kube-scheduler'), [`--kubeconfig=${schedKubeconfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false'], {
+        logFile: join(logs, 'kube-scheduler.log'),
+      }),
+    );
+
+    const kubeConfig = (): KubeConfig => loadKubeConfig(kubeconfigPath);
+    const core = kubeConfig().makeApiClient(CoreV1Api);
+    await waitFor('the default service account (controller manager)', readyTimeoutMs, async () => {
+      try {
+        await core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' });
+        return true;
+      } catch {
+        return false;
+      }
+    });
+
+    let kubeconfigSeq = 0;
+    return {
+      dataDir,
+      kubeconfigPath,
+      server,
+      caPem: ca.certPem,
+      kubeConfig,
+      kubectl: (args, kopts = {}) => runKubectl(kubeconfigPath, args, kopts),
+      userKubeconfig: async (user, groups = []) => {
+        const name = `user-${++kubeconfigSeq}`;
+        const pair = await issueCertificate(pki, ca, { name, commonName: user, organizations: groups, usage: 'client' });
+        const path = join(dataDir, `${name}.kubeconfig`);
+        await writeKubeconfig(path, server, ca.certPem, pair);
+        return path;
+      },
+      serviceAccountKubeconfig: async (namespace, serviceAccount, topts = {}) => {
+        const token = await requestServiceAccountToken(kubeConfig(), namespace, serviceAccount, topts);
+        const path = join(dataDir, `sa-${++kubeconfigSeq}.kubeconfig`);
+        await writeKubeconfig(path, server, ca.certPem, { token });
+        return path;
+      },
+      restartApiServer: async () => {
+        if (!apiServer) throw new Error('the control plane is stopped');
+        await apiServer.stop(10_000);
+        apiServer = startApiServer();
+        await waitApiServer(apiServer);
+      },
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+function runKubectl(kubeconfig: string, args: readonly string[], opts: KubectlOptions): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(kubectlPath(), ['--kubeconfig', kubeconfig, ...args], { stdio: ['pipe', 'pipe', 'pipe'], timeout: opts.timeoutMs ?? 60_000 });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(stdout) : reject(new KubectlError(args, code, stdout, stderr))));
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(opts.input ?? '');
+  });
+}

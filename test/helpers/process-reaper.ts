@@ -1,0 +1,104 @@
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { openSync, closeSync } from 'node:fs';
+
+/**
+ * Children of the test process (control-plane binaries, pods run by the node agent) must not
+ * outlive it, even when jest is killed with SIGKILL and no exit handler runs. Each child gets its
+ * own process group, and a small watchdog process holds the list: when our end of its stdin
+ * pipe closes — which the kernel does however we die — it kills every group still listed.
+ */
+const WATCHDOG_SOURCE = `
+const groups = new Set();
+let buf = '';
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (d) => {
+  buf += d;
+  let i;
+  while ((i = buf.indexOf('\\n')) >= 0) {
+    const [op, pid] = buf.slice(0, i).split(' ');
+    buf = buf.slice(i + 1);
+    if (op === 'add') groups.add(Number(pid)); else groups.delete(Number(pid));
+  }
+});
+process.stdin.on('end', () => {
+  for (const g of groups) { try { process.kill(-g, 'SIGKILL'); } catch {} }
+  process.exit(0);
+});
+process.on('SIGTERM', () => undefined);
+`;
+
+let watchdog: ChildProcess | undefined;
+const live = new Set<ChildProcess>();
+
+function tell(line: string): void {
+  if (!watchdog) {
+    watchdog = spawn(process.execPath, ['-e', WATCHDOG_SOURCE], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+    watchdog.unref();
+    // The pipe must not keep jest's event loop alive; it still closes when we exit.
+    (watchdog.stdin as unknown as { unref(): void }).unref();
+    watchdog.stdin?.on('error', () => undefined);
+  }
+  watchdog.stdin?.write(line + '\n');
+}
+
+// A normal exit (including process.exit from jest) kills the groups synchronously here, so
+// nothing depends on the watchdog in the common case.
+process.once('exit', () => {
+  for (const child of live) killGroup(child, 'SIGKILL');
+});
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
+export interface ManagedProcess {
+  readonly child: ChildProcess;
+  /** Resolves with the exit code (or null after a signal) once the process has exited. */
+  readonly exited: Promise<number | null>;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves once the whole group is gone. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Spawns a child in its own process group, registered with the watchdog. stdout and stderr go
+ * to `logFile` (appended) when given, else are discarded: control-plane logs are large.
+ */
+export function spawnManaged(command: string, args: readonly string[], options: SpawnOptions & { logFile?: string } = {}): ManagedProcess {
+  const { logFile, ...rest } = options;
+  const fd = logFile === undefined ? undefined : openSync(logFile, 'a');
+  const child = spawn(command, args, { ...rest, detached: true, stdio: ['ignore', fd ?? 'ignore', fd ?? 'ignore'] });
+  if (fd !== undefined) closeSync(fd);
+  const pid = child.pid;
+  live.add(child);
+  if (pid !== undefined) tell(`add ${pid}`);
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => {
+      live.delete(child);
+      // Descendants of the group leader (e.g. a shell's children) go with it.
+      killGroup(child, 'SIGKILL');
+      if (pid !== undefined) tell(`del ${pid}`);
+      resolve(code);
+    });
+    child.once('error', () => {
+      live.delete(child);
+      resolve(null);
+    });
+  });
+  const stop = async (graceMs = 5000): Promise<void> => {
+    if (child.exitCode !== null || child.signalCode !== null || pid === undefined) {
+      await exited;
+      return;
+    }
+    killGroup(child, 'SIGTERM');
+    const timer = setTimeout(() => killGroup(child, 'SIGKILL'), graceMs);
+    await exited;
+    clearTimeout(timer);
+  };
+  return { child, exited, stop };
+}
+

@@ -1,0 +1,170 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { CreateBucketCommand, ListBucketsCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+
+const execFileP = promisify(execFile);
+
+/** A running S3-compatible server (SeaweedFS's S3 gateway) for one test file. */
+export interface S3Server {
+  /** e.g. `http://127.0.0.1:41234`; path-style addressing. */
+  endpoint: string;
+  region: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  /** Created empty at start. */
+  bucket: string;
+  /** Env a child process needs to reach the server through the standard AWS credential chain. */
+  awsEnv: Record<string, string>;
+  /** A client for the test itself (path-style, the known credentials). */
+  client: S3Client;
+  put(key: string, body: Uint8Array): Promise<void>;
+  /** Everything the server printed, for failure messages. */
+  logs(): string;
+  stop(): Promise<void>;
+}
+
+export interface S3ServerOptions {
+  bucket?: string;
+  /** How long to wait for the gateway to answer. */
+  startTimeoutMs?: number;
+}
+
+/** Resolves (and builds on the first call) the `weed` binary through test/tools/build-seaweedfs.sh. */
+export async function seaweedBinary(): Promise<string> {
+  if (process.env.MODELMUX_WEED) return process.env.MODELMUX_WEED;
+  const script = join(process.cwd(), 'test/tools/build-seaweedfs.sh');
+  const { stdout } = await execFileP('bash', [script], { maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 });
+  const lines = stdout.trim().split('\n');
+  const path = lines[lines.length - 1];
+  if (!path) throw new Error('build-seaweedfs.sh printed no path');
+  return path;
+}
+
+/** Reserves `n` distinct free ports on 127.0.0.1 (held together, so they differ, then freed). */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+      const s = createServer();
+      s.once('error', reject);
+      s.listen(0, '127.0.0.1', () => resolve(s));
+    })),
+  );
+  const ports = servers.map((s) => (s.address() as AddressInfo).port);
+  await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
+  return ports;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Starts `weed server -s3` on 127.0.0.1 with free ports in a temp dir, one admin identity with
+ * known credentials, and an empty bucket. Telemetry is off: nothing leaves the machine.
+ */
+export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Server> {
+  const weed = await seaweedBinary();
+  const dir = await mkdtemp(join(tmpdir(), 'modelmux-s3-'));
+  const accessKeyId = 'modelmuxtestaccess';
+  const secretAccessKey = 'modelmuxtestsecret0123456789';
+  const region = 'us-east-1';
+  const bucket = options.bucket ?? 'models';
+  const config = {
+    identities: [{ name: 'admin', credentials: [{ accessKey: accessKeyId, secretKey: secretAccessKey }], actions: ['Admin', 'Read', 'List', 'Tagging', 'Write'] }],
+  };
+  const configPath = join(dir, 's3.json');
+  await writeFile(configPath, JSON.stringify(config));
+  const [master, masterGrpc, volume, volumeGrpc, filer, filerGrpc, s3, s3Grpc] = await freePorts(8);
+  const args = [
+    'server',
+    '-ip=127.0.0.1',
+    '-ip.bind=127.0.0.1',
+    `-dir=${dir}`,
+    `-master.port=${master}`,
+    `-master.port.grpc=${masterGrpc}`,
+    '-master.telemetry=false',
+    '-master.volumeSizeLimitMB=256',
+    `-volume.port=${volume}`,
+    `-volume.port.grpc=${volumeGrpc}`,
+    '-volume.max=20',
+    `-filer.port=${filer}`,
+    `-filer.port.grpc=${filerGrpc}`,
+    `-filer.localSocket=${join(dir, 'filer.sock')}`,
+    '-s3',
+    `-s3.port=${s3}`,
+    `-s3.port.grpc=${s3Grpc}`,
+    '-s3.port.iceberg=0',
+    '-s3.port.lance=0',
+    `-s3.localSocket=${join(dir, 's3.sock')}`,
+    `-s3.config=${configPath}`,
+  ];
+  let output = '';
+  const child: ChildProcess = spawn(weed, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  const append = (b: Buffer): void => {
+    output += b.toString();
+    if (output.length > 1_000_000) output = output.slice(-500_000);
+  };
+  child.stdout?.on('data', append);
+  child.stderr?.on('data', append);
+  let exited = false;
+  const exit = new Promise<void>((resolve) => child.once('exit', () => { exited = true; resolve(); }));
+
+  const endpoint = `http://127.0.0.1:${s3}`;
+  const client = new S3Client({ endpoint, region, forcePathStyle: true, credentials: { accessKeyId, secretAccessKey } });
+
+  const stop = async (): Promise<void> => {
+    client.destroy();
+    if (!exited) {
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exit;
+      clearTimeout(killer);
+    }
+    await rm(dir, { recursive: true, force: true });
+  };
+
+  try {
+    const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
+    for (;;) {
+      if (exited) throw new Error(`weed exited during start:\n${output.slice(-4000)}`);
+      try {
+        await client.send(new ListBucketsCommand({}));
+        break;
+      } catch (err) {
+        if (Date.now() > deadline) throw new Error(`S3 gateway not ready after timeout (${String(err)}):\n${output.slice(-4000)}`);
+        await sleep(200);
+      }
+    }
+    // The filer may still be finding its volume servers: retry the first write a little.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await client.send(new CreateBucketCommand({ Bucket: bucket }));
+        await client.send(new PutObjectCommand({ Bucket: bucket, Key: '.modelmux-probe', Body: new Uint8Array([1]) }));
+        break;
+      } catch (err) {
+        if (Date.now() > deadline || exited) throw new Error(`cannot create bucket ${bucket} (${String(err)}):\n${output.slice(-4000)}`);
+        await sleep(250 * Math.min(attempt + 1, 4));
+      }
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+
+  return {
+    endpoint,
+    region,
+    accessKeyId,
+    secretAccessKey,
+    bucket,
+    awsEnv: { AWS_ACCESS_KEY_ID: accessKeyId, AWS_SECRET_ACCESS_KEY: secretAccessKey, AWS_REGION: region },
+    client,
+    put: async (key, body) => {
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
+    },
+    logs: () => output,
+    stop,
+  };
+}

@@ -1,0 +1,124 @@
+import { Balancer, type AcquireResult, type BalancerOptions } from '../../../router/balancer.js';
+import { draws, FakeTime } from './fake-time.js';
+
+const options: BalancerOptions = { maxOngoingRequests: 1, spreadAt: 1, loadFactor: 1.25, matchTimeoutMs: 1000, recentMs: 5000, maxQueue: 2 };
+
+function setup(random: () => number = draws(), opts: Partial<BalancerOptions> = {}): { b: Balancer; time: FakeTime } {
+  const time = new FakeTime();
+  const b = new Balancer({ ...options, ...opts }, time, random, time.setTimer);
+  b.setReplicas(['a', 'b', 'c']);
+  return { b, time };
+}
+
+function take(b: Balancer, model: string | undefined, exclude?: Set<string>): { result: () => AcquireResult | undefined; cancel: () => void } {
+  let result: AcquireResult | undefined;
+  const cancel = b.acquire(model, (r) => (result = r), exclude);
+  return { result: () => result, cancel };
+}
+
+function replicaOf(r: AcquireResult | undefined): string {
+  if (!r?.ok) throw new Error(`not placed: ${JSON.stringify(r)}`);
+  return r.lease.replica;
+}
+
+describe('Balancer', () => {
+  it('routes a model listed in a table to that replica', () => {
+    const { b } = setup(draws(0.5));
+    b.setTable('c', { version: 1, loaded: ['m1'], loading: [] });
+    const t = take(b, 'm1');
+    expect(t.result()).toEqual({ ok: true, lease: { replica: 'c', kind: 'holder', waitedMs: 0 } });
+  });
+
+  it('remembers where it just sent a model until recentMs has passed', () => {
+    const { b, time } = setup(draws(0.5, 0.5));
+    const first = replicaOf(take(b, 'm1').result());
+    b.release(first);
+    time.advance(4000);
+    expect(take(b, 'm1').result()).toMatchObject({ ok: true, lease: { replica: first, kind: 'holder' } });
+    b.release(first);
+    time.advance(5001);
+    // Forgotten: the cold placement is rendezvous again, which happens to agree, but the kind says cold.
+    expect(take(b, 'm1').result()).toMatchObject({ ok: true, lease: { replica: first, kind: 'cold' } });
+  });
+
+  it('learns a holder from a response header', () => {
+    const { b } = setup(draws(0.5));
+    b.observe('b', 'm9');
+    expect(take(b, 'm9').result()).toMatchObject({ ok: true, lease: { replica: 'b', kind: 'holder' } });
+  });
+
+  it('hands a freed holder slot to a waiting request before its matching timeout', () => {
+    // Draws: the first placement, the timeout, the placement once the slot frees.
+    const { b, time } = setup(draws(0.5, 0.5, 0.5));
+    b.setReplicas(['a']);
+    b.setTable('a', { version: 1, loaded: ['m1'], loading: [] });
+    const first = take(b, 'm1');
+    expect(replicaOf(first.result())).toBe('a');
+    const second = take(b, 'm1');
+    expect(second.result()).toBeUndefined();
+    expect(b.queueDepth).toBe(1);
+    time.advance(300);
+    b.release('a');
+    expect(second.result()).toEqual({ ok: true, lease: { replica: 'a', kind: 'holder', waitedMs: 300 } });
+    expect(b.queueDepth).toBe(0);
+  });
+
+  it('places a request elsewhere once its drawn matching timeout in [t, 2t] has passed', () => {
+    // a is full of m1, b is busy past the spread threshold with m2, so no copy can go out:
+    // five holder draws, then the timeout draw 0.25 → 1250 ms.
+    const { b, time } = setup(draws(0.5, 0.5, 0.5, 0.5, 0.5, 0.25), { maxOngoingRequests: 3, spreadAt: 2 });
+    b.setReplicas(['a', 'b']);
+    b.setTable('a', { version: 1, loaded: ['m1'], loading: [] });
+    b.setTable('b', { version: 1, loaded: ['m2'], loading: [] });
+    for (const m of ['m2', 'm2', 'm1', 'm1', 'm1']) expect(take(b, m).result()).toMatchObject({ ok: true, lease: { kind: 'holder' } });
+    expect([b.inFlight('a'), b.inFlight('b')]).toEqual([3, 2]);
+    const waiting = take(b, 'm1');
+    expect(waiting.result()).toBeUndefined();
+    time.advance(1249);
+    expect(waiting.result()).toBeUndefined();
+    time.advance(1);
+    expect(waiting.result()).toEqual({ ok: true, lease: { replica: 'b', kind: 'fallback_after_timeout', waitedMs: 1250 } });
+  });
+
+  it('answers pool_saturated once the wait queue is full, and no_replicas for an empty route', () => {
+    const { b } = setup(() => 0.5);
+    for (let i = 0; i < 3; i++) take(b, undefined);
+    take(b, undefined);
+    take(b, undefined);
+    const over = take(b, undefined);
+    expect(over.result()).toMatchObject({ ok: false, error: { code: 'pool_saturated', status: 503 } });
+    const empty = setup().b;
+    empty.setReplicas([]);
+    expect(take(empty, 'm1').result()).toMatchObject({ ok: false, error: { code: 'no_replicas' } });
+  });
+
+  it('drops a cancelled waiter from the queue', () => {
+    const { b } = setup(() => 0.5);
+    for (let i = 0; i < 3; i++) take(b, undefined);
+    const w = take(b, undefined);
+    expect(b.queueDepth).toBe(1);
+    w.cancel();
+    expect(b.queueDepth).toBe(0);
+    b.release('a');
+    expect(w.result()).toBeUndefined();
+  });
+
+  it('keeps an excluded or ejected replica out of placement', () => {
+    const { b, time } = setup(draws(0.5, 0.5, 0.5));
+    b.setTable('a', { version: 1, loaded: ['m1'], loading: [] });
+    expect(replicaOf(take(b, 'm1', new Set(['a'])).result())).not.toBe('a');
+    b.eject('a', 1000);
+    expect(replicaOf(take(b, 'm1').result())).not.toBe('a');
+    time.advance(1000);
+    expect(replicaOf(take(b, 'm1').result())).toBe('a');
+  });
+
+  it('ignores an older table version but accepts a restarted replica’s empty table', () => {
+    const { b } = setup(draws(0.5, 0.5));
+    b.setTable('a', { version: 5, loaded: ['m1', 'm2'], loading: [] });
+    b.setTable('a', { version: 4, loaded: ['m1', 'm2', 'm3'], loading: [] });
+    expect(take(b, 'm3').result()).toMatchObject({ lease: { kind: 'cold' } });
+    b.setTable('a', { version: 0, loaded: [], loading: [] });
+    expect(take(b, 'm1').result()).toMatchObject({ lease: { kind: 'cold' } });
+  });
+});
