@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +15,7 @@ import { ensureModelFiles, uploadModels } from './lib/model-set.js';
 import { startModelmuxLocal } from './lib/modelmux-local.js';
 import { startRayServe } from './lib/ray-serve.js';
 import { idSampler, modelIds, PATTERN_LABELS, PATTERNS, type PatternName } from './lib/traffic.js';
-import { DEFAULT_PARAMS, simulate, type PolicyName } from './simulator/simulate.js';
+import { DEFAULT_PARAMS, type PolicyName } from './simulator/simulate.js';
 
 /**
  * `npm run bench:mux`: modelmux local mode against a Ray Serve multiplexed deployment, the same
@@ -107,17 +108,38 @@ async function startSystem(system: System, o: Options, repoRoot: string, store: 
   return startRayServe(repoRoot, { ...common, port: port ?? 8000, loadLog: join(workDir, 'ray-loads.log') });
 }
 
-function simulatorTable(o: Options, patterns: readonly PatternName[]): string {
-  const params = { ...DEFAULT_PARAMS, replicas: o.replicas, slots: o.maxModels, models: o.models, maxOngoingRequests: o.maxOngoingRequests, durationMs: 30_000, warmupMs: 5_000 };
-  const policies: PolicyName[] = ['modelmux', 'ray-like', 'ideal'];
-  const rows: string[][] = [];
-  for (const pattern of patterns) {
-    const r = policies.map((p) => simulate(p, pattern, params));
-    rows.push([pattern, ...r.map((x) => fmt(x.loadsPer1000)), ...r.slice(0, 2).map((x) => fmt(x.p99WaitMs))]);
-  }
+interface SimLine {
+  pattern: PatternName;
+  policy: PolicyName;
+  loadsPer1000: number;
+  p99WaitMs: number;
+}
+
+/** The simulator's rows for this pool, from a child process bounded to `timeoutMs`. */
+async function simulatorTable(o: Options, patterns: readonly PatternName[], repoRoot: string, timeoutMs = 120_000): Promise<string> {
+  const args = [join(repoRoot, 'dist/bench/lib/sim-rows.js'), String(o.replicas), String(o.maxModels), String(o.models), String(o.maxOngoingRequests), patterns.join(',')];
+  const out = await new Promise<string>((resolve) => {
+    execFile(process.execPath, args, { timeout: timeoutMs, maxBuffer: 16 << 20 }, (_err, stdout) => resolve(stdout));
+  });
+  const lines = out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Partial<SimLine> & { params?: typeof DEFAULT_PARAMS });
+  const params = lines[0]?.params ?? DEFAULT_PARAMS;
+  const results = lines.slice(1) as SimLine[];
+  const cell = (pattern: PatternName, policy: PolicyName, f: (r: SimLine) => number): string => {
+    const r = results.find((x) => x.pattern === pattern && x.policy === policy);
+    return r ? fmt(f(r)) : 'did not finish';
+  };
+  const rows = patterns.map((p) => [
+    p,
+    cell(p, 'modelmux', (r) => r.loadsPer1000),
+    cell(p, 'ray-like', (r) => r.loadsPer1000),
+    cell(p, 'ideal', (r) => r.loadsPer1000),
+    cell(p, 'modelmux', (r) => r.p99WaitMs),
+    cell(p, 'ray-like', (r) => r.p99WaitMs),
+  ]);
   return [
     `Simulated pool (bench/simulator, same shape: ${o.replicas} replicas × ${o.maxModels} slots, ${o.models} models, maxOngoingRequests ${o.maxOngoingRequests}; ` +
-      `simulator defaults otherwise: ${params.routers} routers, inference ${params.inferMs} ms, load ${params.loadMs} ms, ${params.busy * 100}% busy, 30 s of which 5 s warm-up):`,
+      `simulator defaults otherwise: ${params.routers} routers, inference ${params.inferMs} ms, load ${params.loadMs} ms, ${params.busy * 100}% busy, ` +
+      `${params.durationMs / 1000} s of which ${params.warmupMs / 1000} s warm-up; "did not finish" = not done within ${timeoutMs / 1000} s):`,
     '',
     mdTable(['pattern', 'sim modelmux loads/1000', 'sim ray-like loads/1000', 'sim ideal global LRU loads/1000', 'sim modelmux p99 wait ms', 'sim ray-like p99 wait ms'], rows),
   ].join('\n');
@@ -255,7 +277,8 @@ export async function main(argv: string[]): Promise<void> {
   let sim: string | undefined;
   if (o.simulate) {
     try {
-      sim = simulatorTable(o, patterns);
+      log('running the placement simulator');
+      sim = await simulatorTable(o, patterns, repoRoot);
     } catch (err) {
       sim = `Simulator table unavailable: ${String(err)}`;
     }

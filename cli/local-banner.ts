@@ -10,7 +10,8 @@ export interface BannerInput {
   /** Router base URL without a trailing slash, e.g. http://127.0.0.1:8000. */
   routerUrl: string;
   routePrefix: string;
-  replicas: number;
+  /** Each replica's own URL: requests work against a replica directly too, without the prefix. */
+  replicaUrls: readonly string[];
   maxModels: number;
   modelSource: string;
   /** Ids to show in the examples: three different models, so the pool's routing shows. */
@@ -51,11 +52,12 @@ export function bannerText(b: BannerInput): string {
       : `models from ${b.modelSource}`;
   return [
     '',
-    `modelmux local is up: ${b.replicas} replica${b.replicas === 1 ? '' : 's'} (up to ${b.maxModels} loaded models each) behind one router,`,
+    `modelmux local is up: ${b.replicaUrls.length} replica${b.replicaUrls.length === 1 ? '' : 's'} (up to ${b.maxModels} loaded models each) behind one router,`,
     `serving ${models}.`,
     '',
     `  route    ${b.routerUrl}${b.routePrefix}`,
     `  metrics  ${b.routerUrl}/metrics`,
+    `  replicas ${b.replicaUrls.join(' ')}`,
     '',
     'Open Inference Protocol (KServe V2):',
     `  ${cmds.v2}`,

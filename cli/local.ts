@@ -181,7 +181,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     bannerText({
       routerUrl,
       routePrefix: config.routePrefix,
-      replicas: config.replicas,
+      replicaUrls,
       maxModels: config.maxModels,
       modelSource,
       exampleIds,

@@ -41,17 +41,15 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const addr = server.address() as AddressInfo;
   log.info('operator metrics listening', { url: `http://${addr.address}:${addr.port}` });
 
-  const queue = new WorkQueue();
+  const reconcileOne = (namespace: string, name: string): ReturnType<typeof reconcile> =>
+    reconcile({ client, events, options: { defaultImage: config.replicaImage }, log: log.child({ key: `${namespace}/${name}` }), now: () => new Date() }, namespace, name);
   const events = new EventRecorder(client, log);
-  const controller = new Controller(
-    client,
-    new Watch(kc),
-    queue,
-    (namespace, name) => reconcile({ client, events, options: { defaultImage: config.replicaImage }, log: log.child({ key: `${namespace}/${name}` }), now: () => new Date() }, namespace, name),
-    metrics,
-    log,
-    { namespace: config.namespace, workers: config.workers, resyncMs: config.resyncSeconds * 1000 },
-  );
+  const newController = (): Controller =>
+    new Controller(client, new Watch(kc), new WorkQueue(), reconcileOne, metrics, log, {
+      namespace: config.namespace,
+      workers: config.workers,
+      resyncMs: config.resyncSeconds * 1000,
+    });
   const elector = config.leaderElection
     ? new LeaderElector(
         client,
@@ -63,12 +61,13 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       )
     : undefined;
 
+  let controller: Controller | undefined;
   let stopping = false;
   const stop = async (code: number): Promise<void> => {
     if (stopping) return;
     stopping = true;
     log.info('operator stopping');
-    await controller.stop();
+    await controller?.stop();
     await elector?.release();
     server.close();
     process.exit(code);
@@ -76,15 +75,34 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   process.once('SIGTERM', () => void stop(0));
   process.once('SIGINT', () => void stop(0));
 
-  if (elector) {
-    await elector.acquire((reason) => {
-      log.error('lost leadership, exiting', { reason });
-      // Another instance may already act: stop at once rather than drain.
-      process.exit(1);
-    });
-  }
-  leading = true;
-  metrics.leader.set(1);
-  controller.start();
-  log.info('operator started', { namespace: config.namespace ?? '(all)', leaderElection: config.leaderElection });
+  // Lead, act until the lease is lost, stop acting (watches closed, in-flight reconciles
+  // finished), campaign again. An API server outage longer than the lease costs a restart of
+  // the watches, not of the process.
+  const lead = async (): Promise<void> => {
+    while (!stopping) {
+      let lost: () => void = () => undefined;
+      const lostLease = new Promise<void>((resolve) => (lost = resolve));
+      if (elector) {
+        await elector.acquire((reason) => {
+          log.error('lost leadership, stopping the controller', { reason });
+          lost();
+        });
+      }
+      if (stopping) return;
+      controller = newController();
+      controller.start();
+      leading = true;
+      metrics.leader.set(1);
+      log.info('operator started', { namespace: config.namespace ?? '(all)', leaderElection: config.leaderElection });
+      await lostLease;
+      leading = false;
+      metrics.leader.set(0);
+      await controller.stop();
+      controller = undefined;
+    }
+  };
+  void lead().catch((err: unknown) => {
+    log.error('operator failed', { error: err instanceof Error ? err.message : String(err) });
+    process.exit(1);
+  });
 }

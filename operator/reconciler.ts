@@ -84,7 +84,9 @@ export async function reconcile(deps: ReconcilerDeps, namespace: string, name: s
     await deps.events.record(mxd, 'Warning', 'ReconcileError', failure.message);
     try {
       const current = await client.find<V1Deployment>(resourcePath('apps/v1', 'deployments', namespace, names.deployment));
-      await writeStatus(deps, raw, mxd, current, await listPods(client, mxd), failure);
+      // A selector the API server refuses is one way to get here: report without pods then.
+      const pods = await listPods(client, mxd).catch(() => []);
+      await writeStatus(deps, raw, mxd, current, pods, failure);
     } catch (statusErr) {
       deps.log.warn('could not write the failure to status', { key: `${namespace}/${name}`, error: String(statusErr) });
     }

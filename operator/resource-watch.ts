@@ -13,6 +13,7 @@ export interface KubeObject {
     uid?: string;
     resourceVersion?: string;
     labels?: Record<string, string>;
+    annotations?: Record<string, string>;
     ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[];
     deletionTimestamp?: string | Date;
   };

@@ -1,4 +1,151 @@
-// Placeholder until this program lands; replaced by its own issue's work.
-export async function run(_argv: string[], _env: NodeJS.ProcessEnv): Promise<void> {
-  throw new Error('not built yet');
+import { mkdtemp, rm } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { systemClock } from '../common/clock.js';
+import { createLogger } from '../common/log.js';
+import { parseReplicaConfig } from './config.js';
+import { FileModelStore } from './file-model-store.js';
+import { HotnessMeter } from './hotness.js';
+import { createReplicaMetrics } from './metrics.js';
+import type { ModelStore } from './model-store.js';
+import { checkExecutionProvider } from './onnx-runtime.js';
+import { PublishCoalescer } from './publish-coalescer.js';
+import { ReplicaService } from './replica-service.js';
+import { S3ModelStore } from './s3-model-store.js';
+import { createReplicaApp } from './server.js';
+import { kubePodPatcher, tablePatch } from './table-publisher.js';
+
+/** How often the deletion cost is re-checked when the model set does not change. */
+const COST_REFRESH_MS = 10_000;
+
+/** `modelmux replica`: wiring only. Resolves once listening; SIGTERM/SIGINT drain and exit. */
+export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  const config = parseReplicaConfig(argv, env);
+  const clock = systemClock;
+  const baseLog = createLogger({ component: 'replica', ...(config.podName ? { pod: config.podName } : {}) });
+  await checkExecutionProvider(config.executionProvider);
+
+  const ownCacheDir = config.cacheDir === undefined;
+  const cacheDir = config.cacheDir ?? (await mkdtemp(join(tmpdir(), 'modelmux-cache-')));
+  let s3: S3ModelStore | undefined;
+  let store: ModelStore;
+  if (config.modelSource.startsWith('s3://')) {
+    s3 = new S3ModelStore({
+      uri: config.modelSource,
+      region: config.s3Region,
+      cacheDir,
+      ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),
+      ...(config.s3ForcePathStyle !== undefined ? { forcePathStyle: config.s3ForcePathStyle } : {}),
+      ...(config.maxModelBytes !== undefined ? { maxFileBytes: config.maxModelBytes } : {}),
+    });
+    store = s3;
+  } else {
+    store = new FileModelStore(config.modelSource, config.maxModelBytes);
+  }
+
+  const metrics = createReplicaMetrics();
+  const hotness = new HotnessMeter(clock);
+  let coalescer: PublishCoalescer | undefined;
+  const service = new ReplicaService({
+    store,
+    provider: config.executionProvider,
+    maxModels: config.maxModels,
+    ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
+    maxConcurrentLoads: config.maxConcurrentLoads,
+    maxBatchSize: config.maxBatchSize,
+    batchWaitMs: config.batchWaitMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+    loadDelayMs: config.testHooks ? config.testLoadDelayMs : 0,
+    clock,
+    log: baseLog,
+    metrics,
+    onTableChange: () => coalescer?.notify(),
+  });
+
+  let costTimer: NodeJS.Timeout | undefined;
+  if (config.podName !== undefined && config.podNamespace !== undefined) {
+    const patch = kubePodPatcher(config.podName, config.podNamespace);
+    let publishedCost = -1;
+    const c = new PublishCoalescer({
+      minIntervalMs: config.publishIntervalMs,
+      maxBackoffMs: 30_000,
+      clock,
+      schedule: (fn, ms) => {
+        const t = setTimeout(fn, ms);
+        return () => clearTimeout(t);
+      },
+      publish: async () => {
+        const cost = hotness.cost();
+        try {
+          await patch(tablePatch(service.table(), cost));
+          publishedCost = cost;
+          metrics.tablePublishes.inc({ result: 'success' });
+        } catch (err) {
+          metrics.tablePublishes.inc({ result: 'failure' });
+          baseLog.warn('cannot publish the model table on the pod', { reason: err instanceof Error ? err.message : String(err) });
+          throw err;
+        }
+      },
+    });
+    coalescer = c;
+    c.notify();
+    costTimer = setInterval(() => {
+      if (hotness.cost() !== publishedCost) c.notify();
+    }, COST_REFRESH_MS);
+    costTimer.unref();
+  }
+
+  let replicaName = config.replicaName ?? config.podName ?? 'replica';
+  const { app, state } = createReplicaApp({
+    service,
+    metrics,
+    log: baseLog,
+    replicaName: () => replicaName,
+    maxOngoingRequests: config.maxOngoingRequests,
+    maxBodyBytes: config.maxBodyBytes,
+    testHooks: config.testHooks,
+    onServed: () => hotness.hit(),
+  });
+
+  const server = app.listen(config.port, config.host);
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  server.keepAliveTimeout = 65_000;
+  const addr = server.address() as AddressInfo;
+  if (config.replicaName === undefined && config.podName === undefined) replicaName = `${addr.address}:${addr.port}`;
+  baseLog.info('replica listening', {
+    event: 'listening',
+    host: addr.address,
+    port: addr.port,
+    store: store.uri,
+    maxModels: config.maxModels,
+    maxOngoingRequests: config.maxOngoingRequests,
+    maxBatchSize: config.maxBatchSize,
+    executionProvider: config.executionProvider,
+  });
+
+  let stopping = false;
+  const shutdown = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    state.shuttingDown = true;
+    baseLog.info('draining', { event: 'draining', signal, ongoing: state.ongoing });
+    if (costTimer) clearInterval(costTimer);
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    const idle = setInterval(() => server.closeIdleConnections(), 100);
+    server.closeIdleConnections();
+    await closed;
+    clearInterval(idle);
+    await service.close();
+    await coalescer?.flush();
+    coalescer?.stop();
+    s3?.destroy();
+    if (ownCacheDir) await rm(cacheDir, { recursive: true, force: true });
+    baseLog.info('stopped', { event: 'stopped' });
+    process.exit(0);
+  };
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void shutdown(sig));
 }

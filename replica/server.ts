@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorBody } from '../common/errors.js';
+import { ModelmuxError, toModelmuxError, type ErrorBody } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import { parseModelId, type ModelId } from '../common/model-id.js';
 import {
@@ -24,7 +24,8 @@ export interface ServerOptions {
   service: ReplicaService;
   metrics: ReplicaMetrics;
   log: Logger;
-  replicaName: string;
+  /** Read per response: it may only be known once listening (host:port). */
+  replicaName: () => string;
   maxOngoingRequests: number;
   maxBodyBytes: number;
   testHooks: boolean;
@@ -57,7 +58,7 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
     const requestId = given !== undefined && REQUEST_ID.test(given) ? given : randomUUID();
     Object.assign(res.locals, { requestId, startedAt: performance.now() } satisfies Locals);
     res.setHeader(HEADER_REQUEST_ID, requestId);
-    res.setHeader(HEADER_REPLICA, opts.replicaName);
+    res.setHeader(HEADER_REPLICA, opts.replicaName());
     next();
   });
 
@@ -113,7 +114,7 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
 
   const json = express.json({ limit: opts.maxBodyBytes, type: () => true, strict: false });
 
-  const infer = (form: Form, idOf: (req: Request) => ModelId) => async (req: Request, res: Response): Promise<void> => {
+  const infer = (idOf: (req: Request) => ModelId) => async (req: Request, res: Response): Promise<void> => {
     try {
       const id = idOf(req);
       if (req.body === undefined) throw new ModelmuxError('invalid_request', 'the request has no JSON body');
@@ -164,18 +165,18 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
       fail(res, err);
     }
   });
-  app.post(['/v2/models/:id/infer', '/v2/models/:id/versions/:version/infer'], admit('v2'), json, infer('v2', pathId));
+  app.post(['/v2/models/:id/infer', '/v2/models/:id/versions/:version/infer'], admit('v2'), json, infer(pathId));
   app.post(
     '/',
     admit('ray'),
     json,
-    infer('ray', (req) => modelIdOf(req.get(HEADER_RAY_MODEL_ID) ?? req.get(HEADER_RAY_MODEL_ID_HYPHEN), `the ${HEADER_RAY_MODEL_ID} header is missing`)),
+    infer((req) => modelIdOf(req.get(HEADER_RAY_MODEL_ID) ?? req.get(HEADER_RAY_MODEL_ID_HYPHEN), `the ${HEADER_RAY_MODEL_ID} header is missing`)),
   );
   app.post(
     '/invocations',
     admit('sagemaker'),
     json,
-    infer('sagemaker', (req) => modelIdOf(req.get(HEADER_SAGEMAKER_MODEL), `the X-Amzn-SageMaker-Target-Model header is missing`)),
+    infer((req) => modelIdOf(req.get(HEADER_SAGEMAKER_MODEL), `the X-Amzn-SageMaker-Target-Model header is missing`)),
   );
 
   app.use((_req, res) => fail(res, new ModelmuxError('not_found', 'no such path')));
@@ -189,6 +190,3 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
   });
   return { app, state };
 }
-
-/** For docs and tests: the status each code answers with. */
-export const statusOf = (code: keyof typeof ERROR_CATALOGUE): number => ERROR_CATALOGUE[code].status;

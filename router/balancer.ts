@@ -1,6 +1,5 @@
 import type { Clock, Random } from '../common/clock.js';
 import { ModelmuxError } from '../common/errors.js';
-import type { ModelTable } from '../common/model-table.js';
 import { decide, type PlacementKind, type PlacementPolicy, type ReplicaLoad } from './placement.js';
 
 /**
@@ -27,8 +26,16 @@ export interface BalancerOptions extends PlacementPolicy {
   maxQueue: number;
 }
 
+/** The part of a ModelTable (common/model-table.ts) placement reads. */
+export interface TableView {
+  version: number;
+  loaded: readonly string[];
+  loading: readonly string[];
+}
+
 export interface Lease {
   replica: string;
+  model: string | undefined;
   kind: PlacementKind;
   waitedMs: number;
 }
@@ -38,6 +45,8 @@ export type AcquireResult = { ok: true; lease: Lease } | { ok: false; error: Mod
 interface ReplicaState {
   name: string;
   inFlight: number;
+  /** In-flight by model: the per-model load that decides when a model is hot. */
+  byModel: Map<string, number>;
   table: Set<string>;
   tableVersion: number;
   /** Model → time until which this replica counts as holding it without the table saying so. */
@@ -96,14 +105,14 @@ export class Balancer {
     for (const name of this.replicas.keys()) if (!keep.has(name)) this.replicas.delete(name);
     for (const name of names) {
       if (!this.replicas.has(name)) {
-        this.replicas.set(name, { name, inFlight: 0, table: new Set(), tableVersion: -1, recent: new Map(), ejectedUntil: 0 });
+        this.replicas.set(name, { name, inFlight: 0, byModel: new Map(), table: new Set(), tableVersion: -1, recent: new Map(), ejectedUntil: 0 });
       }
     }
     this.drain();
   }
 
   /** A replica's published table; an older version than the one held is ignored. */
-  setTable(name: string, table: Pick<ModelTable, 'version' | 'loaded' | 'loading'> | undefined): void {
+  setTable(name: string, table: TableView | undefined): void {
     const r = this.replicas.get(name);
     if (!r || table === undefined) return;
     // A restarted replica starts its versions again from zero: a lower version with an empty
@@ -165,10 +174,17 @@ export class Balancer {
     };
   }
 
-  /** The request placed on `name` finished: its slot frees and waiting requests re-run. */
-  release(name: string): void {
-    const r = this.replicas.get(name);
-    if (r && r.inFlight > 0) r.inFlight--;
+  /** The request holding `lease` finished: its slot frees and waiting requests re-run. */
+  release(lease: Lease): void {
+    const r = this.replicas.get(lease.replica);
+    if (r && r.inFlight > 0) {
+      r.inFlight--;
+      if (lease.model !== undefined) {
+        const n = (r.byModel.get(lease.model) ?? 1) - 1;
+        if (n > 0) r.byModel.set(lease.model, n);
+        else r.byModel.delete(lease.model);
+      }
+    }
     this.drain();
   }
 
@@ -195,14 +211,23 @@ export class Balancer {
   private place(w: Waiter): Lease | undefined {
     const now = this.clock.now();
     const live = this.live(w.exclude);
-    const view: ReplicaLoad[] = live.map((r) => ({ name: r.name, inFlight: r.inFlight, holds: w.model !== undefined && this.holds(r, w.model, now) }));
+    const m = w.model;
+    const view: ReplicaLoad[] = live.map((r) => ({
+      name: r.name,
+      inFlight: r.inFlight,
+      modelInFlight: m === undefined ? 0 : (r.byModel.get(m) ?? 0),
+      holds: m !== undefined && this.holds(r, m, now),
+    }));
     const d = decide(w.model, view, this.options, this.random, w.timedOut);
     if (d.kind === 'wait') return undefined;
     const r = this.replicas.get(d.replica);
     if (!r) return undefined;
     r.inFlight++;
-    if (w.model !== undefined) this.remember(r, w.model);
-    return { replica: r.name, kind: d.kind, waitedMs: now - w.since };
+    if (m !== undefined) {
+      r.byModel.set(m, (r.byModel.get(m) ?? 0) + 1);
+      this.remember(r, m);
+    }
+    return { replica: r.name, model: m, kind: d.kind, waitedMs: now - w.since };
   }
 
   private draining = false;

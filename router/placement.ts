@@ -17,6 +17,8 @@ export interface ReplicaLoad {
   name: string;
   /** Requests this router has in flight there. */
   inFlight: number;
+  /** Requests for the model being placed this router has in flight there. */
+  modelInFlight: number;
   /** Whether the replica holds (or is loading, or was just sent) the requested model. */
   holds: boolean;
 }
@@ -32,10 +34,16 @@ export interface PlacementPolicy {
   spreadAt: number;
   /**
    * Bounded-load factor c of consistent hashing with bounded loads: a replica takes a new model
-   * only while its in-flight stays under max(spreadAt, ceil(c × mean in-flight)). The floor at
-   * spreadAt keeps independent routers (which see different in-flight counts) agreeing at low load.
+   * only while its in-flight stays under max(loadFloor, ceil(c × mean in-flight)).
    */
   loadFactor: number;
+  /** Requests of one model in flight per holder (this router's) at which it gets a new copy. */
+  spreadPerCopy: number;
+  /**
+   * The floor of that bound: it keeps independent routers (which see different in-flight
+   * counts) agreeing on a cold model's replica at low load.
+   */
+  loadFloor: number;
 }
 
 export type Decision = { kind: PlacementKind; replica: string } | { kind: 'wait' };
@@ -73,13 +81,27 @@ export function rendezvousPick(
   anyLoad: boolean,
 ): ReplicaLoad | undefined {
   const total = all.reduce((s, r) => s + r.inFlight, 0);
-  const bound = Math.max(policy.spreadAt, Math.ceil((policy.loadFactor * (total + 1)) / Math.max(1, all.length)));
+  const bound = Math.max(policy.loadFloor, Math.ceil((policy.loadFactor * (total + 1)) / Math.max(1, all.length)));
   const ranked = rendezvousRank(candidates, model);
   const inBound = ranked.find((r) => r.inFlight < Math.min(bound, below));
   if (inBound !== undefined || !anyLoad) return inBound;
   let best: ReplicaLoad | undefined;
   for (const r of ranked) if (r.inFlight < below && (best === undefined || r.inFlight < best.inFlight)) best = r;
   return best;
+}
+
+/**
+ * Whether a model's holders are hot enough to give it another copy: either every open holder
+ * is at spreadAt (close to full, whatever it is busy with), or the model itself keeps
+ * spreadPerCopy requests in flight per holder while they are past loadFloor. The second test
+ * looks at the model's own traffic, so a holder that is busy with many lukewarm models (Zipf)
+ * does not copy each of them and evict the rest, while a model drawing most of the traffic
+ * spreads early.
+ */
+export function isHot(holders: readonly ReplicaLoad[], openHolders: readonly ReplicaLoad[], policy: PlacementPolicy): boolean {
+  if (openHolders.every((r) => r.inFlight >= policy.spreadAt)) return true;
+  const perCopy = holders.reduce((s, r) => s + r.modelInFlight, 0) / holders.length;
+  return perCopy >= policy.spreadPerCopy && openHolders.every((r) => r.inFlight >= policy.loadFloor);
 }
 
 /**
@@ -106,10 +128,11 @@ export function decide(
   }
   const openHolders = holders.filter((r) => r.inFlight < max);
   const others = open.filter((r) => !r.holds);
-  const hot = openHolders.every((r) => r.inFlight >= policy.spreadAt);
-  if (hot) {
-    // A new copy goes only to a replica that is itself cool, in the order every router agrees on.
-    const r = rendezvousPick(model, others, replicas, policy, policy.spreadAt, false);
+  if (isHot(holders, openHolders, policy)) {
+    // A new copy goes only to a replica cooler than every holder, in the order every router
+    // agrees on, so the copy relieves the holders instead of queueing behind their work.
+    const coolest = openHolders.reduce((m, r) => Math.min(m, r.inFlight), policy.spreadAt);
+    const r = rendezvousPick(model, others, replicas, policy, coolest, false);
     if (r) return { kind: 'new_copy', replica: r.name };
   }
   const h = leastOfTwo(openHolders, random);

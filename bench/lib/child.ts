@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 export interface Child {
   proc: ChildProcess;
   pid: number;
-  /** The first match of the ready pattern in stdout/stderr. */
+  /** The first match of the ready pattern in stdout/stderr (empty without a pattern). */
   ready: RegExpMatchArray;
   output(): string;
   stop(graceMs?: number): Promise<void>;
@@ -16,8 +16,8 @@ export interface Child {
 export interface ChildOptions {
   env?: NodeJS.ProcessEnv;
   cwd?: string;
-  /** Matched against everything the program printed so far (stdout and stderr). */
-  ready: RegExp;
+  /** Matched against everything the program printed so far (stdout and stderr); absent: started is enough. */
+  ready?: RegExp;
   readyTimeoutMs: number;
 }
 
@@ -38,7 +38,7 @@ export async function startChild(command: string, args: readonly string[], opts:
     const onData = (b: Buffer): void => {
       out += b.toString();
       if (out.length > 2_000_000) out = out.slice(-1_000_000);
-      const m = out.match(opts.ready);
+      const m = opts.ready ? out.match(opts.ready) : null;
       if (m) {
         clearTimeout(timer);
         resolve(m);
@@ -46,6 +46,10 @@ export async function startChild(command: string, args: readonly string[], opts:
     };
     proc.stdout?.on('data', onData);
     proc.stderr?.on('data', onData);
+    if (!opts.ready) {
+      clearTimeout(timer);
+      resolve(Object.assign([''], { index: 0, input: '' }) as RegExpMatchArray);
+    }
     proc.once('exit', (code, signal) => {
       clearTimeout(timer);
       reject(new Error(`${command} exited (${code ?? signal}) before it was ready:\n${out.slice(-4000)}`));

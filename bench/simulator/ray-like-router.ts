@@ -1,5 +1,5 @@
 import type { Random } from '../../common/clock.js';
-import type { AcquireResult, SetTimer } from '../../router/balancer.js';
+import type { AcquireResult, Lease, SetTimer } from '../../router/balancer.js';
 import type { EventQueue } from './event-queue.js';
 
 /**
@@ -36,7 +36,8 @@ export class RayLikeRouter {
     // Ray's router learns holders only from the controller's broadcast.
   }
 
-  release(name: string): void {
+  release(lease: Lease): void {
+    const name = lease.replica;
     this.inFlight.set(name, Math.max(0, (this.inFlight.get(name) ?? 0) - 1));
     this.drain();
   }
@@ -72,7 +73,7 @@ export class RayLikeRouter {
     if (pick === undefined) return false;
     this.inFlight.set(pick, (this.inFlight.get(pick) ?? 0) + 1);
     w.cancel();
-    w.done({ ok: true, lease: { replica: pick, kind, waitedMs: this.events.now() - w.since } });
+    w.done({ ok: true, lease: { replica: pick, model: w.model, kind, waitedMs: this.events.now() - w.since } });
     return true;
   }
 

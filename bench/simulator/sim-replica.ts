@@ -82,18 +82,22 @@ export class SimReplica {
     });
   }
 
-  /** Drops the least recently used loaded model once the slots are taken. */
+  /**
+   * Drops least recently used loaded models until a slot is free. Only loading models may
+   * push the count past the slots for a moment, as in the real cache (a load in flight is
+   * never cancelled).
+   */
   private evictFor(): void {
-    if (this.models.size < this.params.slots) return;
-    let victim: string | undefined;
-    let oldest = Infinity;
-    for (const [m, e] of this.models) {
-      if (e.ready && e.waiting.length === 0 && e.lastUse < oldest) {
-        oldest = e.lastUse;
-        victim = m;
+    while (this.models.size >= this.params.slots) {
+      let victim: string | undefined;
+      let oldest = Infinity;
+      for (const [m, e] of this.models) {
+        if (e.ready && e.lastUse < oldest) {
+          oldest = e.lastUse;
+          victim = m;
+        }
       }
-    }
-    if (victim !== undefined) {
+      if (victim === undefined) return;
       this.models.delete(victim);
       this.version++;
     }

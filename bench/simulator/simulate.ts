@@ -1,5 +1,5 @@
 import type { Random } from '../../common/clock.js';
-import { Balancer, type AcquireResult, type SetTimer } from '../../router/balancer.js';
+import { Balancer, type AcquireResult, type Lease, type SetTimer, type TableView } from '../../router/balancer.js';
 import { defaultSpreadAt } from '../../router/placement.js';
 import { EventQueue } from './event-queue.js';
 import { modelSampler, type PatternName } from './patterns.js';
@@ -10,8 +10,8 @@ import { SimReplica, type ReplicaParams } from './sim-replica.js';
 /** The router surface the simulator drives: the real Balancer, or the Ray-like baseline. */
 interface SimRouter {
   acquire(model: string | undefined, done: (r: AcquireResult) => void, exclude?: ReadonlySet<string>): () => void;
-  release(name: string): void;
-  setTable(name: string, table: { version: number; loaded: string[]; loading: string[] }): void;
+  release(lease: Lease): void;
+  setTable(name: string, table: TableView): void;
   observe(name: string, model: string): void;
 }
 
@@ -31,6 +31,14 @@ export interface SimParams extends ReplicaParams {
   publishEveryMs: number;
   viewDelayMs: number;
   seed: number;
+  /** The router's spread threshold; defaultSpreadAt(maxOngoingRequests) when absent. */
+  spreadAt?: number;
+  loadFactor?: number;
+  loadFloor?: number;
+  recentMs?: number;
+  spreadPerCopy?: number;
+  /** How long a client waits before sending again after a 503. */
+  clientBackoffMs: number;
 }
 
 export interface SimResult {
@@ -58,7 +66,11 @@ export const DEFAULT_PARAMS: SimParams = {
   publishEveryMs: 250,
   viewDelayMs: 200,
   seed: 42,
+  clientBackoffMs: 50,
 };
+
+/** Time after the last arrival for waiting requests to finish. */
+const DRAIN_MS = 30_000;
 
 function p99(values: number[]): number {
   if (values.length === 0) return 0;
@@ -108,7 +120,7 @@ export function simulate(policy: PolicyName, pattern: PatternName, p: SimParams 
     const random: Random = seededRandom(p.seed * 1000 + i + 1);
     if (policy === 'ray-like') return new RayLikeRouter(names, p.maxOngoingRequests, p.matchTimeoutMs, events, random, setTimer);
     const b = new Balancer(
-      { maxOngoingRequests: p.maxOngoingRequests, spreadAt: defaultSpreadAt(p.maxOngoingRequests), loadFactor: 1.25, matchTimeoutMs: p.matchTimeoutMs, recentMs: 5000, maxQueue: 100_000 },
+      { maxOngoingRequests: p.maxOngoingRequests, spreadAt: p.spreadAt ?? defaultSpreadAt(p.maxOngoingRequests), loadFactor: p.loadFactor ?? 1.25, loadFloor: p.loadFloor ?? 2, spreadPerCopy: p.spreadPerCopy ?? 2, matchTimeoutMs: p.matchTimeoutMs, recentMs: p.recentMs ?? 5000, maxQueue: 100_000 },
       clock,
       random,
       setTimer,
@@ -125,7 +137,8 @@ export function simulate(policy: PolicyName, pattern: PatternName, p: SimParams 
         events.schedule((i + 1) * p.viewDelayMs, () => router.setTable(r.name, table));
       }
     });
-    events.schedule(p.publishEveryMs, publish);
+    // Publishing stops a while after the last arrival so the event queue can run dry.
+    if (events.now() < p.durationMs + DRAIN_MS) events.schedule(p.publishEveryMs, publish);
   };
   publish();
 
@@ -135,7 +148,7 @@ export function simulate(policy: PolicyName, pattern: PatternName, p: SimParams 
   let completed = 0;
   let retries = 0;
   let lastDone = 0;
-  const waits: number[] = [];
+  const waits: number[] = []; const hotW: number[] = []; const coldW: number[] = [];
   events.schedule(p.warmupMs, () => {
     loadsAtWarmup = replicas.reduce((s, r) => s + r.loads, 0);
   });
@@ -154,18 +167,20 @@ export function simulate(policy: PolicyName, pattern: PatternName, p: SimParams 
           const replica = byName.get(name);
           if (!replica) return;
           const admitted = replica.admit({ model, arrivedAt: at }, (cache) => {
-            router.release(name);
+            router.release(res.lease);
             if (cache === 'hit' || cache === 'miss') router.observe(name, model);
             if (!counts) return;
             completed++;
             lastDone = events.now();
-            waits.push(events.now() - at - p.inferMs);
+            waits.push(events.now() - at - p.inferMs); (model === 'model-0' ? hotW : coldW).push(events.now() - at - p.inferMs);
           });
           if (!admitted) {
-            // The replica's 503: one retry elsewhere, then anywhere, as the proxy does.
-            router.release(name);
+            // The replica's 503: one retry elsewhere at once, as the proxy does; when that is
+            // refused too the client gets a 503 and comes back after a back-off.
+            router.release(res.lease);
             retries++;
-            events.schedule(0, () => send(exclude.size === 0 ? new Set([name]) : new Set()));
+            if (exclude.size === 0) send(new Set([name]));
+            else events.schedule(p.clientBackoffMs, () => send(new Set()));
           }
         },
         exclude,
@@ -174,7 +189,8 @@ export function simulate(policy: PolicyName, pattern: PatternName, p: SimParams 
     events.schedule(at - events.now(), () => send(new Set()));
     events.run(at);
   }
-  events.run(Number.MAX_SAFE_INTEGER / 2);
+  events.run(p.durationMs + 2 * DRAIN_MS);
+  if (process.env['DBG']) console.log('hot p99', p99(hotW), 'cold p99', p99(coldW), 'holders', replicas.filter(r => r.table().loaded.includes('model-0')).length);
   const loads = replicas.reduce((s, r) => s + r.loads, 0) - loadsAtWarmup;
   return {
     policy,

@@ -1,5 +1,14 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { MODELS_ANNOTATION } from '../../common/names.js';
+import { parseModelTable } from '../../common/model-table.js';
+import { SAMPLE_WINE, WINE_INPUT, wineForward, wineWeights } from '../../common/wine-model.js';
 import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
 import { eventually } from '../helpers/eventually.js';
+import { helmPath } from '../helpers/kube-tools.js';
 import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
 
 // The harness's own tests: a real control plane, the node agent as its kubelet, and kubectl.
@@ -8,17 +17,18 @@ const GPUS_ON_NODE = 2;
 
 let cp: ControlPlane;
 let agent: NodeAgent;
+let modelDir: string;
 
 const manifest = (...objects: object[]): string => JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects });
 
 interface PodJson {
-  metadata: { name: string; uid: string; deletionTimestamp?: string };
+  metadata: { name: string; uid: string; deletionTimestamp?: string; annotations?: Record<string, string> };
   status: {
     phase?: string;
     podIP?: string;
     hostIP?: string;
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
-    containerStatuses?: { ready: boolean; restartCount: number; lastState?: { terminated?: { exitCode: number } } }[];
+    containerStatuses?: { ready: boolean; restartCount: number; state?: { waiting?: { reason?: string } }; lastState?: { terminated?: { exitCode: number } } }[];
   };
 }
 
@@ -80,7 +90,12 @@ const reportServer = (replicas: number, gpus: number): object => ({
 
 beforeAll(async () => {
   const t0 = Date.now();
-  cp = await startControlPlane();
+  modelDir = await mkdtemp(join(tmpdir(), 'modelmux-harness-models-'));
+  const [plane] = await Promise.all([
+    startControlPlane(),
+    promisify(execFile)(process.execPath, ['dist/cli/main.js', 'models', '--out', modelDir, '--count', '2']),
+  ]);
+  cp = plane;
   process.stdout.write(`control plane ready in ${Date.now() - t0} ms\n`);
   agent = await startNodeAgent(cp, { capacity: { gpus: GPUS_ON_NODE } });
   await cp.kubectl(['create', 'namespace', NS]);
@@ -89,6 +104,15 @@ beforeAll(async () => {
   await cp.kubectl(['apply', '-f', '-'], {
     input: manifest(
       { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'reporter', namespace: NS } },
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'replica', namespace: NS } },
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'patch-pods', namespace: NS }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'patch'] }] },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: 'replica-patches-pods', namespace: NS },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'patch-pods' },
+        subjects: [{ kind: 'ServiceAccount', name: 'replica', namespace: NS }],
+      },
       { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'read-pods', namespace: NS }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get'] }] },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -106,6 +130,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await agent?.stop();
   await cp?.stop();
+  if (modelDir) await rm(modelDir, { recursive: true, force: true });
 }, 60_000);
 
 describe('the test control plane', () => {
@@ -115,6 +140,14 @@ describe('the test control plane', () => {
     const whoami = JSON.parse(await cp.kubectl(['auth', 'whoami', '-o', 'json'])) as { status: { userInfo: { username: string; groups: string[] } } };
     expect(whoami.status.userInfo.groups).toContain('system:masters');
   });
+
+  it('has a helm, built from the Go module proxy, that reaches the API server', async () => {
+    const helm = await helmPath();
+    const run = promisify(execFile);
+    expect((await run(helm, ['version', '--short'])).stdout).toMatch(/^v3\./);
+    const { stdout } = await run(helm, ['list', '--all-namespaces', '-o', 'json', '--kubeconfig', cp.kubeconfigPath]);
+    expect(JSON.parse(stdout)).toEqual([]);
+  }, 60_000);
 
   it('registers the node agent as a Ready node with GPU capacity', async () => {
     const node = await eventually(async () => {
@@ -189,6 +222,60 @@ describe('the test control plane', () => {
     }
   }, 120_000);
 
+  it('runs `modelmux replica` in a pod: it serves inference on its pod IP and publishes its model table on its pod', async () => {
+    await cp.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'replica', namespace: NS },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: 'replica' } },
+          template: {
+            metadata: { labels: { app: 'replica' } },
+            spec: {
+              serviceAccountName: 'replica',
+              containers: [
+                {
+                  name: 'replica',
+                  image: 'modelmux:test',
+                  args: ['replica'],
+                  env: [
+                    { name: 'MODELMUX_MODEL_SOURCE', value: `file://${modelDir}` },
+                    { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+                    { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+                    { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+                  ],
+                  ports: [{ name: 'http', containerPort: 8080 }],
+                  readinessProbe: { httpGet: { path: '/v2/health/ready', port: 'http' }, periodSeconds: 1 },
+                },
+              ],
+            },
+          },
+        },
+      }),
+    });
+    await cp.kubectl(['rollout', 'status', 'deployment/replica', '-n', NS, '--timeout=90s']);
+    const [pod] = await pods('app=replica');
+    if (!pod) throw new Error('no replica pod');
+    const res = await fetch(`http://${pod.status.podIP ?? ''}:8080/v2/models/wine-0/infer`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ inputs: [{ name: WINE_INPUT, shape: [1, SAMPLE_WINE.length], datatype: 'FP32', data: [...SAMPLE_WINE] }] }),
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { outputs: { data: number[] }[] };
+    expect(body.outputs[0]?.data[0]).toBeCloseTo(wineForward(wineWeights('wine-0'), [SAMPLE_WINE])[0] ?? NaN, 4);
+    // Published through the pod's own service-account kubeconfig, which the Role lets patch pods.
+    const table = await eventually(async () => {
+      const [p] = await pods('app=replica');
+      const t = parseModelTable(p?.metadata.annotations?.[MODELS_ANNOTATION]);
+      if (!t?.loaded.map(String).includes('wine-0')) throw new Error('model table not published yet');
+      return t;
+    }, 30_000);
+    expect(table.loaded).toEqual(['wine-0']);
+  }, 120_000);
+
   it('leaves a pod asking for more GPUs than the node has Pending, and the scheduler says why', async () => {
     await cp.kubectl(['apply', '-f', '-'], {
       input: JSON.stringify({
@@ -215,18 +302,20 @@ describe('the test control plane', () => {
         apiVersion: 'v1',
         kind: 'Pod',
         metadata: { name: 'crasher', namespace: NS, labels: { app: 'crasher' } },
-        spec: { containers: [{ name: 'main', image: 'modelmux:test', command: ['node', '-e', 'process.exit(3)'] }] },
+        spec: { containers: [{ name: 'main', image: 'modelmux:test', command: ['node', '-e', 'console.error("crashing on purpose"); process.exit(3)'] }] },
       }),
     });
     const pod = await eventually(async () => {
       const [p] = await pods('app=crasher');
       const s = p?.status.containerStatuses?.[0];
-      if (!p || !s || s.restartCount < 1) throw new Error('no restart reported yet');
+      // Caught between two runs, backing off: a restart has happened and the next waits.
+      if (!p || !s || s.restartCount < 1 || s.state?.waiting?.reason !== 'CrashLoopBackOff') throw new Error('no back-off reported yet');
       return { p, s };
     }, 60_000);
     expect(pod.s.lastState?.terminated?.exitCode).toBe(3);
     expect(pod.s.ready).toBe(false);
     expect(condition(pod.p, 'Ready')?.status).toBe('False');
+    expect(await agent.logsOf(NS, 'crasher')).toContain('crashing on purpose');
     await cp.kubectl(['delete', 'pod', 'crasher', '-n', NS, '--wait=true', '--timeout=30s']);
   }, 90_000);
 
@@ -258,7 +347,7 @@ describe('the test control plane', () => {
       return ready;
     }, 60_000);
     for (const pod of after) expect((await report(pod.status.podIP ?? '')).env['POD_NAME']).toBe(pod.metadata.name);
-    // Back to one replica: a GPU frees up... and the pending pod is the one removed first.
+    // Back to one replica: the ReplicaSet removes the pending pod first, then a running one.
     await cp.kubectl(['scale', 'deployment/reporter', '-n', NS, '--replicas=1']);
     await eventually(async () => {
       const list = await pods('app=reporter');

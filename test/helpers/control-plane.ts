@@ -9,7 +9,7 @@ import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { createCertificateAuthority, generateEcKey, issueCertificate, type KeyPair } from './certs.js';
 import { controlPlaneAssets, kubectlPath } from './kube-tools.js';
 import { loadKubeConfig, requestServiceAccountToken, writeKubeconfig, type TokenOptions } from './kubeconfig.js';
-import { spawnManaged, type ManagedProcess } from './process-reaper.js';
+import { removeDirOnDeath, spawnManaged, type ManagedProcess } from './process-reaper.js';
 
 export interface ControlPlaneOptions {
   /** Keep the data dir (certificates, etcd data, every component's log) after stop. Default: env MODELMUX_KEEP_CLUSTER=1. */
@@ -124,6 +124,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   const keep = opts.keepDataDir ?? process.env['MODELMUX_KEEP_CLUSTER'] === '1';
   const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
   const dataDir = await mkdtemp(join(tmpdir(), 'modelmux-cp-'));
+  const forgetDir = keep ? () => undefined : removeDirOnDeath(dataDir);
   const pki = join(dataDir, 'pki');
   const logs = join(dataDir, 'logs');
   await Promise.all([mkdir(pki), mkdir(logs)]);
@@ -137,19 +138,32 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     stopped = true;
     // Reverse start order: clients first, etcd last, so nothing logs a storm of errors.
     await Promise.all(clients.map((p) => p.stop(5000)));
-    await apiServer?.stop(5000);
+    await apiServer?.stop(1000);
     await etcd?.stop(5000);
     if (!keep) await rm(dataDir, { recursive: true, force: true });
+    forgetDir();
   };
 
   try {
-    const [bin, etcdPort, etcdPeerPort, apiPort, ca] = await Promise.all([
-      controlPlaneAssets(),
-      freePort(),
-      freePort(),
-      freePort(),
-      createCertificateAuthority(pki, 'modelmux-test-ca'),
-    ]);
+    const [bin, etcdPort, etcdPeerPort, apiPort] = await Promise.all([controlPlaneAssets(), freePort(), freePort(), freePort()]);
+    // etcd needs no certificates: it starts while they are made.
+    etcd = spawnManaged(
+      join(bin, 'etcd'),
+      [
+        '--name=default',
+        `--data-dir=${join(dataDir, 'etcd')}`,
+        `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
+        `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
+        `--listen-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
+        `--initial-cluster=default=http://127.0.0.1:${etcdPeerPort}`,
+        // Test data: losing it on a crash is fine, and fsync is most of etcd's latency.
+        '--unsafe-no-fsync=true',
+        '--log-level=warn',
+      ],
+      { logFile: join(logs, 'etcd.log') },
+    );
+    const ca = await createCertificateAuthority(pki, 'modelmux-test-ca');
     const server = `https://127.0.0.1:${apiPort}`;
     const saKey = join(pki, 'sa.key');
     const client = (name: string, cn: string, groups: readonly string[]): Promise<KeyPair> =>
@@ -177,23 +191,6 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       writeKubeconfig(schedKubeconfig, server, ca.certPem, sched),
     ]);
     const adminTls: Tls = { ca: ca.certPem, cert: await readFile(admin.certFile, 'utf8'), key: await readFile(admin.keyFile, 'utf8') };
-
-    etcd = spawnManaged(
-        join(bin, 'etcd'),
-        [
-          '--name=default',
-          `--data-dir=${join(dataDir, 'etcd')}`,
-          `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
-          `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
-          `--listen-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
-          `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
-          `--initial-cluster=default=http://127.0.0.1:${etcdPeerPort}`,
-          // Test data: losing it on a crash is fine, and fsync is most of etcd's latency.
-          '--unsafe-no-fsync=true',
-          '--log-level=warn',
-        ],
-        { logFile: join(logs, 'etcd.log') },
-      );
 
     const apiArgs = [
       '--advertise-address=127.0.0.1',
@@ -283,7 +280,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       },
       restartApiServer: async () => {
         if (!apiServer) throw new Error('the control plane is stopped');
-        await apiServer.stop(10_000);
+        await apiServer.stop(1000);
         apiServer = startApiServer();
         await waitApiServer(apiServer);
       },

@@ -9,20 +9,30 @@ import { openSync, closeSync } from 'node:fs';
  */
 const WATCHDOG_SOURCE = `
 const groups = new Set();
+const dirs = new Set();
 let buf = '';
 process.stdin.setEncoding('utf8');
 process.stdin.on('data', (d) => {
   buf += d;
   let i;
   while ((i = buf.indexOf('\\n')) >= 0) {
-    const [op, pid] = buf.slice(0, i).split(' ');
+    const line = buf.slice(0, i);
+    const op = line.slice(0, 3);
+    const arg = line.slice(4);
     buf = buf.slice(i + 1);
-    if (op === 'add') groups.add(Number(pid)); else groups.delete(Number(pid));
+    if (op === 'add') groups.add(Number(arg));
+    else if (op === 'del') groups.delete(Number(arg));
+    else if (op === 'dir') dirs.add(arg);
+    else if (op === 'keep') dirs.delete(arg);
   }
 });
 process.stdin.on('end', () => {
   for (const g of groups) { try { process.kill(-g, 'SIGKILL'); } catch {} }
-  process.exit(0);
+  // Give the killed processes a moment to let go of their files.
+  setTimeout(() => {
+    for (const d of dirs) { try { require('node:fs').rmSync(d, { recursive: true, force: true }); } catch {} }
+    process.exit(0);
+  }, 500);
 });
 process.on('SIGTERM', () => undefined);
 `;
@@ -54,6 +64,15 @@ function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   } catch {
     // Already gone.
   }
+}
+
+/**
+ * Has the watchdog remove `dir` if this process dies without cleaning up (SIGKILL, a crash).
+ * Call the returned function once the folder has been removed, or is to be kept.
+ */
+export function removeDirOnDeath(dir: string): () => void {
+  tell(`dir ${dir}`);
+  return () => tell(`keep ${dir}`);
 }
 
 export interface ManagedProcess {

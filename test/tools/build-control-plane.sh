@@ -77,9 +77,12 @@ go get "go.etcd.io/etcd/server/v3@${etcd_version}" >&2
 go mod tidy >&2
 
 export CGO_ENABLED=0
+# component-base's version wants the minor alone ("34"), as Kubernetes' own release builds set it.
+minor="${K8S_VERSION#v1.}"
+minor="${minor%%.*}"
 go build -trimpath -ldflags='-s -w' -o "$OUT/etcd" ./etcd >&2
 for c in kube-apiserver kube-controller-manager kube-scheduler; do
-  go build -trimpath -ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#v1.}" -o "$OUT/$c" "k8s.io/kubernetes/cmd/$c" >&2
+  go build -trimpath -ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" -o "$OUT/$c" "k8s.io/kubernetes/cmd/$c" >&2
 done
 have_all "$OUT"
 echo "$OUT"

@@ -1,7 +1,7 @@
 import { Balancer, type AcquireResult, type BalancerOptions } from '../../../router/balancer.js';
 import { draws, FakeTime } from './fake-time.js';
 
-const options: BalancerOptions = { maxOngoingRequests: 1, spreadAt: 1, loadFactor: 1.25, matchTimeoutMs: 1000, recentMs: 5000, maxQueue: 2 };
+const options: BalancerOptions = { maxOngoingRequests: 1, spreadAt: 1, loadFactor: 1.25, loadFloor: 1, matchTimeoutMs: 1000, recentMs: 5000, maxQueue: 2 };
 
 function setup(random: () => number = draws(), opts: Partial<BalancerOptions> = {}): { b: Balancer; time: FakeTime } {
   const time = new FakeTime();

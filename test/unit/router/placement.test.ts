@@ -2,7 +2,7 @@ import { decide, leastOfTwo, rendezvousPick, type PlacementPolicy, type ReplicaL
 import { rendezvousRank } from '../../../router/rendezvous.js';
 import { draws } from './fake-time.js';
 
-const policy: PlacementPolicy = { maxOngoingRequests: 4, spreadAt: 2, loadFactor: 1.25 };
+const policy: PlacementPolicy = { maxOngoingRequests: 4, spreadAt: 2, loadFactor: 1.25, loadFloor: 2 };
 const r = (name: string, inFlight: number, holds = false): ReplicaLoad => ({ name, inFlight, holds });
 const names = ['a', 'b', 'c', 'd'];
 
@@ -86,8 +86,8 @@ describe('decide', () => {
 
   it('falls back to the least loaded open replica when all are past the bound', () => {
     const reps = [r('a', 3), r('b', 2), r('c', 3)];
-    expect(rendezvousPick('x', reps, reps, { ...policy, spreadAt: 1, loadFactor: 0.5 }, 4, true)?.name).toBe('b');
-    expect(rendezvousPick('x', reps, reps, { ...policy, spreadAt: 1, loadFactor: 0.5 }, 4, false)).toBeUndefined();
+    expect(rendezvousPick('x', reps, reps, { ...policy, spreadAt: 1, loadFactor: 0.5, loadFloor: 1 }, 4, true)?.name).toBe('b');
+    expect(rendezvousPick('x', reps, reps, { ...policy, spreadAt: 1, loadFactor: 0.5, loadFloor: 1 }, 4, false)).toBeUndefined();
   });
 });
 

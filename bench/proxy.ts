@@ -1,0 +1,217 @@
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { z } from 'zod';
+import { HelpRequested, parseConfig, type OptionSpecs } from '../common/config.js';
+import { SAMPLE_WINE } from '../common/wine-model.js';
+import { freePorts } from '../test/helpers/s3-server.js';
+import { startChild, type Child } from './lib/child.js';
+import { waitHttpReady } from './lib/http-ready.js';
+import { runLoad, type LoadResult } from './lib/load-generator.js';
+import { machineInfo, machineLine } from './lib/machine.js';
+import { fmt, mdTable } from './lib/markdown.js';
+import { ensureModelFiles } from './lib/model-set.js';
+import { replicaLoads } from './lib/modelmux-local.js';
+import { startNginx } from './lib/nginx.js';
+import { childPids, totalCpuSeconds } from './lib/proc-cpu.js';
+
+/**
+ * `npm run bench:proxy`: what the router adds in front of one replica, against nginx doing the
+ * same job. One replica, its hot model loaded; the same closed-loop load generator sends the
+ * same request (Ray Serve form) to the replica directly, through `modelmux router` (static
+ * discovery) and through Debian's nginx. CPU time of the proxy processes comes from /proc.
+ * Writes bench/results/proxy.{json,md}.
+ */
+
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const schema = z.object({
+  concurrency: z.string().default('1,16'),
+  durationSeconds: z.coerce.number().min(1).max(3600).default(8),
+  modelBytes: int(0, 1_000_000_000).default(0),
+  nginxWorkers: int(1, 64).default(1),
+  targets: z.string().default('direct,router,nginx'),
+  out: z.string().default('bench/results/proxy'),
+});
+type Options = z.infer<typeof schema>;
+const specs: OptionSpecs<typeof schema.shape> = {
+  concurrency: { flag: 'concurrency', help: 'Comma list of closed-loop client counts (default 1,16: latency, then throughput).' },
+  durationSeconds: { flag: 'duration-seconds', help: 'Measured seconds per target per concurrency (default 8).' },
+  modelBytes: { flag: 'model-bytes', help: 'Size of the hot model; 0 = the small example model, so proxy cost is not hidden (default 0).' },
+  nginxWorkers: { flag: 'nginx-workers', help: 'nginx worker_processes (default 1, like the one router process).' },
+  targets: { flag: 'targets', help: 'Comma list of direct, router, nginx (default all three).' },
+  out: { flag: 'out', help: 'Results path without extension (default bench/results/proxy).' },
+};
+
+const ROUTE = '/wine';
+const HOT = 'm000';
+type Target = 'direct' | 'router' | 'nginx';
+
+interface Row {
+  target: Target;
+  concurrency: number;
+  result: Omit<LoadResult, 'sequence'>;
+  /** CPU seconds of the proxy processes during the run (0 for direct). */
+  proxyCpuS: number;
+  replicaCpuS: number;
+}
+
+async function measure(target: Target, url: string, concurrency: number, o: Options, proxyPids: () => Promise<number[]>, replicaPid: number): Promise<Row> {
+  const body = JSON.stringify({ instances: [SAMPLE_WINE] });
+  // A short unmeasured burst: connections open, JIT warm, the same for every target.
+  await runLoad({ url, nextModel: () => HOT, concurrency, body, durationMs: 1000, maxRequests: Number.MAX_SAFE_INTEGER });
+  const pids = await proxyPids();
+  const p0 = await totalCpuSeconds(pids);
+  const r0 = await totalCpuSeconds([replicaPid]);
+  const run = await runLoad({ url, nextModel: () => HOT, concurrency, body, durationMs: o.durationSeconds * 1000, maxRequests: Number.MAX_SAFE_INTEGER });
+  const proxyCpuS = (await totalCpuSeconds(pids)) - p0;
+  const replicaCpuS = (await totalCpuSeconds([replicaPid])) - r0;
+  const { sequence: _s, ...result } = run;
+  return { target, concurrency, result, proxyCpuS, replicaCpuS };
+}
+
+function report(o: Options, rows: readonly Row[], command: string): string {
+  const levels = [...new Set(rows.map((r) => r.concurrency))];
+  const get = (t: Target, c: number): Row | undefined => rows.find((r) => r.target === t && r.concurrency === c);
+  const perCore = (r: Row | undefined): number | undefined => (r && r.proxyCpuS > 0 ? r.result.ok / r.proxyCpuS : undefined);
+  const table = mdTable(
+    ['concurrency', 'path', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'added p50 ms', 'added p99 ms', 'proxy CPU s', 'proxy CPU %', 'req per proxy CPU-second'],
+    rows.map((r) => {
+      const d = get('direct', r.concurrency);
+      const direct = r.target === 'direct';
+      return [
+        String(r.concurrency),
+        r.target === 'direct' ? 'replica directly' : r.target === 'router' ? 'modelmux router → replica' : 'nginx → replica',
+        String(r.result.requests),
+        String(r.result.requests - r.result.ok),
+        fmt(r.result.throughputRps),
+        fmt(r.result.latency.p50Ms, 3),
+        fmt(r.result.latency.p99Ms, 3),
+        direct || !d ? '–' : fmt(r.result.latency.p50Ms - d.result.latency.p50Ms, 3),
+        direct || !d ? '–' : fmt(r.result.latency.p99Ms - d.result.latency.p99Ms, 3),
+        direct ? '–' : fmt(r.proxyCpuS, 2),
+        direct ? '–' : fmt((100 * r.proxyCpuS) / (r.result.elapsedMs / 1000), 0),
+        direct ? '–' : fmt(perCore(r), 0),
+      ];
+    }),
+  );
+  const ratios = mdTable(
+    ['concurrency', 'router/nginx throughput', 'router/nginx req per proxy CPU-second (target ≥ 0.5)', 'router/nginx added p50', 'router/nginx added p99'],
+    levels.map((c) => {
+      const r = get('router', c);
+      const n = get('nginx', c);
+      const d = get('direct', c);
+      const pr = perCore(r);
+      const pn = perCore(n);
+      const ratio = pr !== undefined && pn !== undefined ? pr / pn : undefined;
+      const added = (x: Row | undefined, k: 'p50Ms' | 'p99Ms'): number | undefined => (x && d ? x.result.latency[k] - d.result.latency[k] : undefined);
+      const a50 = added(r, 'p50Ms');
+      const n50 = added(n, 'p50Ms');
+      const a99 = added(r, 'p99Ms');
+      const n99 = added(n, 'p99Ms');
+      return [
+        String(c),
+        r && n ? fmt(r.result.throughputRps / n.result.throughputRps, 2) : 'n/a',
+        ratio === undefined ? 'n/a' : `${fmt(ratio, 2)} (${ratio >= 0.5 ? 'met' : '**missed**'})`,
+        a50 !== undefined && n50 !== undefined && n50 > 0 ? fmt(a50 / n50, 2) : 'n/a',
+        a99 !== undefined && n99 !== undefined && n99 > 0 ? fmt(a99 / n99, 2) : 'n/a',
+      ];
+    }),
+  );
+  return [
+    '## Router overhead: replica directly vs modelmux router vs nginx',
+    '',
+    `Command: \`${command}\``,
+    '',
+    `Machine: ${machineLine(machineInfo())}`,
+    '',
+    `Setup: one \`modelmux replica\` (file store, hot model ${HOT} of ${o.modelBytes === 0 ? 'the small example size' : `${(o.modelBytes / 1e6).toFixed(1)} MB`} loaded before measuring); ` +
+      `\`modelmux router --discovery static\` with that one replica; Debian nginx (${o.nginxWorkers} worker, upstream keep-alive) proxying ${ROUTE}/ to it. ` +
+      `Closed loop, one row per request in the Ray Serve form, ${o.durationSeconds} s per row after 1 s unmeasured. ` +
+      'Load generator, proxy and replica share the same cores, so absolute throughput is the machine\'s; ' +
+      '"req per proxy CPU-second" = successful requests / (user+system CPU seconds of the proxy processes from /proc), the throughput per core.',
+    '',
+    table,
+    '',
+    ratios,
+    '',
+  ].join('\n');
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const o = parseConfig('bench proxy', 'Router overhead: replica directly vs modelmux router vs nginx.', schema, specs, argv, process.env);
+  const levels = o.concurrency.split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
+  const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+  const cli = join(repoRoot, 'dist/cli/main.js');
+  const log = (msg: string): void => void process.stderr.write(`[bench:proxy ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+  const modelDir = join(homedir(), '.cache/modelmux/bench-models', `proxy-${o.modelBytes}`);
+  await ensureModelFiles(modelDir, [HOT], o.modelBytes);
+  const work = join(repoRoot, 'bench/results/.work/proxy');
+  await rm(work, { recursive: true, force: true });
+  await mkdir(work, { recursive: true });
+
+  const [replicaPort, routerPort, nginxPort] = await freePorts(3);
+  const replicaUrl = `http://127.0.0.1:${replicaPort}`;
+  const children: Child[] = [];
+  const rows: Row[] = [];
+  try {
+    log('starting the replica');
+    const replica = await startChild(process.execPath, [cli, 'replica', '--host', '127.0.0.1', '--port', String(replicaPort), '--model-source', pathToFileURL(modelDir).href, '--max-models', '4', '--max-ongoing-requests', '1024'], {
+      readyTimeoutMs: 60_000,
+    });
+    children.push(replica);
+    await waitHttpReady(`${replicaUrl}/v2/health/ready`, 60_000, replica);
+    const wanted = new Set(o.targets.split(',').map((s) => s.trim()));
+    const targets: { target: Target; url: string; pids: () => Promise<number[]> }[] = [];
+    if (wanted.has('direct')) targets.push({ target: 'direct', url: `${replicaUrl}/`, pids: async () => [] });
+    if (wanted.has('router')) {
+      log('starting the router');
+      const router = await startChild(
+      process.execPath,
+      [cli, 'router', '--discovery', 'static', '--host', '127.0.0.1', '--port', String(routerPort), '--static-route-prefix', ROUTE, '--static-replicas', replicaUrl, '--static-max-ongoing-requests', '1024'],
+      { readyTimeoutMs: 60_000 },
+      );
+      children.push(router);
+      await waitHttpReady(`http://127.0.0.1:${routerPort}/healthz`, 60_000, router);
+      targets.push({ target: 'router', url: `http://127.0.0.1:${routerPort}${ROUTE}/`, pids: async () => [router.pid] });
+    }
+    if (wanted.has('nginx')) {
+      log('starting nginx');
+      const nginx = await startNginx(work, nginxPort ?? 0, ROUTE, `127.0.0.1:${replicaPort}`, o.nginxWorkers);
+      children.push(nginx.child);
+      targets.push({ target: 'nginx', url: nginx.url, pids: async () => [nginx.child.pid, ...(await childPids(nginx.child.pid))] });
+    }
+
+    // Load the hot model once, so every target measures the proxy and a warm replica.
+    await runLoad({ url: `${replicaUrl}/`, nextModel: () => HOT, concurrency: 1, body: JSON.stringify({ instances: [SAMPLE_WINE] }), durationMs: 60_000, maxRequests: 5 });
+    const loadsBefore = await replicaLoads([replicaUrl]);
+
+    for (const c of levels) {
+      for (const t of targets) {
+        const row = await measure(t.target, t.url, c, o, t.pids, replica.pid);
+        rows.push(row);
+        log(`c=${c} ${t.target}: ${row.result.throughputRps.toFixed(0)} req/s, p50 ${row.result.latency.p50Ms.toFixed(3)} ms, p99 ${row.result.latency.p99Ms.toFixed(3)} ms, ` +
+          `proxy CPU ${row.proxyCpuS.toFixed(2)} s, failures ${JSON.stringify(row.result.failures)}`);
+      }
+    }
+    const loadsAfter = await replicaLoads([replicaUrl]);
+    if (loadsAfter !== loadsBefore) log(`warning: the replica loaded ${loadsAfter - loadsBefore} models during the measurement`);
+  } finally {
+    for (const c of children.reverse()) await c.stop(10_000);
+  }
+  const command = `npm run bench:proxy -- ${argv.join(' ')}`.trim();
+  const md = report(o, rows, command);
+  await writeFile(join(repoRoot, `${o.out}.json`), JSON.stringify({ machine: machineInfo(), options: o, command, rows }, null, 2) + '\n');
+  await writeFile(join(repoRoot, `${o.out}.md`), md);
+  process.stdout.write(md);
+}
+
+try {
+  await main(process.argv.slice(2));
+} catch (err) {
+  if (err instanceof HelpRequested) process.stdout.write(err.text);
+  else {
+    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  }
+}

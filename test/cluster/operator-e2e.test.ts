@@ -1,0 +1,159 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { jest } from '@jest/globals';
+import type { V1Pod } from '@kubernetes/client-node';
+import { parseModelTable } from '../../common/model-table.js';
+import { DELETION_COST_ANNOTATION, MODELS_ANNOTATION } from '../../common/names.js';
+import type { MultiplexedDeploymentStatus } from '../../common/resource.js';
+import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
+import { eventually } from '../helpers/eventually.js';
+import { getItems, getJson } from '../helpers/kube-json.js';
+import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
+import { startOperator, type OperatorProcess } from '../helpers/operator-process.js';
+import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { expectClose, expected, post, v2Body, v2Outputs, wineRows } from '../integration/replica/wine-fixtures.js';
+
+// The whole chain in a real control plane: the operator makes pods, the node agent runs
+// `modelmux replica` for each, the replicas load models from a real S3 server with the
+// credentials of a Secret the operator wired in, publish their model tables on their pods,
+// and scale-down removes the coldest replica.
+
+jest.setTimeout(180_000);
+const execFileP = promisify(execFile);
+
+interface Mxd {
+  metadata: { generation: number };
+  status?: MultiplexedDeploymentStatus;
+}
+
+const manifest = (s3: S3Server, replicas: number, maxModels: number): string => `apiVersion: modelmux.io/v1alpha1
+kind: MultiplexedDeployment
+metadata: { name: wine, namespace: default }
+spec:
+  replicas: ${replicas}
+  routePrefix: /wine
+  modelSource: { uri: "s3://${s3.bucket}/wine", endpoint: "${s3.endpoint}", credentialsSecret: s3-creds }
+  maxModelsPerReplica: ${maxModels}
+  resources: { limits: { nvidia.com/gpu: 1 } }
+`;
+
+const livePods = async (cp: ControlPlane): Promise<V1Pod[]> =>
+  (await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine'])).filter((p) => p.metadata?.deletionTimestamp === undefined);
+
+const isReady = (p: V1Pod): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+
+async function readyStatus(cp: ControlPlane, replicas: number): Promise<Mxd> {
+  return eventually(async () => {
+    const m = await getJson<Mxd>(cp, ['mxd', 'wine']);
+    const ready = m?.status?.conditions?.find((c) => c.type === 'Ready');
+    const progressing = m?.status?.conditions?.find((c) => c.type === 'Progressing');
+    if (m?.status?.readyReplicas !== replicas || ready?.status !== 'True' || progressing?.status !== 'False' || m.status.observedGeneration !== m.metadata.generation) {
+      throw new Error(`status ${JSON.stringify(m?.status)}`);
+    }
+    return m;
+  }, 120_000, 500);
+}
+
+async function infer(pod: V1Pod, model: string, seed = 0): Promise<void> {
+  const rows = wineRows(2, seed);
+  const a = await post(`http://${pod.status?.podIP ?? ''}:8080/v2/models/${model}/infer`, v2Body(rows));
+  expect(a.status).toBe(200);
+  expectClose(v2Outputs(a), expected(model, rows));
+}
+
+describe('replicas made by the operator, end to end', () => {
+  let cp: ControlPlane;
+  let agent: NodeAgent;
+  let operator: OperatorProcess;
+  let s3: S3Server;
+
+  beforeAll(async () => {
+    [cp, s3] = await Promise.all([startControlPlane(), startS3Server({ bucket: 'models' })]);
+    await execFileP(process.execPath, [join(process.cwd(), 'dist/cli/main.js'), 'models', '--out', `s3://${s3.bucket}/wine`, '--count', '6', '--s3-endpoint', s3.endpoint], {
+      env: { ...process.env, ...s3.awsEnv },
+    });
+    await cp.kubectl(['apply', '-f', 'crds/']);
+    await cp.kubectl(['wait', '--for=condition=Established', 'crd/multiplexeddeployments.modelmux.io', '--timeout=60s']);
+    await cp.kubectl(['create', 'secret', 'generic', 's3-creds', `--from-literal=AWS_ACCESS_KEY_ID=${s3.accessKeyId}`, `--from-literal=AWS_SECRET_ACCESS_KEY=${s3.secretAccessKey}`]);
+    agent = await startNodeAgent(cp, { capacity: { gpus: 8 } });
+    operator = await startOperator(cp.kubeconfigPath);
+  }, 300_000);
+
+  afterAll(async () => {
+    await operator?.stop();
+    await agent?.stop();
+    await Promise.all([cp?.stop(), s3?.stop()]);
+  }, 60_000);
+
+  it('becomes Ready with replicas that pass their readiness probes', async () => {
+    await cp.kubectl(['apply', '-f', '-'], { input: manifest(s3, 2, 2) });
+    const m = await readyStatus(cp, 2);
+    expect(m.status?.replicas).toBe(2);
+    const pods = await livePods(cp);
+    expect(pods.filter(isReady)).toHaveLength(2);
+  });
+
+  it('serves a model from S3 on a replica, which then lists it in its modelmux.io/models annotation', async () => {
+    const [pod] = await livePods(cp);
+    await infer(pod!, 'wine-1');
+    const table = await eventually(async () => {
+      const p = await getJson<V1Pod>(cp, ['pod', pod!.metadata!.name!]);
+      const t = parseModelTable(p?.metadata?.annotations?.[MODELS_ANNOTATION]);
+      if (!t?.loaded.includes('wine-1' as never)) throw new Error(`table ${JSON.stringify(t)}`);
+      return t;
+    }, 15_000);
+    expect(table.capacity).toBe(2);
+  });
+
+  it('rolls a spec change out to every replica and reports the rollout complete', async () => {
+    await cp.kubectl(['apply', '-f', '-'], { input: manifest(s3, 2, 3) });
+    const m = await readyStatus(cp, 2);
+    expect(m.metadata.generation).toBeGreaterThan(1);
+    const pods = await livePods(cp);
+    expect(pods).toHaveLength(2);
+    for (const p of pods) expect(p.spec?.containers[0]?.env?.find((e) => e.name === 'MODELMUX_MAX_MODELS')?.value).toBe('3');
+    // The new replicas publish the new capacity once they serve.
+    await infer(pods[0]!, 'wine-2');
+    await eventually(async () => {
+      const p = await getJson<V1Pod>(cp, ['pod', pods[0]!.metadata!.name!]);
+      expect(parseModelTable(p?.metadata?.annotations?.[MODELS_ANNOTATION])?.capacity).toBe(3);
+    }, 15_000);
+  });
+
+  it('scales to five with kubectl scale, and back down by removing the coldest replica', async () => {
+    await cp.kubectl(['scale', 'mxd/wine', '--replicas=5']);
+    await readyStatus(cp, 5);
+    const pods = await livePods(cp);
+    expect(pods).toHaveLength(5);
+    // Four replicas get traffic; the fifth stays cold.
+    const [cold, ...hot] = pods;
+    for (const [i, p] of hot.entries()) {
+      for (let k = 0; k < 3; k++) await infer(p, `wine-${i}`, k);
+    }
+    await eventually(async () => {
+      for (const p of hot) {
+        const cur = await getJson<V1Pod>(cp, ['pod', p.metadata!.name!]);
+        const cost = Number(cur?.metadata?.annotations?.[DELETION_COST_ANNOTATION] ?? '0');
+        if (!(cost > 0)) throw new Error(`${p.metadata!.name!} cost ${cost}`);
+      }
+    }, 20_000);
+    await cp.kubectl(['scale', 'mxd/wine', '--replicas=4']);
+    const left = await eventually(async () => {
+      const now = await livePods(cp);
+      if (now.length !== 4) throw new Error(`${now.length} pods`);
+      return now;
+    }, 60_000);
+    expect(left.map((p) => p.metadata?.name)).not.toContain(cold!.metadata?.name);
+    expect(left.map((p) => p.metadata?.name).sort()).toEqual(hot.map((p) => p.metadata?.name).sort());
+  });
+
+  it('removes every pod when the resource is deleted', async () => {
+    await cp.kubectl(['delete', 'mxd', 'wine']);
+    await eventually(async () => {
+      const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine']);
+      if (pods.length > 0) throw new Error(`${pods.length} pods left`);
+      if (agent.pods().length > 0) throw new Error(`${agent.pods().length} processes left`);
+    }, 90_000);
+  });
+});

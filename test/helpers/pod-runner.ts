@@ -1,0 +1,384 @@
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { CoreV1Api, KubeConfig, V1Container, V1ContainerState, V1ContainerStatus, V1Pod, V1PodCondition, V1Probe } from '@kubernetes/client-node';
+import { errorText, mergePatch, statusCode } from './kube-api.js';
+import { repoRoot } from './kube-tools.js';
+import { requestServiceAccountToken, writeKubeconfig } from './kubeconfig.js';
+import { acquireLoopbackAddress, releaseLoopbackAddress } from './loopback-addresses.js';
+import { HOST_IP } from './node-registration.js';
+import { ContainerConfigError, resolveContainerEnv } from './pod-env.js';
+import { runProbe } from './pod-probe.js';
+import { spawnManaged, type ManagedProcess } from './process-reaper.js';
+
+/** The replica's entrypoint in its image: `modelmux` is `node dist/cli/main.js`. */
+const ENTRYPOINT = 'dist/cli/main.js';
+
+export interface RunningPod {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  /** The pod's own loopback address (its status.podIP). */
+  readonly address: string;
+  /** Folder holding `<container>.log` (stdout and stderr), the pod's kubeconfig and emptyDirs. */
+  readonly dir: string;
+}
+
+/** What every pod runner of one agent shares. */
+export interface AgentContext {
+  readonly nodeName: string;
+  readonly kc: KubeConfig;
+  readonly core: CoreV1Api;
+  readonly server: string;
+  readonly caPem: string;
+  readonly dataDir: string;
+  readonly extraEnv: Readonly<Record<string, string>>;
+  readonly probePeriodMs: number;
+}
+
+type ContainerRun = {
+  readonly spec: V1Container;
+  readonly env: ReadonlyMap<string, string>;
+  proc?: ManagedProcess | undefined;
+  state: V1ContainerState;
+  lastState?: V1ContainerState;
+  restartCount: number;
+  ready: boolean;
+  probeFailures: number;
+};
+
+/** One pod: its address, its container processes, its probes and its status reports. */
+export class PodRunner {
+  private pod: V1Pod;
+  private readonly dir: string;
+  private address: string | undefined;
+  private containers: ContainerRun[] = [];
+  private configError: string | undefined;
+  private phase: 'starting' | 'running' | 'terminating' | 'done' = 'starting';
+  private readonly conditionTimes = new Map<string, { status: string; time: string }>();
+  private lastReported = '';
+  private readonly startTime = new Date().toISOString();
+  private readonly loop: Promise<void>;
+  private podGone = false;
+
+  constructor(
+    private readonly ctx: AgentContext,
+    pod: V1Pod,
+    private readonly onDone: () => void,
+  ) {
+    this.pod = pod;
+    this.dir = join(ctx.dataDir, `${pod.metadata?.namespace ?? ''}_${pod.metadata?.name ?? ''}_${(pod.metadata?.uid ?? '').slice(0, 8)}`);
+    this.loop = this.run();
+  }
+
+  info(): RunningPod {
+    return { namespace: this.ns, name: this.name, uid: this.pod.metadata?.uid ?? '', address: this.address ?? '', dir: this.dir };
+  }
+
+  update(pod: V1Pod): void {
+    this.pod = pod;
+    if (pod.metadata?.deletionTimestamp && this.phase !== 'terminating' && this.phase !== 'done') this.phase = 'terminating';
+  }
+
+  /** The pod object is gone from the API (deleted with grace 0 by someone): stop at once. */
+  gone(): void {
+    this.podGone = true;
+    if (this.phase !== 'done') this.phase = 'terminating';
+  }
+
+  /** The agent stops: kill the processes, leave the pod object as it is. */
+  async shutdown(): Promise<void> {
+    this.podGone = true;
+    this.phase = 'terminating';
+    await this.loop;
+  }
+
+  private get ns(): string {
+    return this.pod.metadata?.namespace ?? '';
+  }
+
+  private get name(): string {
+    return this.pod.metadata?.name ?? '';
+  }
+
+  private async run(): Promise<void> {
+    try {
+      await mkdir(this.dir, { recursive: true });
+      this.address = acquireLoopbackAddress();
+      let nextStart = 0;
+      while (this.phase === 'running' || this.phase === 'starting') {
+        // A pod waiting on a missing Secret starts once it appears, as with a kubelet.
+        if (this.phase === 'starting' && Date.now() >= nextStart) {
+          await this.start();
+          nextStart = Date.now() + 2000;
+        }
+        await this.tick();
+        await sleep(this.ctx.probePeriodMs);
+      }
+      await this.terminate();
+    } catch (err) {
+      process.stderr.write(`node agent: pod ${this.ns}/${this.name}: ${errorText(err)}\n`);
+      await Promise.all(this.containers.map((c) => c.proc?.stop(1000)));
+    } finally {
+      if (this.address) releaseLoopbackAddress(this.address);
+      this.phase = 'done';
+      this.onDone();
+    }
+  }
+
+  private async start(): Promise<void> {
+    const spec = this.pod.spec;
+    if (!spec) return;
+    const address = this.address ?? '';
+    let kubeconfig: string;
+    try {
+      kubeconfig = await this.writePodKubeconfig();
+      // emptyDir volumes become folders in the pod's dir; paths under their mountPath in env
+      // and args are rewritten to them, since the container's mount paths do not exist here.
+      // A mount over a folder the host has (/tmp) is left alone: rewriting it would also
+      // redirect host paths a test passes in, and the process may use the host's folder.
+      const emptyDirs = new Map<string, string>();
+      for (const v of spec.volumes ?? []) {
+        if (!v.emptyDir) continue;
+        const path = join(this.dir, 'volumes', v.name);
+        await mkdir(path, { recursive: true });
+        emptyDirs.set(v.name, path);
+      }
+      this.containers = [];
+      for (const c of spec.containers) {
+        const vars = await resolveContainerEnv(this.pod, c, { podIP: address, hostIP: HOST_IP }, this.envSources());
+        const mounts = (c.volumeMounts ?? []).flatMap((m) => {
+          const local = emptyDirs.get(m.name);
+          return local && !existsSync(m.mountPath) ? [{ from: m.mountPath.replace(/\/+$/, ''), to: local }] : [];
+        });
+        const rewrite = (s: string): string => {
+          for (const m of mounts) if (s === m.from || s.startsWith(m.from + '/')) return m.to + s.slice(m.from.length);
+          return s;
+        };
+        this.containers.push({
+          spec: { ...c, args: (c.args ?? []).map(rewrite), ...(c.command ? { command: c.command.map(rewrite) } : {}) },
+          env: new Map([...vars].map(([k, v]) => [k, rewrite(v)])),
+          state: { waiting: { reason: 'ContainerCreating' } },
+          restartCount: 0,
+          ready: false,
+          probeFailures: 0,
+        });
+      }
+    } catch (err) {
+      // The kubelet's answer to a missing Secret or key: the container waits, the pod stays Pending.
+      this.configError = err instanceof ContainerConfigError ? err.message : `preparing the pod: ${errorText(err)}`;
+      const message = this.configError;
+      this.containers = spec.containers.map((c) => ({ spec: c, env: new Map(), state: { waiting: { reason: 'CreateContainerConfigError', message } }, restartCount: 0, ready: false, probeFailures: 0 }));
+      return;
+    }
+    this.configError = undefined;
+    // A deletion that arrived while preparing wins: the loop then stops what was launched.
+    if (this.phase !== 'starting') return;
+    for (const c of this.containers) this.launch(c, kubeconfig);
+    this.phase = 'running';
+  }
+
+  private envSources(): Parameters<typeof resolveContainerEnv>[3] {
+    // The Node authorizer lets a node read only objects its pods refer to, and learns of a
+    // fresh pod a moment after the scheduler binds it: a 403 is retried briefly.
+    const read = async <T>(fetch: () => Promise<T>): Promise<T | undefined> => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await fetch();
+        } catch (err) {
+          const code = statusCode(err);
+          if (code === 404) return undefined;
+          if (code !== 403 || attempt >= 20) throw err;
+          await sleep(250);
+        }
+      }
+    };
+    const decode = (data: Record<string, string> | undefined): Record<string, string> =>
+      Object.fromEntries(Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+    return {
+      secret: async (name) => {
+        const s = await read(() => this.ctx.core.readNamespacedSecret({ name, namespace: this.ns }));
+        return s ? { ...decode(s.data), ...(s.stringData ?? {}) } : undefined;
+      },
+      configMap: async (name) => {
+        const m = await read(() => this.ctx.core.readNamespacedConfigMap({ name, namespace: this.ns }));
+        return m ? { ...(m.data ?? {}) } : undefined;
+      },
+    };
+  }
+
+  private async writePodKubeconfig(): Promise<string> {
+    const sa = this.pod.spec?.serviceAccountName ?? 'default';
+    const uid = this.pod.metadata?.uid ?? '';
+    let token: string | undefined;
+    for (let attempt = 0; token === undefined; attempt++) {
+      try {
+        token = await requestServiceAccountToken(this.ctx.kc, this.ns, sa, { boundPod: { name: this.name, uid }, expirationSeconds: 3600 });
+      } catch (err) {
+        // Same authorizer lag as for Secrets; a missing service account is the pod's problem.
+        if (attempt >= 20) throw err;
+        await sleep(250);
+      }
+    }
+    const path = join(this.dir, 'kubeconfig');
+    await writeKubeconfig(path, this.ctx.server, this.ctx.caPem, { token });
+    return path;
+  }
+
+  private commandOf(c: V1Container): { command: string; args: string[] } {
+    const root = repoRoot();
+    const cmd = c.command ?? [];
+    const args = c.args ?? [];
+    const modelmux = (rest: string[]): { command: string; args: string[] } => ({ command: process.execPath, args: [join(root, ENTRYPOINT), ...rest] });
+    if (cmd.length === 0) return modelmux(args);
+    if (cmd[0] === 'modelmux') return modelmux([...cmd.slice(1), ...args]);
+    if (cmd[0] === 'node' && cmd[1]?.endsWith('main.js')) return modelmux([...cmd.slice(2), ...args]);
+    if (cmd[0] === 'node') return { command: process.execPath, args: [...cmd.slice(1), ...args] };
+    return { command: cmd[0] ?? '', args: [...cmd.slice(1), ...args] };
+  }
+
+  private launch(c: ContainerRun, kubeconfig: string): void {
+    const { command, args } = this.commandOf(c.spec);
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+      HOME: this.dir,
+      ...Object.fromEntries(c.env),
+      ...this.ctx.extraEnv,
+      MODELMUX_HOST: this.address ?? '',
+      KUBECONFIG: kubeconfig,
+    };
+    const proc = spawnManaged(command, args, { cwd: repoRoot(), env, logFile: join(this.dir, `${c.spec.name}.log`) });
+    const startedAt = new Date().toISOString();
+    c.proc = proc;
+    c.state = { running: { startedAt: startedAt as unknown as Date } };
+    c.ready = false;
+    c.probeFailures = 0;
+    void proc.exited.then((code) => {
+      if (c.proc !== proc) return;
+      const signal = proc.child.signalCode;
+      c.lastState = {
+        terminated: {
+          exitCode: code ?? 137,
+          reason: code === 0 ? 'Completed' : 'Error',
+          ...(signal ? { signal: 9 } : {}),
+          startedAt: startedAt as unknown as Date,
+          finishedAt: new Date().toISOString() as unknown as Date,
+          containerID: this.containerId(proc),
+        },
+      };
+      c.ready = false;
+      c.proc = undefined;
+      if (this.phase !== 'running') return;
+      const policy = this.pod.spec?.restartPolicy ?? 'Always';
+      if (policy === 'Always' || (policy === 'OnFailure' && code !== 0)) {
+        // Back-off 1, 2, 4, 8, 10 s (a kubelet waits 10 s to 5 min; tests have no time for that).
+        const delay = Math.min(1000 * 2 ** c.restartCount, 10_000);
+        c.state = { waiting: { reason: 'CrashLoopBackOff', message: `back-off ${delay / 1000}s restarting failed container=${c.spec.name} pod=${this.name}` } };
+        setTimeout(() => {
+          if (this.phase !== 'running') return;
+          c.restartCount++;
+          this.launch(c, kubeconfig);
+        }, delay).unref();
+      } else {
+        c.state = c.lastState;
+      }
+    });
+  }
+
+  private containerId(proc: ManagedProcess): string {
+    return `modelmux-node-agent://${proc.child.pid ?? 0}`;
+  }
+
+  private async probe(c: ContainerRun): Promise<void> {
+    if (!c.proc) return;
+    const p: V1Probe | undefined = c.spec.readinessProbe;
+    if (!p) {
+      c.ready = true;
+      return;
+    }
+    const ok = await runProbe(c.spec, p, this.address ?? '');
+    if (ok) {
+      c.probeFailures = 0;
+      c.ready = true;
+    } else if (++c.probeFailures >= (p.failureThreshold ?? 3) || !c.ready) {
+      c.ready = false;
+    }
+  }
+
+  private async tick(): Promise<void> {
+    await Promise.all(this.containers.map((c) => this.probe(c)));
+    await this.report();
+  }
+
+  private condition(type: string, ok: boolean, reason?: string): V1PodCondition {
+    const status = ok ? 'True' : 'False';
+    const prev = this.conditionTimes.get(type);
+    const time = prev && prev.status === status ? prev.time : new Date().toISOString();
+    this.conditionTimes.set(type, { status, time });
+    return { type, status, lastTransitionTime: time as unknown as Date, ...(reason ? { reason } : {}) };
+  }
+
+  private async report(): Promise<void> {
+    if (this.podGone) return;
+    const policy = this.pod.spec?.restartPolicy ?? 'Always';
+    const allReady = this.containers.length > 0 && this.containers.every((c) => c.ready);
+    const terminated = this.containers.filter((c) => c.state.terminated);
+    const finished = policy !== 'Always' && this.containers.length > 0 && terminated.length === this.containers.length;
+    const phase = this.configError ? 'Pending' : finished ? (terminated.every((c) => c.state.terminated?.exitCode === 0) ? 'Succeeded' : 'Failed') : 'Running';
+    const notReady = allReady ? undefined : 'ContainersNotReady';
+    const statuses: V1ContainerStatus[] = this.containers.map((c) => ({
+      name: c.spec.name,
+      image: c.spec.image ?? '',
+      imageID: '',
+      ready: c.ready,
+      started: c.proc !== undefined,
+      restartCount: c.restartCount,
+      state: c.state,
+      ...(c.lastState ? { lastState: c.lastState } : {}),
+      ...(c.proc ? { containerID: this.containerId(c.proc) } : {}),
+    }));
+    const status = {
+      phase,
+      hostIP: HOST_IP,
+      hostIPs: [{ ip: HOST_IP }],
+      podIP: this.address,
+      podIPs: [{ ip: this.address }],
+      startTime: this.startTime,
+      conditions: [
+        this.condition('PodReadyToStartContainers', true),
+        this.condition('Initialized', true),
+        this.condition('ContainersReady', allReady, notReady),
+        this.condition('Ready', allReady, notReady),
+        this.condition('PodScheduled', true),
+      ],
+      containerStatuses: statuses,
+    };
+    const text = JSON.stringify(status);
+    if (text === this.lastReported) return;
+    try {
+      await this.ctx.core.patchNamespacedPodStatus({ name: this.name, namespace: this.ns, body: { status } }, mergePatch);
+      this.lastReported = text;
+    } catch {
+      // API server restarting or pod deleted: the next tick tries again.
+    }
+  }
+
+  private async terminate(): Promise<void> {
+    // Honour the grace period, capped: the replica's drain is what tests care about, not 30 s waits.
+    const graceMs = Math.min(this.pod.metadata?.deletionGracePeriodSeconds ?? 30, 10) * 1000;
+    await Promise.all(this.containers.map((c) => c.proc?.stop(graceMs)));
+    if (this.podGone) return;
+    const uid = this.pod.metadata?.uid;
+    for (let attempt = 0; attempt < 20; attempt++) {
+      try {
+        await this.ctx.core.deleteNamespacedPod({ name: this.name, namespace: this.ns, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, ...(uid ? { preconditions: { uid } } : {}) } });
+        return;
+      } catch (err) {
+        const code = statusCode(err);
+        if (code === 404 || code === 409) return;
+        await sleep(500);
+      }
+    }
+  }
+}

@@ -1,0 +1,52 @@
+import { jest } from '@jest/globals';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { wineModelBytes } from '../../../common/wine-model.js';
+import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
+import { expectClose, expected, get, post, predictions, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
+
+jest.setTimeout(60_000);
+
+let dir: string;
+let r: ReplicaProcess;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'modelmux-file-store-'));
+  for (const id of ['alpha', 'beta']) {
+    await mkdir(join(dir, id));
+    await writeFile(join(dir, id, 'model.onnx'), wineModelBytes(id));
+  }
+  r = await startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--max-models', '2'], env: {} });
+});
+
+afterAll(async () => {
+  await r?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('replica over a file:// store', () => {
+  it('serves each model with its own weights', async () => {
+    const rows = wineRows(4);
+    const alpha = await post(`${r.url}/v2/models/alpha/infer`, v2Body(rows));
+    expect(alpha.status).toBe(200);
+    expectClose(v2Outputs(alpha), expected('alpha', rows));
+    const beta = await post(`${r.url}/`, { instances: rows }, { serve_multiplexed_model_id: 'beta' });
+    expectClose(predictions(beta), expected('beta', rows));
+    expect(expected('alpha', rows)).not.toEqual(expected('beta', rows));
+  });
+
+  it('lists loaded models in the model table', async () => {
+    const table = await get(`${r.url}/models`);
+    expect(table.body).toMatchObject({ capacity: 2, loading: [] });
+    expect((table.body.loaded as string[]).slice().sort()).toEqual(['alpha', 'beta']);
+    expect(Number(table.headers.get('x-modelmux-table-version'))).toBe(table.body.version);
+  });
+
+  it('answers 404 for a model missing from the folder', async () => {
+    const a = await post(`${r.url}/v2/models/gamma/infer`, v2Body(wineRows(1)));
+    expect(a.status).toBe(404);
+    expect(a.body.error).toBe('model_not_found');
+  });
+});

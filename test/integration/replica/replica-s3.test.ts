@@ -1,0 +1,182 @@
+import { jest } from '@jest/globals';
+import { wineModelBytes } from '../../../common/wine-model.js';
+import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
+import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { eventually, expectClose, expected, get, post, predictions, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
+
+jest.setTimeout(120_000);
+
+let s3: S3Server;
+const replicas: ReplicaProcess[] = [];
+
+async function replica(args: string[] = [], env: Record<string, string> = {}): Promise<ReplicaProcess> {
+  const r = await startReplica({
+    args: ['--model-source', `s3://${s3.bucket}/wine`, '--s3-endpoint', s3.endpoint, ...args],
+    env: { ...s3.awsEnv, ...env },
+  });
+  replicas.push(r);
+  return r;
+}
+
+async function upload(...ids: string[]): Promise<void> {
+  for (const id of ids) await s3.put(`wine/${id}/model.onnx`, wineModelBytes(id));
+}
+
+const loaded = async (r: ReplicaProcess): Promise<string[]> => ((await get(`${r.url}/models`)).body.loaded as string[]).slice().sort();
+
+beforeAll(async () => {
+  s3 = await startS3Server();
+  await upload('m1', 'm2', 'm3', 'm4', 'hot', 'slow', 'other', 'cold-a', 'cold-b', 'p', 'q', 'r1');
+}, 600_000);
+
+afterAll(async () => {
+  await Promise.all(replicas.map((r) => r.stop()));
+  await s3?.stop();
+});
+
+describe('replica over a real S3-compatible store', () => {
+  it('answers with the known weights through the V2, Ray and SageMaker forms', async () => {
+    const r = await replica();
+    const rows = wineRows(3);
+    const want = expected('r1', rows);
+
+    const v2 = await post(`${r.url}/v2/models/r1/infer`, v2Body(rows));
+    expect(v2.status).toBe(200);
+    expect(v2.headers.get('x-modelmux-cache')).toBe('miss');
+    expect(v2.body.model_name).toBe('r1');
+    expectClose(v2Outputs(v2), want);
+
+    const ray = await post(`${r.url}/`, v2Body(rows), { serve_multiplexed_model_id: 'r1' });
+    expect(ray.status).toBe(200);
+    expect(ray.headers.get('x-modelmux-cache')).toBe('hit');
+    expectClose(v2Outputs(ray), want);
+
+    const rayHyphen = await post(`${r.url}/`, rows, { 'serve-multiplexed-model-id': 'r1' });
+    expect(rayHyphen.status).toBe(200);
+    expectClose(predictions(rayHyphen), want);
+
+    const sm = await post(`${r.url}/invocations`, { instances: rows }, { 'X-Amzn-SageMaker-Target-Model': 'r1' });
+    expect(sm.status).toBe(200);
+    expectClose(predictions(sm), want);
+
+    const smV2 = await post(`${r.url}/invocations`, v2Body(rows), { 'X-Amzn-SageMaker-Target-Model': 'r1' });
+    expectClose(v2Outputs(smV2), want);
+
+    const oneRow = await post(`${r.url}/invocations`, rows[0], { 'X-Amzn-SageMaker-Target-Model': 'r1' });
+    expect(oneRow.status).toBe(200);
+    expectClose(predictions(oneRow), want.slice(0, 1));
+
+    for (const a of [v2, ray, sm]) {
+      expect(a.headers.get('x-modelmux-replica')).toBe(`127.0.0.1:${r.port}`);
+      expect(Number(a.headers.get('x-modelmux-table-version'))).toBeGreaterThan(0);
+      expect(a.headers.get('x-request-id')).toMatch(/.+/);
+    }
+    const echoed = await post(`${r.url}/v2/models/r1/infer`, v2Body(rows), { 'x-request-id': 'req-42' });
+    expect(echoed.headers.get('x-request-id')).toBe('req-42');
+
+    const meta = await get(`${r.url}/v2/models/r1`);
+    expect(meta.body).toMatchObject({ name: 'r1', inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 11] }], outputs: [{ name: 'quality', datatype: 'FP32', shape: [-1, 1] }] });
+    expect((await get(`${r.url}/v2/models/r1/ready`)).status).toBe(200);
+    expect((await get(`${r.url}/v2/models/m4/ready`)).body).toEqual({ name: 'm4', ready: false });
+  });
+
+  it('with 3 slots, loading 1, 2, 3, using 1, then loading 4 evicts 2', async () => {
+    const r = await replica(['--max-models', '3']);
+    const rows = wineRows(1);
+    for (const id of ['m1', 'm2', 'm3', 'm1']) expect((await post(`${r.url}/v2/models/${id}/infer`, v2Body(rows))).status).toBe(200);
+    expect(await loaded(r)).toEqual(['m1', 'm2', 'm3']);
+    const four = await post(`${r.url}/v2/models/m4/infer`, v2Body(rows));
+    expectClose(v2Outputs(four), expected('m4', rows));
+    expect(await loaded(r)).toEqual(['m1', 'm3', 'm4']);
+    await eventually(() => r.logLines().some((l) => l.msg === "Unloading model 'm2'."));
+    expect(r.logLines().filter((l) => l.event === 'evict').map((l) => l.model)).toEqual(['m2']);
+    const m = await r.metrics();
+    expect(m.get('modelmux_replica_model_evictions_total')).toBe(1);
+    expect(m.get('modelmux_replica_models_loaded')).toBe(3);
+    await eventually(async () => (await r.metrics()).get('modelmux_replica_model_releases_total') === 1);
+  });
+
+  it('loads a cold model once for fifty concurrent requests', async () => {
+    const r = await replica(['--max-ongoing-requests', '100']);
+    const rows = wineRows(2, 5);
+    const answers = await Promise.all(Array.from({ length: 50 }, () => post(`${r.url}/v2/models/hot/infer`, v2Body(rows))));
+    for (const a of answers) {
+      expect(a.status).toBe(200);
+      expectClose(v2Outputs(a), expected('hot', rows));
+    }
+    const m = await r.metrics();
+    expect(m.get('modelmux_replica_model_loads_total{result="success"}')).toBe(1);
+    expect(m.get('modelmux_replica_model_loads_total')).toBe(1);
+    expect(m.get('modelmux_replica_cache_misses_total')).toBe(50);
+    expect(r.logLines().filter((l) => l.msg === "Loading model 'hot'.")).toHaveLength(1);
+  });
+
+  it('answers a request whose model is evicted while it runs, then releases the model', async () => {
+    const r = await replica(['--max-models', '1', '--test-hooks']);
+    const rows = wineRows(1, 3);
+    const slow = post(`${r.url}/v2/models/slow/infer`, v2Body(rows), { 'x-modelmux-test-delay-ms': '1500' });
+    await eventually(async () => (await loaded(r)).includes('slow'));
+    const other = await post(`${r.url}/v2/models/other/infer`, v2Body(rows));
+    expect(other.status).toBe(200);
+    expect(await loaded(r)).toEqual(['other']);
+    expect(r.logLines().some((l) => l.msg === "Unloading model 'slow'." && l.inUse === 1)).toBe(true);
+    // Still in use: not released yet.
+    expect(r.logLines().some((l) => l.event === 'release' && l.model === 'slow')).toBe(false);
+    const answer = await slow;
+    expect(answer.status).toBe(200);
+    expectClose(v2Outputs(answer), expected('slow', rows));
+    await eventually(() => r.logLines().some((l) => l.event === 'release' && l.model === 'slow'));
+  });
+
+  it('loads two different cold models at the same time', async () => {
+    const r = await replica(['--test-hooks', '--test-load-delay-ms', '1000']);
+    const rows = wineRows(1);
+    const [a, b] = await Promise.all([post(`${r.url}/v2/models/cold-a/infer`, v2Body(rows)), post(`${r.url}/v2/models/cold-b/infer`, v2Body(rows))]);
+    expect(a.status).toBe(200);
+    expect(b.status).toBe(200);
+    const events = r.logLines().filter((l) => l.event === 'load-start' || l.event === 'load-end').map((l) => `${String(l.event)} ${String(l.model)}`);
+    // Both loads started before either finished: they overlapped.
+    expect(events.slice(0, 2).sort()).toEqual(['load-start cold-a', 'load-start cold-b']);
+    expect(events.slice(2).sort()).toEqual(['load-end cold-a', 'load-end cold-b']);
+  });
+
+  it('batches requests per model only and gives each request its own rows', async () => {
+    const r = await replica(['--max-batch-size', '4', '--batch-wait-ms', '1000']);
+    // Warm both models so the batches form from requests only, not around a load.
+    await post(`${r.url}/v2/models/p/infer`, v2Body(wineRows(1)));
+    await post(`${r.url}/v2/models/q/infer`, v2Body(wineRows(1)));
+    const before = await r.metrics();
+    const jobs = [0, 1, 2, 3].flatMap((k) => [
+      { id: 'p', rows: wineRows(k + 1, 10 * k) },
+      { id: 'q', rows: wineRows(4 - k, 10 * k + 3) },
+    ]);
+    const answers = await Promise.all(jobs.map((j) => post(`${r.url}/v2/models/${j.id}/infer`, v2Body(j.rows))));
+    answers.forEach((a, i) => {
+      const j = jobs[i]!;
+      expect(a.status).toBe(200);
+      expectClose(v2Outputs(a), expected(j.id, j.rows));
+    });
+    const after = await r.metrics();
+    const count = (after.get('modelmux_replica_batch_size_requests_count') ?? 0) - (before.get('modelmux_replica_batch_size_requests_count') ?? 0);
+    const sum = (after.get('modelmux_replica_batch_size_requests_sum') ?? 0) - (before.get('modelmux_replica_batch_size_requests_sum') ?? 0);
+    expect(count).toBe(2);
+    expect(sum).toBe(8);
+  });
+
+  it('answers 422 for a corrupt model and tries it again on the next request', async () => {
+    const r = await replica();
+    await s3.put('wine/corrupt/model.onnx', new TextEncoder().encode('this is not an onnx model'));
+    const rows = wineRows(1);
+    const first = await post(`${r.url}/v2/models/corrupt/infer`, v2Body(rows));
+    expect(first.status).toBe(422);
+    expect(first.body.error).toBe('model_load_failed');
+    const second = await post(`${r.url}/v2/models/corrupt/infer`, v2Body(rows));
+    expect(second.status).toBe(422);
+    expect((await r.metrics()).get('modelmux_replica_model_loads_total{result="failure"}')).toBe(2);
+    expect(await loaded(r)).toEqual([]);
+    await s3.put('wine/corrupt/model.onnx', wineModelBytes('corrupt'));
+    const fixed = await post(`${r.url}/v2/models/corrupt/infer`, v2Body(rows));
+    expect(fixed.status).toBe(200);
+    expectClose(v2Outputs(fixed), expected('corrupt', rows));
+  });
+});

@@ -1,0 +1,64 @@
+import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT, wineForward, wineWeights } from '../../../common/wine-model.js';
+
+/** Deterministic distinct rows of wine features. */
+export function wineRows(n: number, seed = 0): number[][] {
+  return Array.from({ length: n }, (_, r) => SAMPLE_WINE.map((v, i) => v * (1 + 0.05 * (((r + seed) * 7 + i) % 5)) + 0.01 * (r + seed)));
+}
+
+export function expected(modelId: string, rows: number[][]): number[] {
+  return wineForward(wineWeights(modelId), rows);
+}
+
+export function v2Body(rows: number[][]): unknown {
+  return { inputs: [{ name: WINE_INPUT, shape: [rows.length, WINE_FEATURES], datatype: 'FP32', data: rows.flat() }] };
+}
+
+export interface Answer {
+  status: number;
+  headers: Headers;
+  body: Record<string, unknown>;
+}
+
+export async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await r.text();
+  let parsed: Record<string, unknown>;
+  try {
+    parsed = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    parsed = { raw: text };
+  }
+  return { status: r.status, headers: r.headers, body: parsed };
+}
+
+export async function get(url: string): Promise<Answer> {
+  const r = await fetch(url);
+  return { status: r.status, headers: r.headers, body: (await r.json()) as Record<string, unknown> };
+}
+
+/** The quality column of a V2 answer. */
+export function v2Outputs(a: Answer): number[] {
+  const outputs = a.body.outputs as { name: string; data: number[]; shape: number[] }[];
+  return outputs[0]?.data ?? [];
+}
+
+export function predictions(a: Answer): number[] {
+  return (a.body.predictions as number[][]).map((row) => row[0] ?? NaN);
+}
+
+/** float32 inference against the float64 reference. */
+export function expectClose(actual: readonly number[], wanted: readonly number[]): void {
+  expect(actual).toHaveLength(wanted.length);
+  actual.forEach((v, i) => expect(Math.abs(v - (wanted[i] ?? NaN))).toBeLessThan(1e-3 * Math.max(1, Math.abs(wanted[i] ?? 0))));
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Polls until `check` returns true or the timeout passes. */
+export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(25);
+  }
+}

@@ -1,0 +1,79 @@
+import { globalLruMisses } from '../../../bench/lib/global-lru.js';
+import { sumMetric } from '../../../bench/lib/prom-text.js';
+import { percentile, summarize } from '../../../bench/lib/stats.js';
+import { idSampler, modelIds } from '../../../bench/lib/traffic.js';
+import { nginxConfig } from '../../../bench/lib/nginx.js';
+
+describe('the ideal global LRU floor', () => {
+  it('loads each model once while every model fits in the slots', () => {
+    expect(globalLruMisses(['a', 'b', 'a', 'c', 'b', 'a'], 3)).toEqual({ requests: 6, misses: 3 });
+  });
+
+  it('evicts the least recently used model when the slots are full', () => {
+    // a b a c: b is the oldest when c arrives; b then misses, a still hits.
+    expect(globalLruMisses(['a', 'b', 'a', 'c', 'a', 'b'], 2)).toEqual({ requests: 6, misses: 4 });
+  });
+
+  it('does not count the warm-up requests but keeps what they loaded', () => {
+    expect(globalLruMisses(['a', 'b', 'a', 'b', 'c'], 2, 2)).toEqual({ requests: 3, misses: 1 });
+  });
+});
+
+describe('reading counters from Prometheus text', () => {
+  const text = [
+    '# HELP modelmux_replica_model_loads_total Model loads.',
+    '# TYPE modelmux_replica_model_loads_total counter',
+    'modelmux_replica_model_loads_total{result="success"} 7',
+    'modelmux_replica_model_loads_total{result="failure"} 2',
+    'modelmux_replica_model_loads_total_extra 100',
+    'modelmux_replica_models_loaded 3',
+  ].join('\n');
+
+  it('sums the samples whose labels match', () => {
+    expect(sumMetric(text, 'modelmux_replica_model_loads_total', { result: 'success' })).toBe(7);
+    expect(sumMetric(text, 'modelmux_replica_model_loads_total')).toBe(9);
+  });
+
+  it('does not take a longer metric name for the one asked', () => {
+    expect(sumMetric(text, 'modelmux_replica_models_loaded')).toBe(3);
+  });
+});
+
+describe('latency summaries', () => {
+  it('takes nearest-rank percentiles', () => {
+    const samples = Array.from({ length: 100 }, (_, i) => i + 1);
+    expect(percentile(samples, 50)).toBe(50);
+    expect(percentile(samples, 99)).toBe(99);
+    expect(summarize([3, 1, 2]).p50Ms).toBe(2);
+    expect(Number.isNaN(summarize([]).p99Ms)).toBe(true);
+  });
+});
+
+describe('the request mixes', () => {
+  it('draws the same model sequence for the same pattern and seed', () => {
+    const ids = modelIds(50);
+    const a = idSampler('zipf', ids, 7);
+    const b = idSampler('zipf', ids, 7);
+    const seqA = Array.from({ length: 200 }, () => a());
+    expect(Array.from({ length: 200 }, () => b())).toEqual(seqA);
+    expect(new Set(seqA).size).toBeGreaterThan(5);
+  });
+
+  it('sends about 80% of one-hot traffic to one model (10000 draws, ±3%)', () => {
+    const next = idSampler('one-hot', modelIds(100), 1);
+    const counts = new Map<string, number>();
+    for (let i = 0; i < 10_000; i++) {
+      const id = next();
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    const top = Math.max(...counts.values());
+    expect(top / 10_000).toBeGreaterThan(0.77);
+    expect(top / 10_000).toBeLessThan(0.83);
+  });
+});
+
+describe('the nginx configuration', () => {
+  it('keeps the serve_multiplexed_model_id header, which nginx drops by default', () => {
+    expect(nginxConfig('/tmp/x', 8080, '/wine', '127.0.0.1:9000', 1)).toContain('underscores_in_headers on;');
+  });
+});

@@ -1,0 +1,88 @@
+import { ModelmuxError } from '../../../common/errors.js';
+import { inferResponseBody, modelMetadataBody, parseInferBody } from '../../../replica/inference-body.js';
+import { concatDim0, splitDim0, type ModelSignature } from '../../../replica/tensor.js';
+
+const wine: ModelSignature = {
+  inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 3] }],
+  outputs: [{ name: 'quality', datatype: 'FP32', shape: [-1, 1] }],
+};
+
+function codeOf(f: () => unknown): { code: string; message: string } {
+  try {
+    f();
+  } catch (e) {
+    if (e instanceof ModelmuxError) return { code: e.code, message: e.message };
+    throw e;
+  }
+  throw new Error('did not throw');
+}
+
+describe('inference bodies', () => {
+  it('parses a V2 request with nested or flat data into the model input order', () => {
+    const flat = parseInferBody({ inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', data: [1, 2, 3, 4, 5, 6] }] }, wine);
+    const nested = parseInferBody({ inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', data: [[1, 2, 3], [4, 5, 6]] }] }, wine);
+    expect(flat.rows).toBe(2);
+    expect(Array.from(flat.inputs[0]!.data)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(nested.inputs[0]!.data).toEqual(flat.inputs[0]!.data);
+    expect(flat.inputs[0]!.data).toBeInstanceOf(Float32Array);
+  });
+
+  it('accepts instances, bare rows and one bare row for single-input models', () => {
+    expect(parseInferBody({ instances: [[1, 2, 3]] }, wine).inputs[0]!.dims).toEqual([1, 3]);
+    expect(parseInferBody([[1, 2, 3], [4, 5, 6]], wine).inputs[0]!.dims).toEqual([2, 3]);
+    expect(parseInferBody([1, 2, 3], wine).inputs[0]!.dims).toEqual([1, 3]);
+  });
+
+  it.each([
+    [{ inputs: [{ name: 'features', shape: [1, 2], datatype: 'FP32', data: [1, 2] }] }, 'features'],
+    [{ inputs: [{ name: 'features', shape: [1, 3], datatype: 'INT64', data: [1, 2, 3] }] }, 'INT64'],
+    [{ inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', data: [1, 2, 3] }] }, '3 values'],
+    [{ inputs: [{ name: 'other', shape: [1, 3], datatype: 'FP32', data: [1, 2, 3] }] }, '"other"'],
+    [{ inputs: [{ name: 'features', shape: [1, 3], datatype: 'FP32', data: [1, 2, 3] }], outputs: [{ name: 'nope' }] }, '"nope"'],
+    [[[1, 2]], 'features'],
+  ])('refuses a mismatch with input_mismatch naming it (%#)', (body, mention) => {
+    const e = codeOf(() => parseInferBody(body, wine));
+    expect(e.code).toBe('input_mismatch');
+    expect(e.message).toContain(mention);
+  });
+
+  it.each([[{}], ['text'], [{ inputs: 'x' }], [{ instances: 3 }], [[[1, 2, 3], [1, 2]]], [{ inputs: [{ name: 'features', shape: [1, 3], datatype: 'FP32', data: [null, 1, 2] }] }]])(
+    'refuses a body that is not an inference request with invalid_request (%#)',
+    (body) => {
+      expect(codeOf(() => parseInferBody(body, wine)).code).toBe('invalid_request');
+    },
+  );
+
+  it('refuses fractions and out-of-range values in integer tensors', () => {
+    const ints: ModelSignature = { inputs: [{ name: 'x', datatype: 'INT8', shape: [-1] }], outputs: [] };
+    expect(codeOf(() => parseInferBody({ inputs: [{ name: 'x', shape: [1], datatype: 'INT8', data: [1.5] }] }, ints)).code).toBe('input_mismatch');
+    expect(codeOf(() => parseInferBody({ inputs: [{ name: 'x', shape: [1], datatype: 'INT8', data: [300] }] }, ints)).code).toBe('input_mismatch');
+  });
+
+  it('answers V2 requests in V2 and row requests with predictions', () => {
+    const out = [{ name: 'quality', datatype: 'FP32' as const, dims: [2, 1], data: Float32Array.of(5.5, 6.25) }];
+    const v2 = parseInferBody({ id: 'r1', inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', data: [1, 2, 3, 4, 5, 6] }] }, wine);
+    expect(inferResponseBody(v2, 'm', out)).toEqual({ model_name: 'm', model_version: '1', id: 'r1', outputs: [{ name: 'quality', datatype: 'FP32', shape: [2, 1], data: [5.5, 6.25] }] });
+    const rows = parseInferBody([[1, 2, 3], [4, 5, 6]], wine);
+    expect(inferResponseBody(rows, 'm', out)).toEqual({ predictions: [[5.5], [6.25]] });
+  });
+
+  it('describes the model metadata from its signature', () => {
+    expect(modelMetadataBody('m', wine)).toMatchObject({ name: 'm', inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 3] }] });
+  });
+});
+
+describe('tensor batching helpers', () => {
+  it('concatenates on dim 0 and splits each request its own rows back', () => {
+    const a = { datatype: 'FP32' as const, dims: [1, 2], data: Float32Array.of(1, 2) };
+    const b = { datatype: 'FP32' as const, dims: [2, 2], data: Float32Array.of(3, 4, 5, 6) };
+    const both = concatDim0([a, b]);
+    expect(both.dims).toEqual([3, 2]);
+    expect(Array.from(both.data)).toEqual([1, 2, 3, 4, 5, 6]);
+    const [x, y] = splitDim0(both, [1, 2]);
+    expect(Array.from(x!.data)).toEqual([1, 2]);
+    expect(y!.dims).toEqual([2, 2]);
+    expect(Array.from(y!.data)).toEqual([3, 4, 5, 6]);
+    expect(() => splitDim0(both, [1, 1])).toThrow();
+  });
+});

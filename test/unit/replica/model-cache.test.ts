@@ -1,0 +1,187 @@
+import { ModelmuxError } from '../../../common/errors.js';
+import { ModelCache, type CacheEvent, type Loaded } from '../../../replica/model-cache.js';
+
+class Fake {
+  released = 0;
+  constructor(readonly id: string) {}
+  async release(): Promise<void> {
+    this.released++;
+  }
+}
+
+interface Deferred {
+  resolve(v: Loaded<Fake>): void;
+  reject(e: unknown): void;
+}
+
+/** A loader whose loads finish when the test says so. */
+function harness(opts: { maxModels: number; maxBytes?: number; maxConcurrentLoads?: number }) {
+  const pending = new Map<string, Deferred[]>();
+  const calls: string[] = [];
+  const events: CacheEvent[] = [];
+  let t = 0;
+  const cache = new ModelCache<Fake>({
+    maxModels: opts.maxModels,
+    ...(opts.maxBytes !== undefined ? { maxBytes: opts.maxBytes } : {}),
+    maxConcurrentLoads: opts.maxConcurrentLoads ?? 4,
+    clock: { now: () => t },
+    onEvent: (e) => events.push(e),
+    load: (id) => {
+      calls.push(id);
+      return new Promise<Loaded<Fake>>((resolve, reject) => {
+        pending.set(id, [...(pending.get(id) ?? []), { resolve, reject }]);
+      });
+    },
+  });
+  const flush = () => new Promise<void>((r) => setImmediate(r));
+  const finish = async (id: string, bytes = 10): Promise<Fake> => {
+    await flush();
+    const d = pending.get(id)?.shift();
+    if (!d) throw new Error(`no pending load of ${id}`);
+    const v = new Fake(id);
+    t += 5;
+    d.resolve({ value: v, bytes });
+    await flush();
+    return v;
+  };
+  const fail = async (id: string, err: unknown): Promise<void> => {
+    await flush();
+    const d = pending.get(id)?.shift();
+    if (!d) throw new Error(`no pending load of ${id}`);
+    d.reject(err);
+    await flush();
+  };
+  const use = async (id: string, bytes = 10) => {
+    const p = cache.acquire(id);
+    if (!cache.has(id) && cache.loadingIds.includes(id)) await finish(id, bytes);
+    const lease = await p;
+    lease.done();
+    return lease;
+  };
+  return { cache, calls, events, finish, fail, flush, use };
+}
+
+describe('model cache', () => {
+  it('evicts the least recently used model: load 1, 2, 3, use 1, load 4 evicts 2', async () => {
+    const h = harness({ maxModels: 3 });
+    for (const id of ['1', '2', '3']) await h.use(id);
+    expect((await h.use('1')).hit).toBe(true);
+    await h.use('4');
+    expect(h.cache.loadedIds.sort()).toEqual(['1', '3', '4']);
+    expect(h.events.filter((e) => e.type === 'evict').map((e) => (e as { id: string }).id)).toEqual(['2']);
+  });
+
+  it('shares one load between every request for a loading model', async () => {
+    const h = harness({ maxModels: 2 });
+    const leases = Array.from({ length: 50 }, () => h.cache.acquire('m'));
+    const model = await h.finish('m');
+    const all = await Promise.all(leases);
+    expect(h.calls).toEqual(['m']);
+    expect(all.every((l) => l.value === model && !l.hit)).toBe(true);
+  });
+
+  it('runs loads of different models concurrently up to the bound', async () => {
+    const h = harness({ maxModels: 5, maxConcurrentLoads: 2 });
+    const a = h.cache.acquire('a');
+    const b = h.cache.acquire('b');
+    const c = h.cache.acquire('c');
+    await h.flush();
+    expect(h.calls).toEqual(['a', 'b']);
+    expect(h.cache.loadingIds).toEqual(['a', 'b', 'c']);
+    await h.finish('a');
+    expect(h.calls).toEqual(['a', 'b', 'c']);
+    await h.finish('b');
+    await h.finish('c');
+    await Promise.all([a, b, c]);
+    expect(h.cache.loadedIds.sort()).toEqual(['a', 'b', 'c']);
+  });
+
+  it('releases an evicted model only after its last request is done', async () => {
+    const h = harness({ maxModels: 1 });
+    const p = h.cache.acquire('old');
+    const old = await h.finish('old');
+    const lease = await p;
+    await h.use('new');
+    expect(h.cache.loadedIds).toEqual(['new']);
+    expect(h.cache.drainingIds).toEqual(['old']);
+    expect(old.released).toBe(0);
+    lease.done();
+    lease.done();
+    await h.flush();
+    expect(old.released).toBe(1);
+    expect(h.cache.drainingIds).toEqual([]);
+  });
+
+  it('takes an evicted model still in use back instead of loading it twice', async () => {
+    const h = harness({ maxModels: 1 });
+    const p = h.cache.acquire('x');
+    const x = await h.finish('x');
+    const held = await p;
+    await h.use('y');
+    const again = await h.cache.acquire('x');
+    expect(again.value).toBe(x);
+    expect(again.hit).toBe(true);
+    expect(h.calls.filter((c) => c === 'x')).toHaveLength(1);
+    expect(h.cache.loadedIds).toEqual(['x']);
+    held.done();
+    again.done();
+    await h.flush();
+    expect(x.released).toBe(0);
+  });
+
+  it('does not cache a failed load, evicts nothing for it, and tries again next time', async () => {
+    const h = harness({ maxModels: 1 });
+    await h.use('keep');
+    const p = h.cache.acquire('bad').catch((e: unknown) => e);
+    const q = h.cache.acquire('bad').catch((e: unknown) => e);
+    await h.fail('bad', new ModelmuxError('model_load_failed', 'corrupt'));
+    expect(await p).toMatchObject({ code: 'model_load_failed' });
+    expect(await q).toMatchObject({ code: 'model_load_failed' });
+    expect(h.cache.loadedIds).toEqual(['keep']);
+    expect(h.cache.loadingIds).toEqual([]);
+    const r = h.cache.acquire('bad');
+    await h.finish('bad');
+    await r;
+    expect(h.calls).toEqual(['keep', 'bad', 'bad']);
+  });
+
+  it('bounds the loaded bytes and refuses a model larger than the bound', async () => {
+    const h = harness({ maxModels: 10, maxBytes: 100 });
+    await h.use('a', 60);
+    await h.use('b', 30);
+    await h.use('c', 30);
+    expect(h.cache.loadedIds.sort()).toEqual(['b', 'c']);
+    expect(h.cache.loadedBytes).toBe(60);
+    const p = h.cache.acquire('huge').catch((e: unknown) => e);
+    await h.finish('huge', 101);
+    expect(await p).toMatchObject({ code: 'model_too_large' });
+    expect(h.cache.loadedIds.sort()).toEqual(['b', 'c']);
+  });
+
+  it('grows its version with every change of the loaded and loading sets', async () => {
+    const h = harness({ maxModels: 1 });
+    const v0 = h.cache.version;
+    const p = h.cache.acquire('a');
+    expect(h.cache.version).toBeGreaterThan(v0);
+    const v1 = h.cache.version;
+    await h.finish('a');
+    await p;
+    expect(h.cache.version).toBeGreaterThan(v1);
+  });
+
+  it('reports load durations from the injected clock', async () => {
+    const h = harness({ maxModels: 1 });
+    await h.use('a');
+    expect(h.events.find((e) => e.type === 'load-end')).toMatchObject({ id: 'a', ok: true, durationMs: 5, bytes: 10 });
+  });
+
+  it('releases every model on close and refuses new requests', async () => {
+    const h = harness({ maxModels: 2 });
+    const p = h.cache.acquire('a');
+    const a = await h.finish('a');
+    (await p).done();
+    await h.cache.close();
+    expect(a.released).toBe(1);
+    await expect(h.cache.acquire('a')).rejects.toMatchObject({ code: 'shutting_down' });
+  });
+});
