@@ -263,7 +263,7 @@ export async function main(argv: string[]): Promise<void> {
             idealLoadsPer1000: (1000 * ideal.misses) / Math.max(1, ideal.requests),
           });
           log(`${system} ${pattern}: ${run.throughputRps.toFixed(1)} req/s, p50 ${run.latency.p50Ms.toFixed(2)} ms, p99 ${run.latency.p99Ms.toFixed(2)} ms, ` +
-            `${loads} loads in ${run.requests} requests, failures ${JSON.stringify(run.failures)}`);
+            `${loads} loads in ${run.requests} requests, failures ${JSON.stringify(run.failures)}${run.firstFailure ? ` first: ${run.firstFailure}` : ''}`);
         }
       } finally {
         log(`stopping ${system}`);

@@ -168,11 +168,11 @@ export async function main(argv: string[]): Promise<void> {
       log('starting the router');
       const router = await startChild(
       process.execPath,
-      [cli, 'router', '--discovery', 'static', '--host', '127.0.0.1', '--port', String(routerPort), '--static-route-prefix', ROUTE, '--static-replicas', replicaUrl, '--static-max-ongoing-requests', '1024'],
+      [cli, 'router', '--discovery', 'static', '--host', '127.0.0.1', '--port', String(routerPort), '--routes', `${ROUTE}=${replicaUrl}`, '--max-ongoing-requests', '1024'],
       { readyTimeoutMs: 60_000 },
       );
       children.push(router);
-      await waitHttpReady(`http://127.0.0.1:${routerPort}/healthz`, 60_000, router);
+      await waitHttpReady(`http://127.0.0.1:${routerPort}/readyz`, 60_000, router);
       targets.push({ target: 'router', url: `http://127.0.0.1:${routerPort}${ROUTE}/`, pids: async () => [router.pid] });
     }
     if (wanted.has('nginx')) {
@@ -191,7 +191,7 @@ export async function main(argv: string[]): Promise<void> {
         const row = await measure(t.target, t.url, c, o, t.pids, replica.pid);
         rows.push(row);
         log(`c=${c} ${t.target}: ${row.result.throughputRps.toFixed(0)} req/s, p50 ${row.result.latency.p50Ms.toFixed(3)} ms, p99 ${row.result.latency.p99Ms.toFixed(3)} ms, ` +
-          `proxy CPU ${row.proxyCpuS.toFixed(2)} s, failures ${JSON.stringify(row.result.failures)}`);
+          `proxy CPU ${row.proxyCpuS.toFixed(2)} s, failures ${JSON.stringify(row.result.failures)}${row.result.firstFailure ? ` first: ${row.result.firstFailure}` : ''}`);
       }
     }
     const loadsAfter = await replicaLoads([replicaUrl]);

@@ -88,11 +88,9 @@ function routerArgs(config: LocalConfig, port: number, replicaUrls: readonly str
     config.host,
     '--port',
     String(port),
-    '--static-route-prefix',
-    config.routePrefix,
-    '--static-replicas',
-    replicaUrls.join(','),
-    '--static-max-ongoing-requests',
+    '--routes',
+    `${config.routePrefix}=${replicaUrls.join(',')}`,
+    '--max-ongoing-requests',
     String(config.maxOngoingRequests),
   ];
 }

@@ -3,7 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { systemClock } from '../common/clock.js';
+import { ConfigError } from '../common/config.js';
 import { createLogger } from '../common/log.js';
+import { REPLICA_ENV } from '../common/replica-env.js';
 import { parseReplicaConfig } from './config.js';
 import { FileModelStore } from './file-model-store.js';
 import { HotnessMeter } from './hotness.js';
@@ -24,7 +26,11 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const config = parseReplicaConfig(argv, env);
   const clock = systemClock;
   const baseLog = createLogger({ component: 'replica', ...(config.podName ? { pod: config.podName } : {}) });
-  await checkExecutionProvider(config.executionProvider);
+  try {
+    await checkExecutionProvider(config.executionProvider);
+  } catch (err) {
+    throw new ConfigError('replica', [`--execution-provider/${REPLICA_ENV.executionProvider}: ${err instanceof Error ? err.message : String(err)}`]);
+  }
 
   const ownCacheDir = config.cacheDir === undefined;
   const cacheDir = config.cacheDir ?? (await mkdtemp(join(tmpdir(), 'modelmux-cache-')));
@@ -148,4 +154,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     process.exit(0);
   };
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void shutdown(sig));
+  // Last line of defence of "no request can crash the process": every known path catches its
+  // errors; anything that slips through is logged loudly instead of killing every other request.
+  process.on('unhandledRejection', (reason) => {
+    baseLog.error('unhandled rejection', { reason: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason) });
+  });
 }

@@ -17,6 +17,9 @@ export const systemSetTimer: SetTimer = (ms, fn) => {
   return () => clearTimeout(t);
 };
 
+/** How long a send counts as holding the model: a few table publications, a few seconds. */
+export const DEFAULT_RECENT_MS = 5000;
+
 export interface BalancerOptions extends PlacementPolicy {
   /** Ray's matching timeout t: a request whose holders are all full waits a draw in [t, 2t]. */
   matchTimeoutMs: number;

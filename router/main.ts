@@ -1,4 +1,53 @@
-// Placeholder until this program lands; replaced by its own issue's work.
-export async function run(_argv: string[], _env: NodeJS.ProcessEnv): Promise<void> {
-  throw new Error('not built yet');
+import { systemClock, systemRandom } from '../common/clock.js';
+import { createLogger } from '../common/log.js';
+import { systemSetTimer } from './balancer.js';
+import { parseRouterConfig } from './config.js';
+import type { Discovery } from './discovery.js';
+import { KubeDiscovery } from './kube-discovery.js';
+import { RouterMetrics } from './metrics.js';
+import { Proxy } from './proxy.js';
+import { RouteTable } from './route-table.js';
+import { RouterServer } from './server.js';
+import { StaticDiscovery } from './static-discovery.js';
+
+/** `modelmux router`: wiring only. Resolves once listening; SIGTERM/SIGINT drain and exit. */
+export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
+  const config = parseRouterConfig(argv, env);
+  const log = createLogger({ component: 'router' });
+  const metrics = new RouterMetrics();
+  const routes = new RouteTable(
+    { recentMs: config.recentMs, maxQueue: config.maxQueue, connectionsPerReplica: config.connectionsPerReplica },
+    systemClock,
+    systemRandom,
+    systemSetTimer,
+    log,
+  );
+  const proxy = new Proxy(routes, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs, tryTimeoutMs: config.tryTimeoutMs, ejectMs: 2000 }, metrics, log, systemClock);
+  const server = new RouterServer(proxy, routes, metrics, log);
+  const discovery: Discovery =
+    config.discovery === 'kube'
+      ? new KubeDiscovery(config.namespace, log)
+      : new StaticDiscovery(config.staticRoutes, { maxOngoingRequests: config.maxOngoingRequests, matchTimeoutMs: config.matchTimeoutSeconds * 1000 }, config.pollIntervalMs, log);
+
+  const address = await server.listen(config.port, config.host);
+  await discovery.start((states) => routes.apply(states));
+  server.markDiscoveryReady();
+  log.info('router listening', { host: address.address, port: address.port, discovery: config.discovery, routes: routes.all().map((r) => r.prefix) });
+
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info('draining', { signal });
+    discovery.stop();
+    void server
+      .drain(config.shutdownGraceMs)
+      .then(() => routes.close())
+      .finally(() => {
+        log.info('stopped');
+        process.exit(0);
+      });
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
 }

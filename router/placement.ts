@@ -48,9 +48,14 @@ export interface PlacementPolicy {
 
 export type Decision = { kind: PlacementKind; replica: string } | { kind: 'wait' };
 
-/** spreadAt defaults to half of maxOngoingRequests, at least 1. */
-export function defaultSpreadAt(maxOngoingRequests: number): number {
-  return Math.max(1, Math.ceil(maxOngoingRequests / 2));
+/**
+ * Defaults chosen with the simulator (bench/SIMULATOR.md): spread at half of
+ * maxOngoingRequests whatever the traffic, or at three requests of the model per holder once
+ * the holders carry three in flight; c = 1.25 as in consistent hashing with bounded loads.
+ */
+export function defaultPlacementPolicy(maxOngoingRequests: number): PlacementPolicy {
+  const spreadAt = Math.max(1, Math.ceil(maxOngoingRequests / 2));
+  return { maxOngoingRequests, spreadAt, loadFactor: 1.25, loadFloor: Math.min(3, spreadAt), spreadPerCopy: 3 };
 }
 
 /** Least in-flight of two distinct random picks (power of two choices); one pick when alone. */

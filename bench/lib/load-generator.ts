@@ -32,6 +32,8 @@ export interface LoadResult {
   ok: number;
   /** Non-2xx answers by status, and transport failures under `error`. */
   failures: Record<string, number>;
+  /** The first failure's answer (or error), so a run that fails says why. */
+  firstFailure?: string;
   elapsedMs: number;
   throughputRps: number;
   /** Over successful requests only. */
@@ -53,8 +55,10 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
   let sent = 0;
   let ok = 0;
 
-  const fail = (key: string): void => {
+  let firstFailure: string | undefined;
+  const fail = (key: string, detail: string): void => {
     failures[key] = (failures[key] ?? 0) + 1;
+    firstFailure ??= `${key}: ${detail.slice(0, 300)}`;
   };
 
   async function worker(): Promise<void> {
@@ -72,13 +76,13 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
           headersTimeout: timeoutMs,
           bodyTimeout: timeoutMs,
         });
-        await res.body.text();
+        const text = await res.body.text();
         if (res.statusCode >= 200 && res.statusCode < 300) {
           ok++;
           latencies.push(performance.now() - t0);
-        } else fail(String(res.statusCode));
+        } else fail(String(res.statusCode), text);
       } catch (err) {
-        fail((err as { code?: string }).code ?? 'error');
+        fail((err as { code?: string }).code ?? 'error', String(err));
       }
     }
   }
@@ -86,5 +90,5 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
   await Promise.all(Array.from({ length: opts.concurrency }, () => worker()));
   const elapsedMs = performance.now() - start;
   await pool.close();
-  return { requests: sent, ok, failures, elapsedMs, throughputRps: (ok * 1000) / elapsedMs, latency: summarize(latencies), sequence };
+  return { requests: sent, ok, failures, ...(firstFailure !== undefined ? { firstFailure } : {}), elapsedMs, throughputRps: (ok * 1000) / elapsedMs, latency: summarize(latencies), sequence };
 }

@@ -1,6 +1,6 @@
 import type { Random } from '../../common/clock.js';
-import { Balancer, type AcquireResult, type Lease, type SetTimer, type TableView } from '../../router/balancer.js';
-import { defaultSpreadAt } from '../../router/placement.js';
+import { Balancer, DEFAULT_RECENT_MS, type AcquireResult, type Lease, type SetTimer, type TableView } from '../../router/balancer.js';
+import { defaultPlacementPolicy, type PlacementPolicy } from '../../router/placement.js';
 import { EventQueue } from './event-queue.js';
 import { modelSampler, type PatternName } from './patterns.js';
 import { RayLikeRouter } from './ray-like-router.js';
@@ -31,12 +31,8 @@ export interface SimParams extends ReplicaParams {
   publishEveryMs: number;
   viewDelayMs: number;
   seed: number;
-  /** The router's spread threshold; defaultSpreadAt(maxOngoingRequests) when absent. */
-  spreadAt?: number;
-  loadFactor?: number;
-  loadFloor?: number;
-  recentMs?: number;
-  spreadPerCopy?: number;
+  /** Overrides of the router's placement policy (defaultPlacementPolicy otherwise). */
+  policy?: Partial<PlacementPolicy>;
   /** How long a client waits before sending again after a 503. */
   clientBackoffMs: number;
 }
@@ -120,7 +116,7 @@ export function simulate(policy: PolicyName, pattern: PatternName, p: SimParams 
     const random: Random = seededRandom(p.seed * 1000 + i + 1);
     if (policy === 'ray-like') return new RayLikeRouter(names, p.maxOngoingRequests, p.matchTimeoutMs, events, random, setTimer);
     const b = new Balancer(
-      { maxOngoingRequests: p.maxOngoingRequests, spreadAt: p.spreadAt ?? defaultSpreadAt(p.maxOngoingRequests), loadFactor: p.loadFactor ?? 1.25, loadFloor: p.loadFloor ?? 2, spreadPerCopy: p.spreadPerCopy ?? 2, matchTimeoutMs: p.matchTimeoutMs, recentMs: p.recentMs ?? 5000, maxQueue: 100_000 },
+      { ...defaultPlacementPolicy(p.maxOngoingRequests), ...p.policy, matchTimeoutMs: p.matchTimeoutMs, recentMs: DEFAULT_RECENT_MS, maxQueue: 100_000 },
       clock,
       random,
       setTimer,
@@ -148,7 +144,7 @@ export function simulate(policy: PolicyName, pattern: PatternName, p: SimParams 
   let completed = 0;
   let retries = 0;
   let lastDone = 0;
-  const waits: number[] = []; const hotW: number[] = []; const coldW: number[] = [];
+  const waits: number[] = [];
   events.schedule(p.warmupMs, () => {
     loadsAtWarmup = replicas.reduce((s, r) => s + r.loads, 0);
   });
@@ -172,7 +168,7 @@ export function simulate(policy: PolicyName, pattern: PatternName, p: SimParams 
             if (!counts) return;
             completed++;
             lastDone = events.now();
-            waits.push(events.now() - at - p.inferMs); (model === 'model-0' ? hotW : coldW).push(events.now() - at - p.inferMs);
+            waits.push(events.now() - at - p.inferMs);
           });
           if (!admitted) {
             // The replica's 503: one retry elsewhere at once, as the proxy does; when that is
@@ -190,7 +186,6 @@ export function simulate(policy: PolicyName, pattern: PatternName, p: SimParams 
     events.run(at);
   }
   events.run(p.durationMs + 2 * DRAIN_MS);
-  if (process.env['DBG']) console.log('hot p99', p99(hotW), 'cold p99', p99(coldW), 'holders', replicas.filter(r => r.table().loaded.includes('model-0')).length);
   const loads = replicas.reduce((s, r) => s + r.loads, 0) - loadsAtWarmup;
   return {
     policy,

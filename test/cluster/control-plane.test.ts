@@ -187,6 +187,20 @@ describe('the test control plane', () => {
     await cp.kubectl(['wait', '--for=condition=Established', 'crd/widgets.harness.modelmux.io', '--timeout=30s']);
     await cp.kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'harness.modelmux.io/v1', kind: 'Widget', metadata: { name: 'w', namespace: NS }, spec: { size: 3 } }) });
     expect(await cp.kubectl(['get', 'widget', 'w', '-n', NS, '-o', 'jsonpath={.spec.size}'])).toBe('3');
+    // An object owned by the custom resource goes with it, even seconds after the CRD appeared.
+    const uid = await cp.kubectl(['get', 'widget', 'w', '-n', NS, '-o', 'jsonpath={.metadata.uid}']);
+    await cp.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'owned-by-w', namespace: NS, ownerReferences: [{ apiVersion: 'harness.modelmux.io/v1', kind: 'Widget', name: 'w', uid }] },
+      }),
+    });
+    await cp.kubectl(['delete', 'widget', 'w', '-n', NS]);
+    await eventually(async () => {
+      const left = await cp.kubectl(['get', 'configmap', '-n', NS, '-o', 'name']);
+      if (left.includes('owned-by-w')) throw new Error('the owned ConfigMap is still there');
+    }, 20_000);
     // The API server validates against the schema: the refusal names the field.
     await expect(
       cp.kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'harness.modelmux.io/v1', kind: 'Widget', metadata: { name: 'bad', namespace: NS }, spec: { size: 0 } }) }),

@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { jest } from '@jest/globals';
@@ -11,6 +13,7 @@ import { eventually } from '../helpers/eventually.js';
 import { getItems, getJson } from '../helpers/kube-json.js';
 import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
 import { startOperator, type OperatorProcess } from '../helpers/operator-process.js';
+import { spawnManaged } from '../helpers/process-reaper.js';
 import { startS3Server, type S3Server } from '../helpers/s3-server.js';
 import { expectClose, expected, post, v2Body, v2Outputs, wineRows } from '../integration/replica/wine-fixtures.js';
 
@@ -104,6 +107,40 @@ describe('replicas made by the operator, end to end', () => {
       return t;
     }, 15_000);
     expect(table.capacity).toBe(2);
+  });
+
+  it('answers requests in all three forms through a router with kube discovery', async () => {
+    const logFile = join(await mkdtemp(join(tmpdir(), 'modelmux-router-')), 'router.log');
+    const router = spawnManaged(process.execPath, ['dist/cli/main.js', 'router', '--discovery', 'kube', '--host', '127.0.0.1', '--port', '0'], {
+      cwd: process.cwd(),
+      env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', KUBECONFIG: cp.kubeconfigPath },
+      logFile,
+    });
+    try {
+      const url = await eventually(async () => {
+        const m = /"router listening".*?"port":(\d+)/.exec(await readFile(logFile, 'utf8'));
+        if (!m) throw new Error('router not listening yet');
+        return `http://127.0.0.1:${m[1] ?? ''}`;
+      }, 30_000);
+      const rows = wineRows(3, 5);
+      const forms = [
+        () => post(`${url}/wine/v2/models/wine-3/infer`, v2Body(rows)),
+        () => post(`${url}/wine/`, v2Body(rows), { serve_multiplexed_model_id: 'wine-3' }),
+        () => post(`${url}/wine/invocations`, v2Body(rows), { 'X-Amzn-SageMaker-Target-Model': 'wine-3' }),
+      ];
+      // The router learns the route and its ready pods from the API server: retry until it has.
+      await eventually(async () => {
+        const a = await forms[0]!();
+        if (a.status !== 200) throw new Error(`${a.status} ${JSON.stringify(a.body)}`);
+      }, 30_000, 500);
+      for (const send of forms) {
+        const a = await send();
+        expect(a.status).toBe(200);
+        expectClose(v2Outputs(a), expected('wine-3', rows));
+      }
+    } finally {
+      await router.stop(10_000);
+    }
   });
 
   it('rolls a spec change out to every replica and reports the rollout complete', async () => {

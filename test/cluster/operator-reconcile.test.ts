@@ -6,10 +6,13 @@ import { eventually } from '../helpers/eventually.js';
 import { getItems, getJson } from '../helpers/kube-json.js';
 import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
 import { startOperator, type OperatorProcess } from '../helpers/operator-process.js';
+import { OPERATOR_CLUSTER_RULES, OPERATOR_LEADER_ELECTION_RULES } from '../../operator/rbac-rules.js';
 
 // The operator against a real control plane: owned objects, status, scheduling, scale,
 // rollout, restarts of the operator and of the API server, and garbage collection. Replica
-// readiness and traffic are in operator-e2e.test.ts.
+// readiness and traffic are in operator-e2e.test.ts. The operator runs as a ServiceAccount
+// holding exactly the rules of operator/rbac-rules.ts (what the chart grants), so a missing
+// permission fails here.
 
 const NODE_GPUS = 6;
 jest.setTimeout(120_000);
@@ -31,6 +34,34 @@ spec:
   resources: { limits: { nvidia.com/gpu: 1 }, requests: { cpu: 100m, memory: 64Mi } }
 ${extra}`;
 
+const OPERATOR_NS = 'modelmux-system';
+
+/** The operator's ServiceAccount, ClusterRole and leader-election Role, from operator/rbac-rules.ts. */
+function operatorRbac(): string {
+  const sa = { kind: 'ServiceAccount', name: 'modelmux-operator', namespace: OPERATOR_NS };
+  const items = [
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: OPERATOR_NS } },
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: sa.name, namespace: OPERATOR_NS } },
+    { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'modelmux-operator' }, rules: OPERATOR_CLUSTER_RULES },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'modelmux-operator' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'modelmux-operator' },
+      subjects: [sa],
+    },
+    { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'modelmux-operator', namespace: OPERATOR_NS }, rules: OPERATOR_LEADER_ELECTION_RULES },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: 'modelmux-operator', namespace: OPERATOR_NS },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'modelmux-operator' },
+      subjects: [sa],
+    },
+  ];
+  return JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
+}
+
 const podsOf = (cp: ControlPlane, name: string): Promise<V1Pod[]> => getItems<V1Pod>(cp, ['pods', '-l', `modelmux.io/deployment=${name}`]);
 const live = (pods: V1Pod[]): V1Pod[] => pods.filter((p) => p.metadata?.deletionTimestamp === undefined);
 const envOf = (pod: V1Pod, name: string): string | undefined =>
@@ -41,13 +72,17 @@ describe('the operator against a real control plane', () => {
   let cp: ControlPlane;
   let agent: NodeAgent;
   let operator: OperatorProcess;
+  let operatorKubeconfig: string;
+  const operatorArgs = ['--leader-election-namespace', OPERATOR_NS];
 
   beforeAll(async () => {
     cp = await startControlPlane();
     await cp.kubectl(['apply', '-f', 'crds/']);
     await cp.kubectl(['wait', '--for=condition=Established', 'crd/multiplexeddeployments.modelmux.io', '--timeout=60s']);
     agent = await startNodeAgent(cp, { capacity: { gpus: NODE_GPUS } });
-    operator = await startOperator(cp.kubeconfigPath);
+    await cp.kubectl(['apply', '-f', '-'], { input: operatorRbac() });
+    operatorKubeconfig = await cp.serviceAccountKubeconfig(OPERATOR_NS, 'modelmux-operator');
+    operator = await startOperator(operatorKubeconfig, operatorArgs);
   }, 240_000);
 
   afterAll(async () => {
@@ -195,7 +230,7 @@ describe('the operator against a real control plane', () => {
   it('converges after the operator restarts, with changes made while it was down', async () => {
     await operator.stop();
     await cp.kubectl(['scale', 'mxd/wine', '--replicas=3']);
-    operator = await startOperator(cp.kubeconfigPath);
+    operator = await startOperator(operatorKubeconfig, operatorArgs);
     await eventually(async () => {
       expect((await cp.kubectl(['get', 'deployment', 'wine', '-o', 'jsonpath={.spec.replicas}'])).trim()).toBe('3');
     }, 30_000);

@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { createCertificateAuthority, generateEcKey, issueCertificate, type KeyPair } from './certs.js';
 import { controlPlaneAssets, kubectlPath } from './kube-tools.js';
 import { loadKubeConfig, requestServiceAccountToken, writeKubeconfig, type TokenOptions } from './kubeconfig.js';
@@ -130,14 +130,19 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   await Promise.all([mkdir(pki), mkdir(logs)]);
   let etcd: ManagedProcess | undefined;
   let apiServer: ManagedProcess | undefined;
-  const clients: ManagedProcess[] = [];
+  let controllerManager: ManagedProcess | undefined;
+  let scheduler: ManagedProcess | undefined;
+  let crdWatch: Promise<void> | undefined;
+  const stopping = new AbortController();
   let stopped = false;
 
   const stop = async (): Promise<void> => {
     if (stopped) return;
     stopped = true;
+    stopping.abort();
+    await crdWatch;
     // Reverse start order: clients first, etcd last, so nothing logs a storm of errors.
-    await Promise.all(clients.map((p) => p.stop(5000)));
+    await Promise.all([controllerManager?.stop(5000), scheduler?.stop(5000)]);
     await apiServer?.stop(1000);
     await etcd?.stop(5000);
     if (!keep) await rm(dataDir, { recursive: true, force: true });
@@ -222,31 +227,56 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
 
     // Started only now: the controller manager gives up if the API server is not healthy
     // within ten seconds of its start.
-    clients.push(
-      spawnManaged(
-        join(bin, 'kube-controller-manager'),
-        [
-          `--kubeconfig=${cmKubeconfig}`,
-          '--bind-address=127.0.0.1',
-          '--secure-port=0',
-          '--leader-elect=false',
-          `--service-account-private-key-file=${saKey}`,
-          `--root-ca-file=${ca.certFile}`,
-          `--service-cluster-ip-range=${SERVICE_CIDR}`,
-          '--controllers=*',
-          // Short periods so tests see HPA decisions and node health quickly.
-          '--horizontal-pod-autoscaler-sync-period=2s',
-          '--node-monitor-period=2s',
-          ...(opts.controllerManagerFlags ?? []),
-        ],
-        { logFile: join(logs, 'kube-controller-manager.log') },
-      ),
-      spawnManaged(join(bin, 'kube-scheduler'), [`--kubeconfig=${schedKubeconfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false'], {
-        logFile: join(logs, 'kube-scheduler.log'),
-      }),
-    );
-
+    const cmArgs = [
+      `--kubeconfig=${cmKubeconfig}`,
+      '--bind-address=127.0.0.1',
+      '--secure-port=0',
+      '--leader-elect=false',
+      `--service-account-private-key-file=${saKey}`,
+      `--root-ca-file=${ca.certFile}`,
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      '--controllers=*',
+      // Short periods so tests see HPA decisions and node health quickly.
+      '--horizontal-pod-autoscaler-sync-period=2s',
+      '--node-monitor-period=2s',
+      ...(opts.controllerManagerFlags ?? []),
+    ];
+    const startControllerManager = (): ManagedProcess =>
+      spawnManaged(join(bin, 'kube-controller-manager'), cmArgs, { logFile: join(logs, 'kube-controller-manager.log') });
     const kubeConfig = (): KubeConfig => loadKubeConfig(kubeconfigPath);
+    const extensions = kubeConfig().makeApiClient(ApiextensionsV1Api);
+    const establishedCrds = async (): Promise<Set<string>> => {
+      const list = await extensions.listCustomResourceDefinition();
+      return new Set(list.items.filter((c) => c.status?.conditions?.some((k) => k.type === 'Established' && k.status === 'True')).map((c) => c.metadata?.name ?? ''));
+    };
+    let knownCrds = await establishedCrds();
+    controllerManager = startControllerManager();
+    scheduler = spawnManaged(join(bin, 'kube-scheduler'), [`--kubeconfig=${schedKubeconfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false'], {
+      logFile: join(logs, 'kube-scheduler.log'),
+    });
+    // The controller manager's garbage collector and scale client learn new kinds only every
+    // 30 s (a hard-coded discovery period). A test applies a CRD and may delete a custom
+    // resource within seconds: its dependents would then wait out the GC's exponential
+    // back-off, minutes. A controller manager started after the CRD knows it from its first
+    // discovery, so a new CRD gets the controller manager restarted (a second or two).
+    crdWatch = (async () => {
+      while (!stopping.signal.aborted) {
+        await sleep(1000, undefined, { signal: stopping.signal }).catch(() => undefined);
+        if (stopping.signal.aborted) return;
+        try {
+          const now = await establishedCrds();
+          if (now.size >= 0) continue;
+          // `kubectl apply -f crds/` creates several: let the batch land first.
+          await sleep(1000, undefined, { signal: stopping.signal });
+          knownCrds = await establishedCrds();
+          await controllerManager?.stop(2000);
+          if (!stopping.signal.aborted) controllerManager = startControllerManager();
+        } catch {
+          // The API server may be restarting; the next round looks again.
+        }
+      }
+    })();
+
     const core = kubeConfig().makeApiClient(CoreV1Api);
     await waitFor('the default service account (controller manager)', readyTimeoutMs, async () => {
       try {

@@ -57,7 +57,6 @@ export async function startNodeAgent(cp: Pick<ControlPlane, 'server' | 'caPem' |
   const keep = opts.keepDataDir ?? process.env['MODELMUX_KEEP_CLUSTER'] === '1';
   const forgetDir = keep ? () => undefined : removeDirOnDeath(dataDir);
   const ctx: AgentContext = {
-    nodeName,
     kc,
     core,
     server: cp.server,

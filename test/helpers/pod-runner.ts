@@ -27,7 +27,6 @@ export interface RunningPod {
 
 /** What every pod runner of one agent shares. */
 export interface AgentContext {
-  readonly nodeName: string;
   readonly kc: KubeConfig;
   readonly core: CoreV1Api;
   readonly server: string;

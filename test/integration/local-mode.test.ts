@@ -119,7 +119,7 @@ describe('modelmux local', () => {
       await exited;
     }
     await rm(dir, { recursive: true, force: true });
-  });
+  }, 60_000);
 
   it('writes the example models it was asked for into the file:// store', async () => {
     expect((await readdir(dir)).sort()).toEqual(['wine-0', 'wine-1', 'wine-2', 'wine-3']);
@@ -135,7 +135,8 @@ describe('modelmux local', () => {
       for (const req of requests) {
         const res = await fetch(req.url, { method: 'POST', headers: req.headers, ...(req.body !== undefined ? { body: req.body } : {}) });
         const body: unknown = await res.json();
-        expect({ round, url: req.url, status: res.status }).toEqual({ round, url: req.url, status: 200 });
+        // The body is in the comparison so a failure shows the error answer.
+        expect({ round, url: req.url, status: res.status, body: res.status === 200 ? 'ok' : body }).toEqual({ round, url: req.url, status: 200, body: 'ok' });
         const id = modelIdOf(req);
         const [expected] = wineForward(wineWeights(id), [SAMPLE_WINE]);
         expect(predictionOf(body)).toBeCloseTo(expected ?? NaN, 4);

@@ -28,7 +28,7 @@ describe('modelmux models', () => {
   afterAll(async () => {
     await s3?.stop();
     await rm(dir, { recursive: true, force: true });
-  });
+  }, 60_000);
 
   it('writes <dir>/<ID>/model.onnx with the deterministic bytes and leaves them alone on a second run', async () => {
     const first = await run(process.execPath, [MAIN, 'models', '--out', dir, '--count', '3', '--prefix', 'red-']);

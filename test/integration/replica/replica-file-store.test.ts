@@ -49,4 +49,9 @@ describe('replica over a file:// store', () => {
     expect(a.status).toBe(404);
     expect(a.body.error).toBe('model_not_found');
   });
+
+  it('refuses to start, with a clear message, when the CUDA provider is configured but absent', async () => {
+    const start = startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--execution-provider', 'cuda'], env: {} });
+    await expect(start).rejects.toThrow(/exited with 2[\s\S]*execution provider "cuda" is not available/);
+  });
 });

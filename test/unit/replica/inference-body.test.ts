@@ -22,7 +22,7 @@ describe('inference bodies', () => {
     const flat = parseInferBody({ inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', data: [1, 2, 3, 4, 5, 6] }] }, wine);
     const nested = parseInferBody({ inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', data: [[1, 2, 3], [4, 5, 6]] }] }, wine);
     expect(flat.rows).toBe(2);
-    expect(Array.from(flat.inputs[0]!.data)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(Array.from(flat.inputs[0]!.data as Float32Array)).toEqual([1, 2, 3, 4, 5, 6]);
     expect(nested.inputs[0]!.data).toEqual(flat.inputs[0]!.data);
     expect(flat.inputs[0]!.data).toBeInstanceOf(Float32Array);
   });
@@ -78,11 +78,11 @@ describe('tensor batching helpers', () => {
     const b = { datatype: 'FP32' as const, dims: [2, 2], data: Float32Array.of(3, 4, 5, 6) };
     const both = concatDim0([a, b]);
     expect(both.dims).toEqual([3, 2]);
-    expect(Array.from(both.data)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(Array.from(both.data as Float32Array)).toEqual([1, 2, 3, 4, 5, 6]);
     const [x, y] = splitDim0(both, [1, 2]);
-    expect(Array.from(x!.data)).toEqual([1, 2]);
+    expect(Array.from(x!.data as Float32Array)).toEqual([1, 2]);
     expect(y!.dims).toEqual([2, 2]);
-    expect(Array.from(y!.data)).toEqual([3, 4, 5, 6]);
+    expect(Array.from(y!.data as Float32Array)).toEqual([3, 4, 5, 6]);
     expect(() => splitDim0(both, [1, 1])).toThrow();
   });
 });

@@ -1,7 +1,7 @@
-import { Balancer, type AcquireResult, type BalancerOptions } from '../../../router/balancer.js';
+import { Balancer, type AcquireResult, type BalancerOptions, type Lease } from '../../../router/balancer.js';
 import { draws, FakeTime } from './fake-time.js';
 
-const options: BalancerOptions = { maxOngoingRequests: 1, spreadAt: 1, loadFactor: 1.25, loadFloor: 1, matchTimeoutMs: 1000, recentMs: 5000, maxQueue: 2 };
+const options: BalancerOptions = { maxOngoingRequests: 1, spreadAt: 1, loadFactor: 1.25, loadFloor: 1, spreadPerCopy: 3, matchTimeoutMs: 1000, recentMs: 5000, maxQueue: 2 };
 
 function setup(random: () => number = draws(), opts: Partial<BalancerOptions> = {}): { b: Balancer; time: FakeTime } {
   const time = new FakeTime();
@@ -16,26 +16,30 @@ function take(b: Balancer, model: string | undefined, exclude?: Set<string>): { 
   return { result: () => result, cancel };
 }
 
-function replicaOf(r: AcquireResult | undefined): string {
+function leaseOf(r: AcquireResult | undefined): Lease {
   if (!r?.ok) throw new Error(`not placed: ${JSON.stringify(r)}`);
-  return r.lease.replica;
+  return r.lease;
 }
+
+const replicaOf = (r: AcquireResult | undefined): string => leaseOf(r).replica;
 
 describe('Balancer', () => {
   it('routes a model listed in a table to that replica', () => {
     const { b } = setup(draws(0.5));
     b.setTable('c', { version: 1, loaded: ['m1'], loading: [] });
     const t = take(b, 'm1');
-    expect(t.result()).toEqual({ ok: true, lease: { replica: 'c', kind: 'holder', waitedMs: 0 } });
+    expect(t.result()).toEqual({ ok: true, lease: { replica: 'c', model: 'm1', kind: 'holder', waitedMs: 0 } });
   });
 
   it('remembers where it just sent a model until recentMs has passed', () => {
     const { b, time } = setup(draws(0.5, 0.5));
-    const first = replicaOf(take(b, 'm1').result());
-    b.release(first);
+    const lease = leaseOf(take(b, 'm1').result());
+    const first = lease.replica;
+    b.release(lease);
     time.advance(4000);
-    expect(take(b, 'm1').result()).toMatchObject({ ok: true, lease: { replica: first, kind: 'holder' } });
-    b.release(first);
+    const again = take(b, 'm1').result();
+    expect(again).toMatchObject({ ok: true, lease: { replica: first, kind: 'holder' } });
+    b.release(leaseOf(again));
     time.advance(5001);
     // Forgotten: the cold placement is rendezvous again, which happens to agree, but the kind says cold.
     expect(take(b, 'm1').result()).toMatchObject({ ok: true, lease: { replica: first, kind: 'cold' } });
@@ -53,13 +57,14 @@ describe('Balancer', () => {
     b.setReplicas(['a']);
     b.setTable('a', { version: 1, loaded: ['m1'], loading: [] });
     const first = take(b, 'm1');
-    expect(replicaOf(first.result())).toBe('a');
+    const firstLease = leaseOf(first.result());
+    expect(firstLease.replica).toBe('a');
     const second = take(b, 'm1');
     expect(second.result()).toBeUndefined();
     expect(b.queueDepth).toBe(1);
     time.advance(300);
-    b.release('a');
-    expect(second.result()).toEqual({ ok: true, lease: { replica: 'a', kind: 'holder', waitedMs: 300 } });
+    b.release(firstLease);
+    expect(second.result()).toEqual({ ok: true, lease: { replica: 'a', model: 'm1', kind: 'holder', waitedMs: 300 } });
     expect(b.queueDepth).toBe(0);
   });
 
@@ -77,7 +82,7 @@ describe('Balancer', () => {
     time.advance(1249);
     expect(waiting.result()).toBeUndefined();
     time.advance(1);
-    expect(waiting.result()).toEqual({ ok: true, lease: { replica: 'b', kind: 'fallback_after_timeout', waitedMs: 1250 } });
+    expect(waiting.result()).toEqual({ ok: true, lease: { replica: 'b', model: 'm1', kind: 'fallback_after_timeout', waitedMs: 1250 } });
   });
 
   it('answers pool_saturated once the wait queue is full, and no_replicas for an empty route', () => {
@@ -94,12 +99,12 @@ describe('Balancer', () => {
 
   it('drops a cancelled waiter from the queue', () => {
     const { b } = setup(() => 0.5);
-    for (let i = 0; i < 3; i++) take(b, undefined);
+    const leases = [0, 1, 2].map(() => leaseOf(take(b, undefined).result()));
     const w = take(b, undefined);
     expect(b.queueDepth).toBe(1);
     w.cancel();
     expect(b.queueDepth).toBe(0);
-    b.release('a');
+    b.release(leases[0] as Lease);
     expect(w.result()).toBeUndefined();
   });
 

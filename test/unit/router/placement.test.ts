@@ -2,8 +2,8 @@ import { decide, leastOfTwo, rendezvousPick, type PlacementPolicy, type ReplicaL
 import { rendezvousRank } from '../../../router/rendezvous.js';
 import { draws } from './fake-time.js';
 
-const policy: PlacementPolicy = { maxOngoingRequests: 4, spreadAt: 2, loadFactor: 1.25, loadFloor: 2 };
-const r = (name: string, inFlight: number, holds = false): ReplicaLoad => ({ name, inFlight, holds });
+const policy: PlacementPolicy = { maxOngoingRequests: 4, spreadAt: 2, loadFactor: 1.25, loadFloor: 2, spreadPerCopy: 3 };
+const r = (name: string, inFlight: number, holds = false, modelInFlight = 0): ReplicaLoad => ({ name, inFlight, holds, modelInFlight });
 const names = ['a', 'b', 'c', 'd'];
 
 describe('leastOfTwo', () => {
@@ -36,6 +36,14 @@ describe('decide', () => {
     const d = decide('m1', reps, policy, draws(), false);
     const expected = rendezvousRank(reps.slice(1), 'm1')[0]?.name;
     expect(d).toEqual({ kind: 'new_copy', replica: expected });
+  });
+
+  it('copies a model that itself keeps the holders busy before they reach the spread threshold', () => {
+    const p = { ...policy, maxOngoingRequests: 16, spreadAt: 8, loadFloor: 3, spreadPerCopy: 3 };
+    const busyWithOthers = [r('a', 5, true, 1), r('b', 0), r('c', 0)];
+    expect(decide('m1', busyWithOthers, p, draws(0.0), false)).toEqual({ kind: 'holder', replica: 'a' });
+    const busyWithIt = [r('a', 5, true, 3), r('b', 0), r('c', 0)];
+    expect(decide('m1', busyWithIt, p, draws(), false).kind).toBe('new_copy');
   });
 
   it('keeps using a holder that is below the spread threshold', () => {

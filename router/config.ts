@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { byteQuantityString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { parseStaticRoutes, type StaticRoute } from './static-discovery.js';
+
+const positiveInt = z.coerce.number().int().positive();
+
+export const routerConfigSchema = z.object({
+  discovery: z.enum(['static', 'kube']).default('static'),
+  host: z.string().min(1).default('0.0.0.0'),
+  port: z.coerce.number().int().min(0).max(65535).default(8000),
+  routes: z.string().optional(),
+  maxOngoingRequests: positiveInt.default(16),
+  matchTimeoutSeconds: z.coerce.number().min(0).max(60).default(1),
+  pollIntervalMs: positiveInt.default(500),
+  namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/).max(63).optional(),
+  maxBodyBytes: byteQuantityString.default(10 * 1024 * 1024),
+  requestTimeoutMs: positiveInt.default(60_000),
+  tryTimeoutMs: positiveInt.default(30_000),
+  maxQueue: positiveInt.default(1024),
+  recentMs: positiveInt.default(5000),
+  connectionsPerReplica: positiveInt.default(64),
+  shutdownGraceMs: positiveInt.default(25_000),
+});
+
+const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
+  discovery: { flag: 'discovery', env: 'MODELMUX_DISCOVERY', help: 'Where routes and replicas come from: static (--routes) or kube (MultiplexedDeployments and their pods). Default static.' },
+  host: { flag: 'host', env: 'MODELMUX_HOST', help: 'Address to listen on. Default 0.0.0.0.' },
+  port: { flag: 'port', env: 'MODELMUX_PORT', help: 'Port to listen on (0: any free port). Default 8000.' },
+  routes: { flag: 'routes', env: 'MODELMUX_ROUTES', help: 'Static routes: "/wine=http://127.0.0.1:8081,http://127.0.0.1:8082;/beer=http://…". Required with --discovery static.' },
+  maxOngoingRequests: { flag: 'max-ongoing-requests', env: 'MODELMUX_MAX_ONGOING_REQUESTS', help: 'Static mode: requests per replica before it counts as full. Default 16 (kube: from the resource).' },
+  matchTimeoutSeconds: { flag: 'match-timeout-seconds', env: 'MODELMUX_MATCH_TIMEOUT_SECONDS', help: 'Static mode: matching timeout t; a request waits [t, 2t] for a full holder. Default 1.' },
+  pollIntervalMs: { flag: 'poll-interval-ms', env: 'MODELMUX_POLL_INTERVAL_MS', help: "Static mode: how often each replica's GET /models is read. Default 500." },
+  namespace: { flag: 'namespace', env: 'MODELMUX_NAMESPACE', help: 'Kube mode: watch only this namespace. Default: all namespaces.' },
+  maxBodyBytes: { flag: 'max-body-bytes', env: 'MODELMUX_MAX_BODY_BYTES', help: 'Largest request body, e.g. 10Mi. Default 10Mi.' },
+  requestTimeoutMs: { flag: 'request-timeout-ms', env: 'MODELMUX_REQUEST_TIMEOUT_MS', help: 'Deadline of a whole request, waiting included. Default 60000.' },
+  tryTimeoutMs: { flag: 'try-timeout-ms', env: 'MODELMUX_TRY_TIMEOUT_MS', help: "Deadline of one try at one replica, up to its response headers. Default 30000." },
+  maxQueue: { flag: 'max-queue', env: 'MODELMUX_MAX_QUEUE', help: 'Requests that may wait for a slot per route; past it 503 pool_saturated. Default 1024.' },
+  recentMs: { flag: 'recent-ms', env: 'MODELMUX_RECENT_MS', help: 'How long a replica this router sent a model to counts as holding it. Default 5000.' },
+  connectionsPerReplica: { flag: 'connections-per-replica', env: 'MODELMUX_CONNECTIONS_PER_REPLICA', help: 'Keep-alive connections per replica. Default 64.' },
+  shutdownGraceMs: { flag: 'shutdown-grace-ms', env: 'MODELMUX_SHUTDOWN_GRACE_MS', help: 'On SIGTERM, how long in-flight requests may finish. Default 25000.' },
+};
+
+export type RouterConfig = z.infer<typeof routerConfigSchema> & { staticRoutes: StaticRoute[] };
+
+export const ROUTER_SUMMARY = 'Route each request to a replica that holds its model (V2, Ray and SageMaker request forms).';
+
+export function parseRouterConfig(argv: readonly string[], env: NodeJS.ProcessEnv): RouterConfig {
+  const schema = routerConfigSchema.superRefine((c, ctx) => {
+    if (c.discovery !== 'static') return;
+    if (c.routes === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['routes'], message: 'static discovery needs --routes' });
+      return;
+    }
+    for (const p of parseStaticRoutes(c.routes).problems) ctx.addIssue({ code: 'custom', path: ['routes'], message: p });
+  });
+  const c = parseConfig('router', ROUTER_SUMMARY, schema as unknown as typeof routerConfigSchema, specs, argv, env);
+  return { ...c, staticRoutes: c.routes === undefined ? [] : parseStaticRoutes(c.routes).routes };
+}

@@ -1,0 +1,28 @@
+import type { ModelTable } from '../common/model-table.js';
+
+/**
+ * Where routes and replicas come from: Kubernetes (MultiplexedDeployments and their ready
+ * pods) or a static list (local mode, tests). Both give the same snapshot to the route table.
+ */
+export interface ReplicaEndpoint {
+  /** Stable across router instances: the pod name, or the URL in static mode. */
+  name: string;
+  /** `http://host:port` of the replica. */
+  url: string;
+  /** The replica's model table, when known and valid. */
+  table: ModelTable | undefined;
+}
+
+export interface RouteState {
+  /** `/wine`: one path segment. */
+  prefix: string;
+  maxOngoingRequests: number;
+  matchTimeoutMs: number;
+  replicas: ReplicaEndpoint[];
+}
+
+export interface Discovery {
+  /** Starts watching; `onUpdate` gets the full set of routes after every change. */
+  start(onUpdate: (routes: RouteState[]) => void): Promise<void>;
+  stop(): void;
+}

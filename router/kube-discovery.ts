@@ -1,0 +1,121 @@
+import { CoreV1Api, CustomObjectsApi, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache, type V1Pod } from '@kubernetes/client-node';
+import type { Logger } from '../common/log.js';
+import { parseModelTable } from '../common/model-table.js';
+import { API_GROUP, API_VERSION, LABEL_DEPLOYMENT, MODELS_ANNOTATION, PLURAL } from '../common/names.js';
+import { REPLICA_PORT } from '../common/replica-env.js';
+import { multiplexedDeploymentSpecSchema } from '../common/resource.js';
+import type { Discovery, ReplicaEndpoint, RouteState } from './discovery.js';
+
+/** How long a dead watch waits before it is started again. */
+const RESTART_MS = 1000;
+/** Events within this window produce one snapshot: a rollout changes many pods at once. */
+const COALESCE_MS = 20;
+
+interface MxdObject extends KubernetesObject {
+  spec?: unknown;
+}
+
+/** Whether the pod takes traffic: running, Ready, with an IP, not being deleted. */
+export function podIsReady(pod: V1Pod): boolean {
+  if (pod.metadata?.deletionTimestamp !== undefined || !pod.status?.podIP || pod.status.phase !== 'Running') return false;
+  return (pod.status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+}
+
+/**
+ * Pure: the routes from MultiplexedDeployments and pods as the informers hold them. A resource
+ * whose spec does not parse, or whose prefix another resource already took (the older one,
+ * by namespace/name order, wins), is skipped with a warning; a garbage table annotation
+ * leaves its pod routable without a table.
+ */
+export function routesFromObjects(mxds: readonly MxdObject[], pods: readonly V1Pod[], log: Logger): RouteState[] {
+  const routes: RouteState[] = [];
+  const taken = new Map<string, string>();
+  const sorted = [...mxds].sort((a, b) => `${a.metadata?.namespace}/${a.metadata?.name}`.localeCompare(`${b.metadata?.namespace}/${b.metadata?.name}`));
+  for (const mxd of sorted) {
+    const id = `${mxd.metadata?.namespace ?? ''}/${mxd.metadata?.name ?? ''}`;
+    const spec = multiplexedDeploymentSpecSchema.safeParse(mxd.spec);
+    if (!spec.success) {
+      log.warn('skipping MultiplexedDeployment with an invalid spec', { resource: id, problem: spec.error.issues[0]?.message });
+      continue;
+    }
+    const owner = taken.get(spec.data.routePrefix);
+    if (owner !== undefined) {
+      log.warn('skipping MultiplexedDeployment whose routePrefix is taken', { resource: id, routePrefix: spec.data.routePrefix, takenBy: owner });
+      continue;
+    }
+    taken.set(spec.data.routePrefix, id);
+    const replicas: ReplicaEndpoint[] = pods
+      .filter((p) => p.metadata?.namespace === mxd.metadata?.namespace && p.metadata?.labels?.[LABEL_DEPLOYMENT] === mxd.metadata?.name && podIsReady(p))
+      .map((p) => ({
+        name: p.metadata?.name ?? '',
+        url: `http://${p.status?.podIP ?? ''}:${REPLICA_PORT}`,
+        table: parseModelTable(p.metadata?.annotations?.[MODELS_ANNOTATION]),
+      }));
+    routes.push({ prefix: spec.data.routePrefix, maxOngoingRequests: spec.data.maxOngoingRequests, matchTimeoutMs: spec.data.matchTimeoutSeconds * 1000, replicas });
+  }
+  return routes;
+}
+
+/**
+ * Informers on MultiplexedDeployments and on the pods labelled with one (across namespaces,
+ * or in `namespace`). The informer relists on a 410 Gone; a watch that errors out is started
+ * again after a pause, so an API server restart heals by itself.
+ */
+export class KubeDiscovery implements Discovery {
+  private readonly informers: (Informer<KubernetesObject> & ObjectCache<KubernetesObject>)[] = [];
+  private stopped = false;
+  private pending: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly namespace: string | undefined,
+    private readonly log: Logger,
+  ) {}
+
+  async start(onUpdate: (routes: RouteState[]) => void): Promise<void> {
+    const kc = new KubeConfig();
+    kc.loadFromDefault();
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const core = kc.makeApiClient(CoreV1Api);
+    const ns = this.namespace;
+    const mxdPath = ns ? `/apis/${API_GROUP}/${API_VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${API_GROUP}/${API_VERSION}/${PLURAL}`;
+    const mxds = makeInformer<MxdObject>(kc, mxdPath, async () =>
+      (ns
+        ? custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ns, plural: PLURAL })
+        : custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural: PLURAL })) as Promise<{ items: MxdObject[]; metadata?: { resourceVersion?: string } }>,
+    );
+    const pods = makeInformer<V1Pod>(
+      kc,
+      ns ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
+      () => (ns ? core.listNamespacedPod({ namespace: ns, labelSelector: LABEL_DEPLOYMENT }) : core.listPodForAllNamespaces({ labelSelector: LABEL_DEPLOYMENT })),
+      LABEL_DEPLOYMENT,
+    );
+    const emit = (): void => {
+      if (this.pending || this.stopped) return;
+      this.pending = setTimeout(() => {
+        this.pending = undefined;
+        onUpdate(routesFromObjects(mxds.list(), pods.list(), this.log));
+      }, COALESCE_MS);
+    };
+    for (const inf of [mxds, pods] as (Informer<KubernetesObject> & ObjectCache<KubernetesObject>)[]) {
+      inf.on('add', emit);
+      inf.on('update', emit);
+      inf.on('delete', emit);
+      inf.on('error', (err: unknown) => {
+        if (this.stopped) return;
+        this.log.warn('watch failed; restarting', { reason: err instanceof Error ? err.message : String(err) });
+        setTimeout(() => {
+          if (!this.stopped) inf.start().catch((e: unknown) => this.log.warn('watch restart failed', { reason: String(e) }));
+        }, RESTART_MS).unref();
+      });
+      this.informers.push(inf);
+    }
+    await Promise.all(this.informers.map((i) => i.start()));
+    onUpdate(routesFromObjects(mxds.list(), pods.list(), this.log));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.pending) clearTimeout(this.pending);
+    for (const i of this.informers) void i.stop();
+  }
+}

@@ -1,0 +1,83 @@
+import { Pool } from 'undici';
+import type { Clock, Random } from '../common/clock.js';
+import type { Logger } from '../common/log.js';
+import { Balancer, type SetTimer } from './balancer.js';
+import type { RouteState } from './discovery.js';
+import { defaultPlacementPolicy } from './placement.js';
+
+/** Knobs of every route's balancer that do not come from the resource. */
+export interface RouteDefaults {
+  recentMs: number;
+  maxQueue: number;
+  /** Keep-alive connections per replica. */
+  connectionsPerReplica: number;
+}
+
+export interface Route {
+  prefix: string;
+  balancer: Balancer;
+  /** Replica name → its connection pool. */
+  pools: Map<string, Pool>;
+}
+
+/**
+ * Route prefix → balancer and keep-alive pools, kept in step with discovery snapshots. A
+ * replica that leaves has its pool closed after its in-flight requests end (Pool.close waits).
+ */
+export class RouteTable {
+  private readonly routes = new Map<string, Route>();
+
+  constructor(
+    private readonly defaults: RouteDefaults,
+    private readonly clock: Clock,
+    private readonly random: Random,
+    private readonly setTimer: SetTimer,
+    private readonly log: Logger,
+  ) {}
+
+  match(prefix: string): Route | undefined {
+    return this.routes.get(prefix);
+  }
+
+  all(): Route[] {
+    return [...this.routes.values()];
+  }
+
+  apply(states: readonly RouteState[]): void {
+    const seen = new Set<string>();
+    for (const s of states) {
+      seen.add(s.prefix);
+      const options = { ...defaultPlacementPolicy(s.maxOngoingRequests), matchTimeoutMs: s.matchTimeoutMs, recentMs: this.defaults.recentMs, maxQueue: this.defaults.maxQueue };
+      let route = this.routes.get(s.prefix);
+      if (!route) {
+        route = { prefix: s.prefix, balancer: new Balancer(options, this.clock, this.random, this.setTimer), pools: new Map() };
+        this.routes.set(s.prefix, route);
+        this.log.info('route added', { route: s.prefix });
+      } else route.balancer.configure(options);
+      const names = new Set(s.replicas.map((r) => r.name));
+      for (const [name, pool] of route.pools) {
+        if (!names.has(name)) {
+          route.pools.delete(name);
+          void pool.close().catch(() => undefined);
+        }
+      }
+      for (const r of s.replicas) {
+        if (!route.pools.has(r.name)) route.pools.set(r.name, new Pool(r.url, { connections: this.defaults.connectionsPerReplica, keepAliveTimeout: 10_000 }));
+      }
+      route.balancer.setReplicas([...names]);
+      for (const r of s.replicas) route.balancer.setTable(r.name, r.table);
+    }
+    for (const [prefix, route] of this.routes) {
+      if (seen.has(prefix)) continue;
+      route.balancer.setReplicas([]);
+      for (const pool of route.pools.values()) void pool.close().catch(() => undefined);
+      this.routes.delete(prefix);
+      this.log.info('route removed', { route: prefix });
+    }
+  }
+
+  async close(): Promise<void> {
+    const pools = this.all().flatMap((r) => [...r.pools.values()]);
+    await Promise.all(pools.map((p) => p.close().catch(() => undefined)));
+  }
+}

@@ -1,0 +1,87 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../common/log.js';
+import type { RouterMetrics } from './metrics.js';
+import type { Proxy } from './proxy.js';
+import type { RouteTable } from './route-table.js';
+
+/**
+ * The router's HTTP server: its own endpoints (`/healthz`, `/readyz`, `/metrics`, `/routes`)
+ * and everything else through the proxy. Route prefixes are one lowercase segment, so these
+ * four names are reserved.
+ */
+export class RouterServer {
+  private readonly server: Server;
+  private draining = false;
+  private discoveryReady = false;
+
+  constructor(
+    private readonly proxy: Proxy,
+    private readonly routes: RouteTable,
+    private readonly metrics: RouterMetrics,
+    private readonly log: Logger,
+  ) {
+    this.server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => void this.dispatch(req, res));
+  }
+
+  markDiscoveryReady(): void {
+    this.discoveryReady = true;
+  }
+
+  async listen(port: number, host: string): Promise<AddressInfo> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    return this.server.address() as AddressInfo;
+  }
+
+  /** Stops taking connections and waits for in-flight requests, at most `graceMs`. */
+  async drain(graceMs: number): Promise<void> {
+    this.draining = true;
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
+    await closed;
+    clearTimeout(timer);
+  }
+
+  private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0];
+    try {
+      if (this.draining) res.setHeader('connection', 'close');
+      if (req.method === 'GET' && path === '/healthz') return void json(res, 200, { status: 'ok' });
+      if (req.method === 'GET' && path === '/readyz') {
+        const ready = this.discoveryReady && !this.draining;
+        return void json(res, ready ? 200 : 503, ready ? { status: 'ready' } : { error: this.draining ? 'shutting_down' : 'no_replicas', message: this.draining ? 'draining after SIGTERM' : 'discovery has not synced yet' });
+      }
+      if (req.method === 'GET' && path === '/metrics') {
+        for (const r of this.routes.all()) {
+          this.metrics.queueDepth.set({ route: r.prefix }, r.balancer.queueDepth);
+          this.metrics.replicas.set({ route: r.prefix }, r.balancer.replicaNames().length);
+        }
+        const text = await this.metrics.registry.metrics();
+        res.writeHead(200, { 'content-type': this.metrics.registry.contentType }).end(text);
+        return;
+      }
+      if (req.method === 'GET' && path === '/routes') {
+        return void json(res, 200, {
+          routes: this.routes.all().map((r) => ({ prefix: r.prefix, replicas: r.balancer.replicaNames().map((n) => ({ name: n, inFlight: r.balancer.inFlight(n) })), queueDepth: r.balancer.queueDepth })),
+        });
+      }
+      await this.proxy.handle(req, res);
+    } catch (err) {
+      // The proxy answers its own errors; this is the last guard so no request kills the process.
+      this.log.error('unhandled request error', { reason: err instanceof Error ? err.message : String(err) });
+      if (!res.headersSent) json(res, 500, { error: 'internal', message: 'unexpected router error' });
+      else res.destroy();
+    }
+  }
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+}

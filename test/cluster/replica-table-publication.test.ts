@@ -1,0 +1,82 @@
+import { jest } from '@jest/globals';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { parseModelTable } from '../../common/model-table.js';
+import { DELETION_COST_ANNOTATION, MODELS_ANNOTATION } from '../../common/names.js';
+import { wineModelBytes } from '../../common/wine-model.js';
+import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
+import { eventually } from '../helpers/eventually.js';
+import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
+import { post, v2Body, wineRows } from '../integration/replica/wine-fixtures.js';
+
+jest.setTimeout(300_000);
+
+const NS = 'default';
+const POD = 'replica-under-test';
+let cp: ControlPlane;
+let dir: string;
+let replica: ReplicaProcess | undefined;
+
+beforeAll(async () => {
+  cp = await startControlPlane();
+  dir = await mkdtemp(join(tmpdir(), 'modelmux-publication-'));
+  for (const id of ['a', 'b', 'c']) {
+    await mkdir(join(dir, id));
+    await writeFile(join(dir, id, 'model.onnx'), wineModelBytes(id));
+  }
+  // A pod object to annotate (never scheduled: no node), and a service account that may only get and patch pods.
+  await cp.kubectl(['apply', '-f', '-'], {
+    input: JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [
+        { apiVersion: 'v1', kind: 'Pod', metadata: { name: POD, namespace: NS }, spec: { containers: [{ name: 'replica', image: 'modelmux:test' }] } },
+        { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'replica', namespace: NS } },
+        { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'replica', namespace: NS }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'patch'] }] },
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'RoleBinding',
+          metadata: { name: 'replica', namespace: NS },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'replica' },
+          subjects: [{ kind: 'ServiceAccount', name: 'replica', namespace: NS }],
+        },
+      ],
+    }),
+  });
+});
+
+afterAll(async () => {
+  await replica?.stop();
+  await cp?.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('replica table publication', () => {
+  it('publishes its loaded models and a deletion cost on its own pod, with only get/patch on pods', async () => {
+    const kubeconfig = await cp.serviceAccountKubeconfig(NS, 'replica');
+    replica = await startReplica({
+      args: ['--model-source', pathToFileURL(dir).href, '--max-models', '2', '--publish-interval-ms', '200'],
+      env: { KUBECONFIG: kubeconfig, POD_NAME: POD, POD_NAMESPACE: NS },
+    });
+    const r = replica;
+    for (const id of ['a', 'b', 'c']) expect((await post(`${r.url}/v2/models/${id}/infer`, v2Body(wineRows(1)))).status).toBe(200);
+    const core = cp.kubeConfig().makeApiClient(CoreV1Api);
+    const annotations = await eventually(async () => {
+      const pod = await core.readNamespacedPod({ name: POD, namespace: NS });
+      const a = pod.metadata?.annotations ?? {};
+      const table = parseModelTable(a[MODELS_ANNOTATION]);
+      if (table?.loaded.slice().sort().join(',') !== 'b,c') throw new Error(`table not published yet: ${a[MODELS_ANNOTATION] ?? 'none'}`);
+      return a;
+    });
+    const table = parseModelTable(annotations[MODELS_ANNOTATION]);
+    expect(table).toMatchObject({ capacity: 2, loading: [] });
+    expect(Number(annotations[DELETION_COST_ANNOTATION])).toBeGreaterThanOrEqual(2);
+    const published = (await r.metrics()).get('modelmux_replica_table_publishes_total{result="success"}') ?? 0;
+    expect(published).toBeGreaterThan(0);
+    // Coalesced: far fewer patches than table changes (each load is two changes, the eviction one more).
+    expect(published).toBeLessThan(table?.version ?? 0);
+  });
+});
