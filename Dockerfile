@@ -22,7 +22,9 @@ RUN npx tsc -p tsconfig.json \
  && rm -rf dist/test dist/bench
 
 FROM ${NODE_IMAGE}
-ENV NODE_ENV=production
+# HOME: user 10001 has no passwd entry; libraries that look for a home folder get a writable one
+# (the chart mounts an emptyDir on /tmp under a read-only root filesystem).
+ENV NODE_ENV=production HOME=/tmp
 WORKDIR /app
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules

@@ -5,10 +5,12 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { ConfigError, HelpRequested, booleanString, parseConfig, type OptionSpecs } from '../common/config.js';
-import { SAMPLE_WINE } from '../common/wine-model.js';
-import { startS3Server, type S3Server } from '../test/helpers/s3-server.js';
+import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
+import { freePorts, startS3Server, type S3Server } from '../test/helpers/s3-server.js';
+import { checkAnswer } from './lib/answer-check.js';
 import { globalLruMisses } from './lib/global-lru.js';
 import { runLoad, type LoadResult } from './lib/load-generator.js';
+import { totalCpuSeconds, treePids } from './lib/proc-cpu.js';
 import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { ensureModelFiles, uploadModels } from './lib/model-set.js';
@@ -29,7 +31,7 @@ type System = (typeof SYSTEMS)[number];
 
 const schema = z.object({
   models: int(1, 100_000).default(200),
-  modelBytes: int(1000, 1_000_000_000).default(10_000_000),
+  modelBytes: int(1000, 1_000_000_000).default(5_000_000),
   replicas: int(1, 64).default(2),
   maxModels: int(1, 10_000).default(8),
   maxOngoingRequests: int(1, 10_000).default(16),
@@ -50,7 +52,7 @@ type Options = z.infer<typeof schema>;
 
 const specs: OptionSpecs<typeof schema.shape> = {
   models: { flag: 'models', help: 'Generated models in the store (default 200).' },
-  modelBytes: { flag: 'model-bytes', help: 'Size of each model file in bytes (default 10000000).' },
+  modelBytes: { flag: 'model-bytes', help: 'Size of each model file in bytes (default 5000000).' },
   replicas: { flag: 'replicas', help: 'Replicas of each system (default 2).' },
   maxModels: { flag: 'max-models', help: 'Models per replica: modelmux --max-models and Ray max_num_models_per_replica (default 8).' },
   maxOngoingRequests: { flag: 'max-ongoing-requests', help: 'Per replica, both systems (default 16).' },
@@ -76,6 +78,10 @@ interface Row {
   loads: number;
   loadsPer1000: number;
   idealLoadsPer1000: number;
+  /** CPU seconds of the whole system (every process under it) per 1000 successful requests. */
+  cpuSPer1000: number;
+  /** CPU seconds the load generator itself used, to show it was not the bottleneck. */
+  clientCpuS: number;
 }
 
 function list<T extends string>(raw: string, allowed: readonly T[], what: string): T[] {
@@ -87,6 +93,7 @@ function list<T extends string>(raw: string, allowed: readonly T[], what: string
 
 interface Running {
   url: string;
+  pid: number;
   loads(): Promise<number>;
   stop(): Promise<void>;
 }
@@ -102,10 +109,13 @@ async function startSystem(system: System, o: Options, repoRoot: string, store: 
     env: store.env,
     ...(store.endpoint ? { s3Endpoint: store.endpoint } : {}),
   };
-  if (system === 'modelmux') return startModelmuxLocal(repoRoot, { ...common, port: 0 });
-  const { freePorts } = await import('../test/helpers/s3-server.js');
+  if (system === 'modelmux') {
+    const mux = await startModelmuxLocal(repoRoot, { ...common, port: 0 });
+    return { ...mux, pid: mux.child.pid };
+  }
   const [port] = await freePorts(1);
-  return startRayServe(repoRoot, { ...common, port: port ?? 8000, loadLog: join(workDir, 'ray-loads.log') });
+  const ray = await startRayServe(repoRoot, { ...common, port: port ?? 8000, loadLog: join(workDir, 'ray-loads.log') });
+  return { ...ray, pid: ray.child.pid };
 }
 
 interface SimLine {
@@ -148,7 +158,7 @@ async function simulatorTable(o: Options, patterns: readonly PatternName[], repo
 function report(o: Options, m: MachineInfo, rows: readonly Row[], patterns: readonly PatternName[], command: string, sim: string | undefined): string {
   const get = (s: System, p: PatternName): Row | undefined => rows.find((r) => r.system === s && r.pattern === p);
   const measured = mdTable(
-    ['pattern', 'system', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'loads / 1000 req', 'ideal global LRU loads / 1000'],
+    ['pattern', 'system', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'loads / 1000 req', 'ideal global LRU loads / 1000', 'system CPU s / 1000 req', 'load generator CPU s'],
     rows.map((r) => [
       PATTERN_LABELS[r.pattern],
       r.system,
@@ -159,6 +169,8 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], patterns: read
       fmt(r.result.latency.p99Ms, 2),
       fmt(r.loadsPer1000),
       fmt(r.idealLoadsPer1000),
+      fmt(r.cpuSPer1000, 2),
+      fmt(r.clientCpuS, 2),
     ]),
   );
   const ratioRows: string[][] = [];
@@ -244,12 +256,18 @@ export async function main(argv: string[]): Promise<void> {
       log(`starting ${system}`);
       const sys = await startSystem(system, o, repoRoot, store, workDir);
       try {
+        await checkAnswer(sys.url, ids[ids.length - 1] as string, hiddenUnitsForBytes(o.modelBytes));
         for (const pattern of patterns) {
           const next = idSampler(pattern, ids, o.seed);
           const base = { url: sys.url, nextModel: next, concurrency: o.concurrency, body, maxRequests: Number.MAX_SAFE_INTEGER };
           const warm = await runLoad({ ...base, durationMs: o.warmupSeconds * 1000 });
           const before = await sys.loads();
+          const pids = await treePids(sys.pid);
+          const cpu0 = await totalCpuSeconds(pids);
+          const client0 = process.cpuUsage();
           const run = await runLoad({ ...base, durationMs: o.durationSeconds * 1000 });
+          const client = process.cpuUsage(client0);
+          const cpuS = (await totalCpuSeconds(pids)) - cpu0;
           const loads = (await sys.loads()) - before;
           const ideal = globalLruMisses([...warm.sequence, ...run.sequence], o.replicas * o.maxModels, warm.sequence.length);
           const { sequence: _seq, ...result } = run;
@@ -261,6 +279,8 @@ export async function main(argv: string[]): Promise<void> {
             loads,
             loadsPer1000: (1000 * loads) / Math.max(1, run.requests),
             idealLoadsPer1000: (1000 * ideal.misses) / Math.max(1, ideal.requests),
+            cpuSPer1000: (1000 * cpuS) / Math.max(1, run.ok),
+            clientCpuS: (client.user + client.system) / 1e6,
           });
           log(`${system} ${pattern}: ${run.throughputRps.toFixed(1)} req/s, p50 ${run.latency.p50Ms.toFixed(2)} ms, p99 ${run.latency.p99Ms.toFixed(2)} ms, ` +
             `${loads} loads in ${run.requests} requests, failures ${JSON.stringify(run.failures)}${run.firstFailure ? ` first: ${run.firstFailure}` : ''}`);

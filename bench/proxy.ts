@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { HelpRequested, parseConfig, type OptionSpecs } from '../common/config.js';
-import { SAMPLE_WINE } from '../common/wine-model.js';
+import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts } from '../test/helpers/s3-server.js';
+import { checkAnswer } from './lib/answer-check.js';
 import { startChild, type Child } from './lib/child.js';
 import { waitHttpReady } from './lib/http-ready.js';
 import { runLoad, type LoadResult } from './lib/load-generator.js';
@@ -186,6 +187,7 @@ export async function main(argv: string[]): Promise<void> {
     await runLoad({ url: `${replicaUrl}/`, nextModel: () => HOT, concurrency: 1, body: JSON.stringify({ instances: [SAMPLE_WINE] }), durationMs: 60_000, maxRequests: 5 });
     const loadsBefore = await replicaLoads([replicaUrl]);
 
+    for (const t of targets) await checkAnswer(t.url, HOT, hiddenUnitsForBytes(o.modelBytes === 0 ? undefined : o.modelBytes));
     for (const c of levels) {
       for (const t of targets) {
         const row = await measure(t.target, t.url, c, o, t.pids, replica.pid);

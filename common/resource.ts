@@ -50,7 +50,11 @@ export const autoscalingSchema = z
     /** Average ongoing requests per replica the HPA aims for. */
     targetOngoingRequests: z.number().positive().max(10000).default(8),
   })
-  .strict();
+  .strict()
+  // The same rule twice, side by side: zod for the programs, CEL for the API server (the CRD
+  // generator copies the meta), so `kubectl apply` refuses it before the operator sees it.
+  .refine((a) => a.minReplicas <= a.maxReplicas, { message: 'minReplicas must not exceed maxReplicas', path: ['minReplicas'] })
+  .meta({ 'x-kubernetes-validations': [{ rule: 'self.minReplicas <= self.maxReplicas', message: 'minReplicas must not exceed maxReplicas' }] });
 
 export const multiplexedDeploymentSpecSchema = z
   .object({

@@ -113,7 +113,9 @@ export class Controller {
       try {
         const result = await this.reconcile(namespace, name);
         this.queue.forget(key);
-        if (result.requeueAfterMs !== undefined) {
+        if (result.terminal === true) {
+          this.metrics.reconciles.inc({ result: 'terminal' });
+        } else if (result.requeueAfterMs !== undefined) {
           this.metrics.reconciles.inc({ result: 'requeue' });
           this.queue.addAfter(key, result.requeueAfterMs);
         } else {

@@ -31,8 +31,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     } else if (path === '/healthz') {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
     } else if (path === '/readyz') {
-      // A standby is healthy but not ready: only the leader acts.
-      res.writeHead(leading ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ leader: leading }));
+      // A standby is ready too (as in controller-runtime): readiness gating on leadership would
+      // stall a rolling update of a two-instance operator. Who leads is in the body and the metric.
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ leader: leading }));
     } else {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found","message":"No such path."}');
     }
@@ -102,6 +103,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     }
   };
   void lead().catch((err: unknown) => {
+    // A campaign cut short by SIGTERM is the normal way for a standby to stop.
+    if (stopping) return;
     log.error('operator failed', { error: err instanceof Error ? err.message : String(err) });
     process.exit(1);
   });

@@ -3,7 +3,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** Every metric of the operator, declared once on an explicit registry. */
 export interface OperatorMetrics {
   registry: Registry;
-  /** result: success | error | requeue. */
+  /** result: success | requeue | error (retried with backoff) | terminal (needs a spec edit). */
   reconciles: Counter<'result'>;
   reconcileDuration: Histogram;
   queueDepth: Gauge;

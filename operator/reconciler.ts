@@ -15,6 +15,8 @@ import { computeStatus, statusChanged, type ReconcileFailure } from './status.js
 export interface ReconcileResult {
   /** Look again after this long even without an event. */
   requeueAfterMs?: number;
+  /** A failure retrying cannot fix (only an edit of the resource can); surfaced in status. */
+  terminal?: boolean;
 }
 
 export interface ReconcilerDeps {
@@ -59,7 +61,7 @@ export async function reconcile(deps: ReconcilerDeps, namespace: string, name: s
     const message = parsed.error.issues.map((i) => `spec.${i.path.join('.')}: ${i.message}`).join('; ');
     await deps.events.record(raw, 'Warning', 'InvalidSpec', message);
     await writeStatus(deps, raw, { ...raw, spec: { ...raw.spec, replicas: raw.spec.replicas ?? 0 } }, undefined, [], { reason: 'InvalidSpec', message });
-    return {};
+    return { terminal: true };
   }
   const mxd: StoredMultiplexedDeployment = { ...raw, spec: parsed.data, metadata: { ...raw.metadata, uid } };
   const names = ownedNames(mxd);

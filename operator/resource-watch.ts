@@ -55,7 +55,6 @@ export class ResourceWatch {
   private stopped = false;
   private abort: AbortController | undefined;
   private wake: (() => void) | undefined;
-  private synced = false;
 
   constructor(
     private readonly client: KubeClient,
@@ -65,11 +64,6 @@ export class ResourceWatch {
     private readonly log: Logger,
     private readonly onRestart: () => void = () => undefined,
   ) {}
-
-  /** True once the first list has been delivered. */
-  get hasSynced(): boolean {
-    return this.synced;
-  }
 
   start(): Promise<void> {
     return this.run();
@@ -133,7 +127,6 @@ export class ResourceWatch {
         this.onEvent('DELETED', obj);
       }
     }
-    this.synced = true;
     const rv = list.metadata?.resourceVersion;
     if (rv === undefined) throw new Error(`list of ${this.target.name} has no resourceVersion`);
     return rv;

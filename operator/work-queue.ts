@@ -100,10 +100,6 @@ export class WorkQueue {
     this.failures.delete(key);
   }
 
-  failuresOf(key: string): number {
-    return this.failures.get(key) ?? 0;
-  }
-
   /** The next key, or undefined once shut down. The caller must call done(key). */
   get(): Promise<string | undefined> {
     const key = this.queue.shift();

@@ -32,7 +32,8 @@ export class Batcher {
   }
 
   run(modelId: string, session: ModelSession, req: InferRequest): Promise<OutputTensor[]> {
-    if (this.opts.maxBatchSize <= 1 || !session.batchable || req.rows === undefined) {
+    // An empty request runs alone: stacked with others it could only make their run fail.
+    if (this.opts.maxBatchSize <= 1 || !session.batchable || req.rows === undefined || req.rows === 0) {
       this.observeBatch(1);
       return session.run(req.inputs);
     }

@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { ModelmuxError } from '../common/errors.js';
-import { elementCount, typedArrayFrom, toJsonValues, V2_DATATYPES, type HostTensor, type ModelSignature, type TensorSpec } from './tensor.js';
+import { elementCount, ELEMENT_BYTES, tensorBytes, typedArrayFrom, typedArrayFromBytes, toJsonValues, V2_DATATYPES, type HostTensor, type ModelSignature, type TensorSpec } from './tensor.js';
 
 /**
  * Request and response bodies, pure. Two body forms are accepted on every endpoint:
  * - Open Inference Protocol (KServe V2): `{"inputs":[{"name","shape","datatype","data"}], "outputs"?:[{"name"}]}`,
- *   answered with `{"model_name","model_version","id"?,"outputs":[{"name","datatype","shape","data"}]}`;
+ *   answered with `{"model_name","model_version","id"?,"outputs":[{"name","datatype","shape","data"}]}`,
+ *   including the binary tensor data extension (`binary_data_size`, `binary_data_output`);
  * - rows, for single-input models: `{"instances":[row, …]}`, a bare `[row, …]`, or one bare row
  *   `[x1, …]`, where a row holds one sample of the input (its shape past dim 0), answered with
  *   `{"predictions":[row, …]}` (one output) or `{"predictions":[{"<output>": row}, …]}`.
@@ -17,15 +18,18 @@ const v2InputSchema = z.object({
   name: z.string().min(1).max(256),
   shape: z.array(z.number().int().nonnegative()).max(16),
   datatype: z.string().min(1).max(16),
-  parameters: z.record(z.string(), z.unknown()).optional(),
-  data: nested,
+  /** `binary_data_size`: the tensor's bytes follow the JSON (binary tensor data extension). */
+  parameters: z.looseObject({ binary_data_size: z.number().int().nonnegative().optional() }).optional(),
+  data: nested.optional(),
 });
+
+const outputParameters = z.looseObject({ binary_data: z.boolean().optional() }).optional();
 
 export const v2RequestSchema = z.object({
   id: z.string().max(256).optional(),
-  parameters: z.record(z.string(), z.unknown()).optional(),
+  parameters: z.looseObject({ binary_data_output: z.boolean().optional() }).optional(),
   inputs: z.array(v2InputSchema).min(1).max(64),
-  outputs: z.array(z.object({ name: z.string().min(1).max(256), parameters: z.record(z.string(), z.unknown()).optional() })).max(64).optional(),
+  outputs: z.array(z.object({ name: z.string().min(1).max(256), parameters: outputParameters })).max(64).optional(),
 });
 
 export type BodyForm = 'v2' | 'rows';
@@ -37,6 +41,8 @@ export interface InferRequest {
   inputs: HostTensor[];
   /** Output names asked for (V2 `outputs`); all when undefined. */
   outputs?: string[];
+  /** Outputs to answer as binary data after the JSON (binary tensor data extension). */
+  binaryOutputs?: Set<string>;
   /** Size of dim 0 shared by every input, or undefined when the inputs disagree or are scalars. */
   rows: number | undefined;
 }
@@ -62,6 +68,13 @@ function checkShape(spec: TensorSpec, shape: readonly number[]): void {
   });
 }
 
+function tensorFromBytes(spec: TensorSpec, shape: number[], bytes: Uint8Array): HostTensor {
+  checkShape(spec, shape);
+  const want = elementCount(shape) * ELEMENT_BYTES[spec.datatype];
+  if (bytes.length !== want) throw mismatch(`input "${spec.name}" has ${bytes.length} bytes of binary data for shape [${shape.join(',')}] (${want} expected)`);
+  return { datatype: spec.datatype, dims: shape, data: typedArrayFromBytes(spec.datatype, bytes) };
+}
+
 function tensorFor(spec: TensorSpec, shape: number[], values: unknown[]): HostTensor {
   checkShape(spec, shape);
   if (values.length !== elementCount(shape)) {
@@ -78,7 +91,7 @@ function sharedRows(inputs: readonly HostTensor[]): number | undefined {
   return inputs.every((t) => t.dims.length > 0 && t.dims[0] === first) ? first : undefined;
 }
 
-function parseV2(body: unknown, sig: ModelSignature): InferRequest {
+function parseV2(body: unknown, sig: ModelSignature, binary: Uint8Array): InferRequest {
   const r = v2RequestSchema.safeParse(body);
   if (!r.success) {
     const issue = r.error.issues[0];
@@ -92,6 +105,17 @@ function parseV2(body: unknown, sig: ModelSignature): InferRequest {
     }
     byName.set(input.name, input);
   }
+  // Binary inputs take consecutive slices of the data after the JSON, in request order.
+  const slices = new Map<string, Uint8Array>();
+  let offset = 0;
+  for (const input of r.data.inputs) {
+    const size = input.parameters?.binary_data_size;
+    if (size === undefined) continue;
+    if (offset + size > binary.length) throw new ModelmuxError('invalid_request', `input "${input.name}" declares ${size} bytes of binary data beyond the end of the body`);
+    slices.set(input.name, binary.subarray(offset, offset + size));
+    offset += size;
+  }
+  if (offset !== binary.length) throw new ModelmuxError('invalid_request', `the body holds ${binary.length - offset} bytes of binary data that no input declares`);
   const inputs = sig.inputs.map((spec) => {
     const given = byName.get(spec.name);
     if (!given) throw mismatch(`input "${spec.name}" is missing`);
@@ -99,6 +123,9 @@ function parseV2(body: unknown, sig: ModelSignature): InferRequest {
       const known = (V2_DATATYPES as readonly string[]).includes(given.datatype);
       throw mismatch(`input "${spec.name}" has datatype ${given.datatype}${known ? '' : ' (unknown)'}, the model expects ${spec.datatype}`);
     }
+    const bytes = slices.get(spec.name);
+    if (bytes) return tensorFromBytes(spec, given.shape, bytes);
+    if (given.data === undefined) throw new ModelmuxError('invalid_request', `input "${spec.name}" has neither data nor binary_data_size`);
     return tensorFor(spec, given.shape, flatten(given.data));
   });
   let outputs: string[] | undefined;
@@ -108,7 +135,20 @@ function parseV2(body: unknown, sig: ModelSignature): InferRequest {
       if (!sig.outputs.some((s) => s.name === name)) throw mismatch(`output "${name}" is not an output of the model (outputs: ${sig.outputs.map((s) => s.name).join(', ')})`);
     }
   }
-  return { form: 'v2', ...(r.data.id !== undefined ? { id: r.data.id } : {}), inputs, ...(outputs ? { outputs } : {}), rows: sharedRows(inputs) };
+  const binaryOutputs = new Set<string>();
+  const allBinary = r.data.parameters?.binary_data_output === true;
+  for (const o of sig.outputs) {
+    const asked = r.data.outputs?.find((x) => x.name === o.name);
+    if (asked?.parameters?.binary_data ?? allBinary) binaryOutputs.add(o.name);
+  }
+  return {
+    form: 'v2',
+    ...(r.data.id !== undefined ? { id: r.data.id } : {}),
+    inputs,
+    ...(outputs ? { outputs } : {}),
+    ...(binaryOutputs.size > 0 ? { binaryOutputs } : {}),
+    rows: sharedRows(inputs),
+  };
 }
 
 function rowShape(row: unknown): number[] | undefined {
@@ -137,11 +177,17 @@ function parseRows(raw: unknown[], sig: ModelSignature): InferRequest {
   return { form: 'rows', inputs: [tensor], rows: tensor.dims[0] };
 }
 
-/** Parses any accepted body form against the model's signature. */
-export function parseInferBody(body: unknown, sig: ModelSignature): InferRequest {
+/**
+ * Parses any accepted body form against the model's signature. `binary` is what followed the
+ * JSON when the request used the binary tensor data extension (`Inference-Header-Content-Length`).
+ */
+export function parseInferBody(body: unknown, sig: ModelSignature, binary: Uint8Array = new Uint8Array(0)): InferRequest {
+  if (binary.length > 0 && !(typeof body === 'object' && body !== null && 'inputs' in body)) {
+    throw new ModelmuxError('invalid_request', 'binary tensor data needs an Open Inference Protocol request header');
+  }
   if (Array.isArray(body)) return parseRows(body, sig);
   if (typeof body === 'object' && body !== null) {
-    if ('inputs' in body) return parseV2(body, sig);
+    if ('inputs' in body) return parseV2(body, sig, binary);
     if ('instances' in body) {
       const instances = (body as { instances: unknown }).instances;
       if (!Array.isArray(instances)) throw new ModelmuxError('invalid_request', '"instances" must be an array of rows');
@@ -163,21 +209,34 @@ function nest(values: readonly (number | boolean)[], dims: readonly number[]): u
   return out;
 }
 
-export function inferResponseBody(req: InferRequest, modelId: string, outputs: readonly OutputTensor[]): unknown {
+/** A response: the JSON, and the binary output data that follows it when any was asked for. */
+export interface InferResponse {
+  json: unknown;
+  binary?: Uint8Array[];
+}
+
+export function inferResponseBody(req: InferRequest, modelId: string, outputs: readonly OutputTensor[]): InferResponse {
   const chosen = req.outputs ? outputs.filter((o) => req.outputs?.includes(o.name)) : outputs;
   if (req.form === 'v2') {
-    return {
+    const binary: Uint8Array[] = [];
+    const json = {
       model_name: modelId,
       model_version: '1',
       ...(req.id !== undefined ? { id: req.id } : {}),
-      outputs: chosen.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.dims, data: toJsonValues(o) })),
+      outputs: chosen.map((o) => {
+        if (!req.binaryOutputs?.has(o.name)) return { name: o.name, datatype: o.datatype, shape: o.dims, data: toJsonValues(o) };
+        const bytes = tensorBytes(o);
+        binary.push(bytes);
+        return { name: o.name, datatype: o.datatype, shape: o.dims, parameters: { binary_data_size: bytes.length } };
+      }),
     };
+    return binary.length > 0 ? { json, binary } : { json };
   }
   const perOutput = chosen.map((o) => ({ name: o.name, rows: o.dims.length === 0 ? [toJsonValues(o)] : nest(toJsonValues(o), o.dims) }));
   const n = Math.max(0, ...perOutput.map((o) => o.rows.length));
   const only = perOutput.length === 1 ? perOutput[0] : undefined;
   const predictions = only ? only.rows : Array.from({ length: n }, (_, i) => Object.fromEntries(perOutput.map((o) => [o.name, o.rows[i]])));
-  return { predictions };
+  return { json: { predictions } };
 }
 
 /** `GET /v2/models/:id`: metadata from the model's inputs and outputs. */

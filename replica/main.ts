@@ -32,11 +32,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     throw new ConfigError('replica', [`--execution-provider/${REPLICA_ENV.executionProvider}: ${err instanceof Error ? err.message : String(err)}`]);
   }
 
-  const ownCacheDir = config.cacheDir === undefined;
-  const cacheDir = config.cacheDir ?? (await mkdtemp(join(tmpdir(), 'modelmux-cache-')));
+  // A file:// store is read in place; only S3 downloads need the cache dir.
+  let ownCacheDir: string | undefined;
   let s3: S3ModelStore | undefined;
   let store: ModelStore;
   if (config.modelSource.startsWith('s3://')) {
+    const cacheDir = config.cacheDir ?? (ownCacheDir = await mkdtemp(join(tmpdir(), 'modelmux-cache-')));
     s3 = new S3ModelStore({
       uri: config.modelSource,
       region: config.s3Region,
@@ -149,7 +150,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     await coalescer?.flush();
     coalescer?.stop();
     s3?.destroy();
-    if (ownCacheDir) await rm(cacheDir, { recursive: true, force: true });
+    if (ownCacheDir !== undefined) await rm(ownCacheDir, { recursive: true, force: true });
     baseLog.info('stopped', { event: 'stopped' });
     process.exit(0);
   };

@@ -33,7 +33,12 @@ export async function openModel(path: string, provider: ExecutionProvider): Prom
     throw new ModelmuxError('model_load_failed', `onnxruntime cannot load the model: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
   try {
-    const signature = { inputs: specs(session.inputMetadata, 'input'), outputs: specs(session.outputMetadata, 'output') };
+    // Non-tensor outputs (e.g. sklearn-onnx's ZipMap probabilities) are not fetched: the tensor
+    // outputs beside them are still served. A non-tensor input cannot be fed, so it is refused.
+    const outputs = specs(session.outputMetadata.filter((m) => m.isTensor), 'output');
+    if (outputs.length === 0) throw new ModelmuxError('model_load_failed', 'the model has no tensor output');
+    const signature = { inputs: specs(session.inputMetadata, 'input'), outputs };
+    const fetches = outputs.map((o) => o.name);
     const batchable = [...signature.inputs, ...signature.outputs].every((s) => s.shape.length > 0 && s.shape[0] === -1);
     return {
       signature,
@@ -46,7 +51,7 @@ export async function openModel(path: string, provider: ExecutionProvider): Prom
         });
         let results: ort.InferenceSession.ReturnType;
         try {
-          results = await session.run(feeds);
+          results = await session.run(feeds, fetches);
         } catch (err) {
           throw new ModelmuxError('inference_failed', `onnxruntime failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
         }

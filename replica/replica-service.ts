@@ -4,7 +4,7 @@ import type { Logger } from '../common/log.js';
 import type { ModelId } from '../common/model-id.js';
 import type { ModelTable } from '../common/model-table.js';
 import { Batcher } from './batcher.js';
-import { inferResponseBody, parseInferBody } from './inference-body.js';
+import { inferResponseBody, parseInferBody, type InferResponse } from './inference-body.js';
 import type { ReplicaMetrics } from './metrics.js';
 import { ModelCache, type CacheEvent } from './model-cache.js';
 import type { ModelStore } from './model-store.js';
@@ -36,7 +36,7 @@ interface LoadedModel {
 }
 
 export interface InferOutcome {
-  body: unknown;
+  body: InferResponse;
   hit: boolean;
 }
 
@@ -76,10 +76,10 @@ export class ReplicaService {
    * Runs one request. `holdMs` (tests only) keeps the model leased that long before running,
    * to show that an evicted model still answers the requests using it.
    */
-  async infer(id: ModelId, body: unknown, holdMs = 0): Promise<InferOutcome> {
+  async infer(id: ModelId, body: unknown, binary: Uint8Array, holdMs = 0): Promise<InferOutcome> {
     return this.withDeadline(
       this.withModel(id, async (model) => {
-        const req = parseInferBody(body, model.session.signature);
+        const req = parseInferBody(body, model.session.signature, binary);
         if (holdMs > 0) await sleep(holdMs);
         const outputs = await this.batcher.run(id, model.session, req);
         return inferResponseBody(req, id, outputs);

@@ -17,6 +17,9 @@ import { modelMetadataBody } from './inference-body.js';
 import type { ReplicaMetrics } from './metrics.js';
 import type { ReplicaService } from './replica-service.js';
 
+/** Open Inference Protocol binary tensor data extension: length of the JSON part of the body. */
+export const HEADER_INFERENCE_HEADER_LENGTH = 'inference-header-content-length';
+
 /** Tests only (with MODELMUX_TEST_HOOKS): hold the model this many ms before running. */
 export const HEADER_TEST_DELAY = 'x-modelmux-test-delay-ms';
 
@@ -112,18 +115,46 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
     next();
   };
 
-  const json = express.json({ limit: opts.maxBodyBytes, type: () => true, strict: false });
+  // Raw bytes: the body is JSON, or JSON followed by binary tensor data when the request carries
+  // Inference-Header-Content-Length (the V2 binary extension tritonclient uses by default).
+  const raw = express.raw({ limit: opts.maxBodyBytes, type: () => true });
+
+  const readBody = (req: Request): { json: unknown; binary: Uint8Array } => {
+    const buf: unknown = req.body;
+    if (!Buffer.isBuffer(buf) || buf.length === 0) throw new ModelmuxError('invalid_request', 'the request has no body');
+    const header = req.get(HEADER_INFERENCE_HEADER_LENGTH);
+    let jsonLength = buf.length;
+    if (header !== undefined) {
+      jsonLength = Number(header);
+      if (!Number.isInteger(jsonLength) || jsonLength < 0 || jsonLength > buf.length) {
+        throw new ModelmuxError('invalid_request', `${HEADER_INFERENCE_HEADER_LENGTH} is not a length within the body`);
+      }
+    }
+    try {
+      return { json: JSON.parse(buf.subarray(0, jsonLength).toString('utf8')) as unknown, binary: buf.subarray(jsonLength) };
+    } catch {
+      throw new ModelmuxError('invalid_request', 'the body is not valid JSON');
+    }
+  };
 
   const infer = (idOf: (req: Request) => ModelId) => async (req: Request, res: Response): Promise<void> => {
     try {
       const id = idOf(req);
-      if (req.body === undefined) throw new ModelmuxError('invalid_request', 'the request has no JSON body');
+      const { json, binary } = readBody(req);
       let hold = 0;
       if (opts.testHooks) hold = Math.max(0, Math.min(600_000, Number(req.get(HEADER_TEST_DELAY) ?? 0) || 0));
-      const outcome = await service.infer(id, req.body, hold);
+      const outcome = await service.infer(id, json, binary, hold);
       opts.onServed();
       res.setHeader(HEADER_CACHE, outcome.hit ? 'hit' : 'miss');
-      send(res, 200, outcome.body);
+      const { binary: parts } = outcome.body;
+      if (parts === undefined) {
+        send(res, 200, outcome.body.json);
+        return;
+      }
+      const head = Buffer.from(JSON.stringify(outcome.body.json));
+      res.setHeader(HEADER_TABLE_VERSION, String(service.cache.version));
+      res.setHeader(HEADER_INFERENCE_HEADER_LENGTH, String(head.length));
+      res.status(200).type('application/octet-stream').send(Buffer.concat([head, ...parts]));
     } catch (err) {
       fail(res, err);
     }
@@ -165,17 +196,17 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
       fail(res, err);
     }
   });
-  app.post(['/v2/models/:id/infer', '/v2/models/:id/versions/:version/infer'], admit('v2'), json, infer(pathId));
+  app.post(['/v2/models/:id/infer', '/v2/models/:id/versions/:version/infer'], admit('v2'), raw, infer(pathId));
   app.post(
     '/',
     admit('ray'),
-    json,
+    raw,
     infer((req) => modelIdOf(req.get(HEADER_RAY_MODEL_ID) ?? req.get(HEADER_RAY_MODEL_ID_HYPHEN), `the ${HEADER_RAY_MODEL_ID} header is missing`)),
   );
   app.post(
     '/invocations',
     admit('sagemaker'),
-    json,
+    raw,
     infer((req) => modelIdOf(req.get(HEADER_SAGEMAKER_MODEL), `the X-Amzn-SageMaker-Target-Model header is missing`)),
   );
 

@@ -123,6 +123,34 @@ export function allocate(datatype: V2Datatype, n: number): TensorData {
   }
 }
 
+/** Bytes per element in the binary tensor extension of the Open Inference Protocol. */
+export const ELEMENT_BYTES: Record<V2Datatype, number> = {
+  BOOL: 1,
+  UINT8: 1,
+  UINT16: 2,
+  UINT32: 4,
+  UINT64: 8,
+  INT8: 1,
+  INT16: 2,
+  INT32: 4,
+  INT64: 8,
+  FP32: 4,
+  FP64: 8,
+};
+
+/** A typed array over a copy of little-endian `bytes` (the copy also aligns it). */
+export function typedArrayFromBytes(datatype: V2Datatype, bytes: Uint8Array): TensorData {
+  const n = bytes.length / ELEMENT_BYTES[datatype];
+  const out = allocate(datatype, n);
+  new Uint8Array(out.buffer, out.byteOffset, out.byteLength).set(bytes);
+  if (datatype === 'BOOL') for (let i = 0; i < n; i++) out[i] = out[i] ? 1 : 0;
+  return out;
+}
+
+export function tensorBytes(t: HostTensor): Uint8Array {
+  return new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+}
+
 /** JSON-friendly values of a tensor (64-bit integers as numbers, booleans as booleans). */
 export function toJsonValues(t: HostTensor): (number | boolean)[] {
   const out: (number | boolean)[] = new Array<number | boolean>(t.data.length);

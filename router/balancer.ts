@@ -25,6 +25,13 @@ export interface BalancerOptions extends PlacementPolicy {
   matchTimeoutMs: number;
   /** How long a send (or a response saying the replica has the model) counts as holding it. */
   recentMs: number;
+  /**
+   * How old a table may be when it arrives (publication interval plus watch or poll delay).
+   * A table that omits a model this router sent there longer ago than this means the replica
+   * has since evicted it, so the memory of that send is dropped rather than kept for recentMs:
+   * sending there again would reload it and evict another model.
+   */
+  tableLagMs: number;
   /** Requests allowed to wait; past it, `pool_saturated`. */
   maxQueue: number;
 }
@@ -54,6 +61,8 @@ interface ReplicaState {
   tableVersion: number;
   /** Model → time until which this replica counts as holding it without the table saying so. */
   recent: Map<string, number>;
+  /** Model → until when a response from the replica itself said it has it. */
+  confirmed: Map<string, number>;
   /** Connection failures take a replica out of rotation until then (outlier ejection). */
   ejectedUntil: number;
 }
@@ -108,7 +117,7 @@ export class Balancer {
     for (const name of this.replicas.keys()) if (!keep.has(name)) this.replicas.delete(name);
     for (const name of names) {
       if (!this.replicas.has(name)) {
-        this.replicas.set(name, { name, inFlight: 0, byModel: new Map(), table: new Set(), tableVersion: -1, recent: new Map(), ejectedUntil: 0 });
+        this.replicas.set(name, { name, inFlight: 0, byModel: new Map(), table: new Set(), tableVersion: -1, recent: new Map(), confirmed: new Map(), ejectedUntil: 0 });
       }
     }
     this.drain();
@@ -123,13 +132,18 @@ export class Balancer {
     if (table.version < r.tableVersion && table.loaded.length + table.loading.length >= r.table.size) return;
     r.tableVersion = table.version;
     r.table = new Set([...table.loaded, ...table.loading]);
+    const seenBefore = this.clock.now() - this.options.tableLagMs;
+    for (const [m, until] of r.recent) if (!r.table.has(m) && until - this.options.recentMs < seenBefore) r.recent.delete(m);
     this.drain();
   }
 
   /** A response from `name` said it has `model` (x-modelmux-cache hit or miss). */
   observe(name: string, model: string): void {
     const r = this.replicas.get(name);
-    if (r) this.remember(r, model);
+    if (!r) return;
+    this.remember(r, model);
+    r.confirmed.set(model, this.clock.now() + this.options.recentMs);
+    if (r.confirmed.size >= RECENT_SWEEP_AT) this.sweep(r.confirmed);
   }
 
   /** The connection to `name` failed: keep it out of placement for `ms`. */
@@ -204,10 +218,21 @@ export class Balancer {
     return until !== undefined && until > now;
   }
 
+  /** Whether `model` on `r` is known only from this router's own send, not yet from the replica. */
+  private pending(r: ReplicaState, model: string, now: number): boolean {
+    if (r.table.has(model)) return false;
+    const until = r.confirmed.get(model);
+    return until === undefined || until <= now;
+  }
+
   private remember(r: ReplicaState, model: string): void {
+    if (r.recent.size >= RECENT_SWEEP_AT) this.sweep(r.recent);
+    r.recent.set(model, this.clock.now() + this.options.recentMs);
+  }
+
+  private sweep(entries: Map<string, number>): void {
     const now = this.clock.now();
-    if (r.recent.size >= RECENT_SWEEP_AT) for (const [m, until] of r.recent) if (until <= now) r.recent.delete(m);
-    r.recent.set(model, now + this.options.recentMs);
+    for (const [m, until] of entries) if (until <= now) entries.delete(m);
   }
 
   /** Takes a slot for `w` if `decide` finds one. */
@@ -220,6 +245,7 @@ export class Balancer {
       inFlight: r.inFlight,
       modelInFlight: m === undefined ? 0 : (r.byModel.get(m) ?? 0),
       holds: m !== undefined && this.holds(r, m, now),
+      pending: m !== undefined && this.pending(r, m, now),
     }));
     const d = decide(w.model, view, this.options, this.random, w.timedOut);
     if (d.kind === 'wait') return undefined;

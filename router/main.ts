@@ -16,7 +16,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const log = createLogger({ component: 'router' });
   const metrics = new RouterMetrics();
   const routes = new RouteTable(
-    { recentMs: config.recentMs, maxQueue: config.maxQueue, connectionsPerReplica: config.connectionsPerReplica },
+    { recentMs: config.recentMs, tableLagMs: config.pollIntervalMs * 2 + 1000, maxQueue: config.maxQueue, connectionsPerReplica: config.connectionsPerReplica },
     systemClock,
     systemRandom,
     systemSetTimer,

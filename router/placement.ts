@@ -21,6 +21,12 @@ export interface ReplicaLoad {
   modelInFlight: number;
   /** Whether the replica holds (or is loading, or was just sent) the requested model. */
   holds: boolean;
+  /**
+   * Held only because this router just sent the model there: neither the table nor a response
+   * has shown it yet. A copy in the making: no further copy is started until it is confirmed,
+   * so a burst does not scatter copies that evict other models.
+   */
+  pending: boolean;
 }
 
 export interface PlacementPolicy {
@@ -133,7 +139,7 @@ export function decide(
   }
   const openHolders = holders.filter((r) => r.inFlight < max);
   const others = open.filter((r) => !r.holds);
-  if (isHot(holders, openHolders, policy)) {
+  if (!holders.some((r) => r.pending) && isHot(holders, openHolders, policy)) {
     // A new copy goes only to a replica cooler than every holder, in the order every router
     // agrees on, so the copy relieves the holders instead of queueing behind their work.
     const coolest = openHolders.reduce((m, r) => Math.min(m, r.inFlight), policy.spreadAt);

@@ -8,6 +8,8 @@ import { defaultPlacementPolicy } from './placement.js';
 /** Knobs of every route's balancer that do not come from the resource. */
 export interface RouteDefaults {
   recentMs: number;
+  /** See BalancerOptions.tableLagMs. */
+  tableLagMs: number;
   maxQueue: number;
   /** Keep-alive connections per replica. */
   connectionsPerReplica: number;
@@ -47,7 +49,7 @@ export class RouteTable {
     const seen = new Set<string>();
     for (const s of states) {
       seen.add(s.prefix);
-      const options = { ...defaultPlacementPolicy(s.maxOngoingRequests), matchTimeoutMs: s.matchTimeoutMs, recentMs: this.defaults.recentMs, maxQueue: this.defaults.maxQueue };
+      const options = { ...defaultPlacementPolicy(s.maxOngoingRequests), matchTimeoutMs: s.matchTimeoutMs, recentMs: this.defaults.recentMs, tableLagMs: this.defaults.tableLagMs, maxQueue: this.defaults.maxQueue };
       let route = this.routes.get(s.prefix);
       if (!route) {
         route = { prefix: s.prefix, balancer: new Balancer(options, this.clock, this.random, this.setTimer), pools: new Map() };

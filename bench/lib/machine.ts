@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 
 /** What a results file records about where it was measured. */
 export interface MachineInfo {
@@ -10,6 +10,8 @@ export interface MachineInfo {
   node: string;
   kernel: string;
   gitCommit: string;
+  /** 1-minute load average when the run started: other work on the machine shows here. */
+  loadAverage1m: number;
 }
 
 function quiet(cmd: string, args: string[]): string {
@@ -29,9 +31,10 @@ export function machineInfo(): MachineInfo {
     node: process.version,
     kernel: quiet('uname', ['-r']),
     gitCommit: quiet('git', ['rev-parse', '--short', 'HEAD']),
+    loadAverage1m: Math.round((loadavg()[0] ?? 0) * 10) / 10,
   };
 }
 
 export function machineLine(m: MachineInfo): string {
-  return `${m.date} · ${m.nproc} cores (${m.cpuModel}) · ${m.memoryGiB} GiB · Linux ${m.kernel} · Node ${m.node} · commit ${m.gitCommit} (plus the working tree)`;
+  return `${m.date} · ${m.nproc} cores (${m.cpuModel}) · ${m.memoryGiB} GiB · Linux ${m.kernel} · Node ${m.node} · commit ${m.gitCommit} (plus the working tree) · load average ${m.loadAverage1m} at start`;
 }

@@ -31,3 +31,18 @@ export async function childPids(pid: number): Promise<number[]> {
   }
   return out;
 }
+
+/** `pid` and every process below it (Ray's raylet, workers and actors; local mode's replicas). */
+export async function treePids(pid: number): Promise<number[]> {
+  const parentOf = new Map<number, number>();
+  for (const name of await readdir('/proc')) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
+    if (stat) parentOf.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+  }
+  const out = [pid];
+  for (let i = 0; i < out.length; i++) {
+    for (const [child, parent] of parentOf) if (parent === out[i]) out.push(child);
+  }
+  return out;
+}

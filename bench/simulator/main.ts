@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { PATTERNS } from './patterns.js';
 import { DEFAULT_PARAMS, simulate, type PolicyName, type SimResult } from './simulate.js';
+import { targets } from './targets.js';
 
 /**
  * `npm run bench:sim [-- --write]`: runs every policy on every traffic pattern and prints a
@@ -10,10 +11,16 @@ import { DEFAULT_PARAMS, simulate, type PolicyName, type SimResult } from './sim
  */
 const POLICIES: readonly PolicyName[] = ['modelmux', 'ray-like', 'ideal'];
 
-export function runAll(): SimResult[] {
+function runAll(): SimResult[] {
   const out: SimResult[] = [];
   for (const pattern of PATTERNS) for (const policy of POLICIES) out.push(simulate(policy, pattern));
   return out;
+}
+
+function targetTable(results: readonly SimResult[]): string {
+  const mark = (b: boolean): string => (b ? 'yes' : '**no**');
+  const rows = targets(results).map((t) => `| ${t.pattern} | ${mark(t.loadsVsIdeal)} | ${mark(t.loadsVsRay)} | ${mark(t.p99VsRay)} |`);
+  return ['| pattern | loads ≤ 1.2 × ideal | loads ≤ ray-like | p99 wait < ray-like |', '|---|---|---|---|', ...rows].join('\n');
 }
 
 function table(results: readonly SimResult[]): string {
@@ -41,6 +48,10 @@ Wait = time from arrival to completion minus the inference itself (router queue,
 "ideal" is one global LRU over all slots with no concurrency: its loads are the floor, its wait counts only loads.
 
 ${table(results)}
+
+Targets (issue 3), modelmux against the baselines:
+
+${targetTable(results)}
 `;
 process.stdout.write(report);
 if (process.argv.includes('--write')) writeFileSync(new URL('../../../bench/SIMULATOR.md', import.meta.url), report);

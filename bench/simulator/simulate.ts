@@ -33,6 +33,7 @@ export interface SimParams extends ReplicaParams {
   seed: number;
   /** Overrides of the router's placement policy (defaultPlacementPolicy otherwise). */
   policy?: Partial<PlacementPolicy>;
+  tableLagMs?: number;
   /** How long a client waits before sending again after a 503. */
   clientBackoffMs: number;
 }
@@ -116,7 +117,7 @@ export function simulate(policy: PolicyName, pattern: PatternName, p: SimParams 
     const random: Random = seededRandom(p.seed * 1000 + i + 1);
     if (policy === 'ray-like') return new RayLikeRouter(names, p.maxOngoingRequests, p.matchTimeoutMs, events, random, setTimer);
     const b = new Balancer(
-      { ...defaultPlacementPolicy(p.maxOngoingRequests), ...p.policy, matchTimeoutMs: p.matchTimeoutMs, recentMs: DEFAULT_RECENT_MS, maxQueue: 100_000 },
+      { ...defaultPlacementPolicy(p.maxOngoingRequests), ...p.policy, matchTimeoutMs: p.matchTimeoutMs, recentMs: DEFAULT_RECENT_MS, tableLagMs: p.tableLagMs ?? 1000, maxQueue: 100_000 },
       clock,
       random,
       setTimer,

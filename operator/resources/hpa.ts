@@ -23,7 +23,7 @@ export function buildHpa(mxd: StoredMultiplexedDeployment): V2HorizontalPodAutos
     metadata: ownedMeta(mxd, ownedNames(mxd).hpa),
     spec: {
       scaleTargetRef: { apiVersion: `${API_GROUP}/${API_VERSION}`, kind: KIND, name: mxd.metadata.name },
-      minReplicas: Math.min(a.minReplicas, a.maxReplicas),
+      minReplicas: a.minReplicas,
       maxReplicas: a.maxReplicas,
       metrics: [
         {

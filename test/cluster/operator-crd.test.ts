@@ -72,6 +72,12 @@ describe('the MultiplexedDeployment CRD in a real API server', () => {
     expect(err).toContain('spec.modelSource.uri');
   });
 
+  it('refuses autoscaling whose minimum exceeds its maximum (a CEL rule from the zod refinement)', async () => {
+    const err = await refusal(cp, sample('bad-hpa', '  routePrefix: /h\n  modelSource: { uri: "file:///m" }\n  autoscaling: { minReplicas: 5, maxReplicas: 2 }'));
+    expect(err).toContain('spec.autoscaling');
+    expect(err).toContain('minReplicas must not exceed maxReplicas');
+  });
+
   it('scales through the /scale subresource', async () => {
     await cp.kubectl(['scale', 'mxd/ok', '--replicas=4']);
     expect((await cp.kubectl(['get', 'mxd', 'ok', '-o', 'jsonpath={.spec.replicas}'])).trim()).toBe('4');

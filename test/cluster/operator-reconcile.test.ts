@@ -178,6 +178,21 @@ describe('the operator against a real control plane', () => {
     await cp.kubectl(['delete', 'mxd', name]);
   });
 
+  it('marks a spec the CRD lets through but the schema refuses as Degraded/InvalidSpec, terminally', async () => {
+    // An empty resource name passes the CRD (it cannot express propertyNames) but not zod.
+    await cp.kubectl(['apply', '-f', '-'], { input: manifest('oddres').replace('requests: { cpu: 100m, memory: 64Mi }', 'requests: { "": "1" }') });
+    const degraded = await eventually(async () => {
+      const c = condition(await getJson<Mxd>(cp, ['mxd', 'oddres']), 'Degraded');
+      if (c?.reason !== 'InvalidSpec') throw new Error(`Degraded ${JSON.stringify(c)}`);
+      return c;
+    }, 30_000);
+    expect(degraded.message).toContain('spec.resources.requests');
+    expect(await getJson(cp, ['deployment', 'oddres'])).toBeUndefined();
+    const text = await (await fetch(`${operator.metricsUrl}/metrics`)).text();
+    expect(text).toMatch(/modelmux_operator_reconciles_total\{result="terminal"\} [1-9]/);
+    await cp.kubectl(['delete', 'mxd', 'oddres']);
+  });
+
   it('creates an HPA on the resource’s /scale when autoscaling is set, and removes it when unset', async () => {
     await cp.kubectl(['patch', 'mxd', 'wine', '--type=merge', '-p', '{"spec":{"autoscaling":{"minReplicas":2,"maxReplicas":4,"targetOngoingRequests":2.5}}}']);
     const hpa = await eventually(async () => {
@@ -227,17 +242,36 @@ describe('the operator against a real control plane', () => {
     }, 60_000);
   });
 
-  it('converges after the operator restarts, with changes made while it was down', async () => {
-    await operator.stop();
-    await cp.kubectl(['scale', 'mxd/wine', '--replicas=3']);
-    operator = await startOperator(operatorKubeconfig, operatorArgs);
+  it('hands over to a standby through the Lease when the leader stops, converging on changes made meanwhile', async () => {
+    const standby = await startOperator(operatorKubeconfig, operatorArgs, false);
+    try {
+      // Two retry periods: the standby has looked at the Lease and found it held.
+      await new Promise((r) => setTimeout(r, 2000));
+      const leaderOf = async (o: OperatorProcess): Promise<unknown> => ((await (await fetch(`${o.metricsUrl}/readyz`)).json()) as { leader: boolean }).leader;
+      expect(await leaderOf(standby)).toBe(false);
+      expect(await leaderOf(operator)).toBe(true);
+      expect(await standby.logs()).not.toContain('"operator started"');
+      await operator.stop();
+      await cp.kubectl(['scale', 'mxd/wine', '--replicas=3']);
+      await eventually(async () => {
+        expect(await leaderOf(standby)).toBe(true);
+      }, 30_000);
+      operator = standby;
+    } catch (err) {
+      await standby.stop();
+      throw err;
+    }
     await eventually(async () => {
       expect((await cp.kubectl(['get', 'deployment', 'wine', '-o', 'jsonpath={.spec.replicas}'])).trim()).toBe('3');
     }, 30_000);
+    const lease = (await getJson<{ spec: { holderIdentity: string; leaseTransitions?: number } }>(cp, ['lease', 'modelmux-operator', '-n', OPERATOR_NS]))!;
+    expect(lease.spec.holderIdentity).not.toBe('');
   });
 
   it('converges after the API server restarts under it (watches resume)', async () => {
     await cp.restartApiServer();
+    const restarts = /modelmux_operator_watch_restarts_total\{resource="multiplexeddeployments"\} (\d+)/.exec(await (await fetch(`${operator.metricsUrl}/metrics`)).text());
+    expect(Number(restarts?.[1] ?? 0)).toBeGreaterThan(0);
     // A change after the restart only reaches the operator through a re-established watch.
     await cp.kubectl(['scale', 'mxd/wine', '--replicas=2']);
     await eventually(async () => {

@@ -118,7 +118,8 @@ async function waitFor(what: string, timeoutMs: number, probe: () => Promise<boo
  * NodeRestriction, service-account signing keys (TokenRequest works), a controller manager and
  * a scheduler. Resolves once /readyz answers 200 and the controller manager has created the
  * `default` service account (pods can be admitted). One per test file: restartApiServer in one
- * test must not disturb another file.
+ * test must not disturb another file. When a new CRD becomes Established, the controller
+ * manager is restarted (see below), so owner references to custom resources are collected.
  */
 export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const keep = opts.keepDataDir ?? process.env['MODELMUX_KEEP_CLUSTER'] === '1';
@@ -265,7 +266,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         if (stopping.signal.aborted) return;
         try {
           const now = await establishedCrds();
-          if (now.size >= 0) continue;
+          if (![...now].some((n) => !knownCrds.has(n))) continue;
           // `kubectl apply -f crds/` creates several: let the batch land first.
           await sleep(1000, undefined, { signal: stopping.signal });
           knownCrds = await establishedCrds();

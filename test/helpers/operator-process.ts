@@ -16,15 +16,16 @@ export interface OperatorProcess {
 
 /**
  * Runs `node dist/cli/main.js operator` as a real process against `kubeconfig`, and resolves
- * once it has taken the leader Lease and started its watches.
+ * once it has taken the leader Lease and started its watches (or, with waitForLeader false,
+ * once it serves its health endpoints: a standby).
  */
-export async function startOperator(kubeconfig: string, extraArgs: readonly string[] = [], env: Record<string, string> = {}): Promise<OperatorProcess> {
+export async function startOperator(kubeconfig: string, extraArgs: readonly string[] = [], waitForLeader = true): Promise<OperatorProcess> {
   const dir = await mkdtemp(join(tmpdir(), 'modelmux-operator-'));
   const logFile = join(dir, 'operator.log');
   const proc = spawnManaged(
     process.execPath,
     [join(repoRoot(), 'dist/cli/main.js'), 'operator', '--metrics-host', '127.0.0.1', '--metrics-port', '0', '--lease-duration-seconds', '4', '--replica-image', 'modelmux:test', ...extraArgs],
-    { cwd: repoRoot(), env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', KUBECONFIG: kubeconfig, ...env }, logFile },
+    { cwd: repoRoot(), env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', KUBECONFIG: kubeconfig }, logFile },
   );
   const logs = (): Promise<string> => readFile(logFile, 'utf8').catch(() => '');
   let exited = false;
@@ -33,7 +34,7 @@ export async function startOperator(kubeconfig: string, extraArgs: readonly stri
     if (exited) throw new Error(`operator exited: ${await logs()}`);
     const text = await logs();
     const m = /"operator metrics listening".*?"url":"([^"]+)"/.exec(text);
-    if (!m?.[1] || !text.includes('"operator started"')) throw new Error(`operator not started yet: ${text}`);
+    if (!m?.[1] || (waitForLeader && !text.includes('"operator started"'))) throw new Error(`operator not started yet: ${text}`);
     return m[1];
   }, 60_000);
   return { process: proc, logs, metricsUrl, stop: () => proc.stop(10_000) };

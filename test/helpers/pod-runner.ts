@@ -103,7 +103,7 @@ export class PodRunner {
 
   private async run(): Promise<void> {
     try {
-      await mkdir(this.dir, { recursive: true });
+      await mkdir(join(this.dir, 'tmp'), { recursive: true });
       this.address = acquireLoopbackAddress();
       let nextStart = 0;
       while (this.phase === 'running' || this.phase === 'starting') {
@@ -242,6 +242,8 @@ export class PodRunner {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env['PATH'] ?? '/usr/bin:/bin',
       HOME: this.dir,
+      // A container has a /tmp of its own: what a pod leaves there goes when the agent stops.
+      TMPDIR: join(this.dir, 'tmp'),
       ...Object.fromEntries(c.env),
       ...this.ctx.extraEnv,
       MODELMUX_HOST: this.address ?? '',

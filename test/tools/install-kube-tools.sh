@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure the cluster tests' command-line tools exist, from the package registries only:
-# kubectl from Debian's `kubectl` package, helm built from the Go module proxy into a cache
+# kubectl from the machine (else built from the Go module proxy), helm built from the Go module proxy into a cache
 # outside the clone keyed by version (reused by later runs on the same machine).
 # Prints the helm binary's path on its last line; MODELMUX_HELM, when it names an executable,
 # wins and nothing is built.
@@ -10,10 +10,13 @@ HELM_VERSION="${MODELMUX_HELM_VERSION:-v3.19.5}"
 CACHE_ROOT="${MODELMUX_CACHE:-$HOME/.cache/modelmux}"
 
 if ! command -v kubectl >/dev/null 2>&1; then
-  echo "installing kubectl from Debian" >&2
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update >&2
-  $SUDO apt-get install -y kubectl >&2
+  # Debian's own kubectl (kubernetes-client) is 1.20, too old for a 1.34 API server: build
+  # the one matching the test control plane from the same Go modules, onto the PATH.
+  echo "building kubectl from the Go module proxy" >&2
+  cp_dir=$(bash "$(dirname "$0")/build-control-plane.sh" | tail -n 1)
+  src="$cp_dir/../control-plane-src-$(basename "$cp_dir" | sed 's/^control-plane-//')"
+  (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$cp_dir/kubectl" k8s.io/kubernetes/cmd/kubectl) >&2
+  ln -sf "$cp_dir/kubectl" /usr/local/bin/kubectl
 fi
 
 if [ -n "${MODELMUX_HELM:-}" ] && [ -x "$MODELMUX_HELM" ]; then

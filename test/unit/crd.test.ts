@@ -45,6 +45,12 @@ describe('the MultiplexedDeployment CRD', () => {
     expect(get(spec, 'properties', 'autoscaling', 'properties', 'targetOngoingRequests', 'exclusiveMinimum')).toBe(true);
   });
 
+  it('carries the zod refinement of autoscaling as a CEL rule', () => {
+    expect(get(spec, 'properties', 'autoscaling', 'x-kubernetes-validations')).toEqual([
+      { rule: 'self.minReplicas <= self.maxReplicas', message: 'minReplicas must not exceed maxReplicas' },
+    ]);
+  });
+
   it('accepts quantities as integers or strings, in the kubebuilder int-or-string shape', () => {
     const gpu = get(spec, 'properties', 'resources', 'properties', 'limits', 'additionalProperties') as Obj;
     expect(gpu['x-kubernetes-int-or-string']).toBe(true);

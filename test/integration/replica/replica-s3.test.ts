@@ -80,6 +80,25 @@ describe('replica over a real S3-compatible store', () => {
     expect((await get(`${r.url}/v2/models/m4/ready`)).body).toEqual({ name: 'm4', ready: false });
   });
 
+  it('speaks the binary tensor data extension that tritonclient uses by default', async () => {
+    const r = await replica();
+    const rows = wineRows(2, 7);
+    const floats = Float32Array.from(rows.flat());
+    const head = Buffer.from(JSON.stringify({ inputs: [{ name: 'features', shape: [2, 11], datatype: 'FP32', parameters: { binary_data_size: floats.byteLength } }], parameters: { binary_data_output: true } }));
+    const res = await fetch(`${r.url}/v2/models/r1/infer`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(head.length) },
+      body: Buffer.concat([head, Buffer.from(floats.buffer)]),
+    });
+    expect(res.status).toBe(200);
+    const body = Buffer.from(await res.arrayBuffer());
+    const jsonLength = Number(res.headers.get('inference-header-content-length'));
+    const json = JSON.parse(body.subarray(0, jsonLength).toString()) as { outputs: { name: string; shape: number[]; parameters: { binary_data_size: number } }[] };
+    expect(json.outputs[0]).toMatchObject({ name: 'quality', shape: [2, 1], parameters: { binary_data_size: 8 } });
+    const out = new Float32Array(Uint8Array.from(body.subarray(jsonLength)).buffer);
+    expectClose(Array.from(out), expected('r1', rows));
+  });
+
   it('with 3 slots, loading 1, 2, 3, using 1, then loading 4 evicts 2', async () => {
     const r = await replica(['--max-models', '3']);
     const rows = wineRows(1);

@@ -62,9 +62,30 @@ describe('inference bodies', () => {
   it('answers V2 requests in V2 and row requests with predictions', () => {
     const out = [{ name: 'quality', datatype: 'FP32' as const, dims: [2, 1], data: Float32Array.of(5.5, 6.25) }];
     const v2 = parseInferBody({ id: 'r1', inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', data: [1, 2, 3, 4, 5, 6] }] }, wine);
-    expect(inferResponseBody(v2, 'm', out)).toEqual({ model_name: 'm', model_version: '1', id: 'r1', outputs: [{ name: 'quality', datatype: 'FP32', shape: [2, 1], data: [5.5, 6.25] }] });
+    expect(inferResponseBody(v2, 'm', out).json).toEqual({ model_name: 'm', model_version: '1', id: 'r1', outputs: [{ name: 'quality', datatype: 'FP32', shape: [2, 1], data: [5.5, 6.25] }] });
     const rows = parseInferBody([[1, 2, 3], [4, 5, 6]], wine);
-    expect(inferResponseBody(rows, 'm', out)).toEqual({ predictions: [[5.5], [6.25]] });
+    expect(inferResponseBody(rows, 'm', out).json).toEqual({ predictions: [[5.5], [6.25]] });
+  });
+
+  it('reads binary tensor data after the JSON and answers binary outputs when asked', () => {
+    const bytes = new Uint8Array(Float32Array.of(1, 2, 3, 4, 5, 6).buffer);
+    const req = parseInferBody(
+      { inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', parameters: { binary_data_size: 24 } }], parameters: { binary_data_output: true } },
+      wine,
+      bytes,
+    );
+    expect(Array.from(req.inputs[0]!.data as Float32Array)).toEqual([1, 2, 3, 4, 5, 6]);
+    const out = [{ name: 'quality', datatype: 'FP32' as const, dims: [2, 1], data: Float32Array.of(5.5, 6.25) }];
+    const res = inferResponseBody(req, 'm', out);
+    expect(res.json).toMatchObject({ outputs: [{ name: 'quality', shape: [2, 1], parameters: { binary_data_size: 8 } }] });
+    expect(Array.from(new Float32Array(Uint8Array.from(Buffer.concat(res.binary ?? [])).buffer))).toEqual([5.5, 6.25]);
+  });
+
+  it('refuses binary data whose size does not match the shape or that no input declares', () => {
+    const body = (size: number) => ({ inputs: [{ name: 'features', shape: [1, 3], datatype: 'FP32', parameters: { binary_data_size: size } }] });
+    expect(codeOf(() => parseInferBody(body(8), wine, new Uint8Array(8))).code).toBe('input_mismatch');
+    expect(codeOf(() => parseInferBody(body(12), wine, new Uint8Array(8))).code).toBe('invalid_request');
+    expect(codeOf(() => parseInferBody(body(12), wine, new Uint8Array(16))).code).toBe('invalid_request');
   });
 
   it('describes the model metadata from its signature', () => {

@@ -1,7 +1,7 @@
 import { Balancer, type AcquireResult, type BalancerOptions, type Lease } from '../../../router/balancer.js';
 import { draws, FakeTime } from './fake-time.js';
 
-const options: BalancerOptions = { maxOngoingRequests: 1, spreadAt: 1, loadFactor: 1.25, loadFloor: 1, spreadPerCopy: 3, matchTimeoutMs: 1000, recentMs: 5000, maxQueue: 2 };
+const options: BalancerOptions = { maxOngoingRequests: 1, spreadAt: 1, loadFactor: 1.25, loadFloor: 1, spreadPerCopy: 3, matchTimeoutMs: 1000, recentMs: 5000, tableLagMs: 1000, maxQueue: 2 };
 
 function setup(random: () => number = draws(), opts: Partial<BalancerOptions> = {}): { b: Balancer; time: FakeTime } {
   const time = new FakeTime();
@@ -111,11 +111,15 @@ describe('Balancer', () => {
   it('keeps an excluded or ejected replica out of placement', () => {
     const { b, time } = setup(draws(0.5, 0.5, 0.5));
     b.setTable('a', { version: 1, loaded: ['m1'], loading: [] });
-    expect(replicaOf(take(b, 'm1', new Set(['a'])).result())).not.toBe('a');
+    const excluded = leaseOf(take(b, 'm1', new Set(['a'])).result());
+    expect(excluded.replica).not.toBe('a');
+    b.release(excluded);
     b.eject('a', 1000);
-    expect(replicaOf(take(b, 'm1').result())).not.toBe('a');
+    const ejected = leaseOf(take(b, 'm1').result());
+    expect(ejected.replica).not.toBe('a');
+    b.release(ejected);
     time.advance(1000);
-    expect(replicaOf(take(b, 'm1').result())).toBe('a');
+    expect(replicaOf(take(b, 'm1', new Set(['b', 'c'])).result())).toBe('a');
   });
 
   it('ignores an older table version but accepts a restarted replica’s empty table', () => {

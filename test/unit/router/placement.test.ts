@@ -3,7 +3,7 @@ import { rendezvousRank } from '../../../router/rendezvous.js';
 import { draws } from './fake-time.js';
 
 const policy: PlacementPolicy = { maxOngoingRequests: 4, spreadAt: 2, loadFactor: 1.25, loadFloor: 2, spreadPerCopy: 3 };
-const r = (name: string, inFlight: number, holds = false, modelInFlight = 0): ReplicaLoad => ({ name, inFlight, holds, modelInFlight });
+const r = (name: string, inFlight: number, holds = false, modelInFlight = 0, pending = false): ReplicaLoad => ({ name, inFlight, holds, modelInFlight, pending });
 const names = ['a', 'b', 'c', 'd'];
 
 describe('leastOfTwo', () => {
@@ -44,6 +44,13 @@ describe('decide', () => {
     expect(decide('m1', busyWithOthers, p, draws(0.0), false)).toEqual({ kind: 'holder', replica: 'a' });
     const busyWithIt = [r('a', 5, true, 3), r('b', 0), r('c', 0)];
     expect(decide('m1', busyWithIt, p, draws(), false).kind).toBe('new_copy');
+  });
+
+  it('starts no second copy while the last one is not yet confirmed by a table or a response', () => {
+    const reps = [r('a', 2, true), r('b', 2, true, 0, true), r('c', 0), r('d', 0)];
+    expect(decide('m1', reps, policy, draws(0.0, 0.0), false).kind).toBe('holder');
+    const confirmed = [r('a', 2, true), r('b', 2, true), r('c', 0), r('d', 0)];
+    expect(decide('m1', confirmed, policy, draws(), false).kind).toBe('new_copy');
   });
 
   it('keeps using a holder that is below the spread threshold', () => {

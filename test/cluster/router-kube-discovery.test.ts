@@ -1,0 +1,134 @@
+import { jest } from '@jest/globals';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { MODELS_ANNOTATION } from '../../common/names.js';
+import { REPLICA_PORT } from '../../common/replica-env.js';
+import { wineModelBytes } from '../../common/wine-model.js';
+import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
+import { eventually } from '../helpers/eventually.js';
+import { acquireLoopbackAddress, releaseLoopbackAddress } from '../helpers/loopback-addresses.js';
+import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
+import { startRouter, type RouterProcess } from '../helpers/router-process.js';
+import { get, post, v2Body, wineRows } from '../integration/replica/wine-fixtures.js';
+
+jest.setTimeout(300_000);
+
+const NS = 'default';
+let cp: ControlPlane;
+let dir: string;
+const addresses: string[] = [];
+const replicas: ReplicaProcess[] = [];
+let router: RouterProcess | undefined;
+
+/** A pod object no scheduler or kubelet touches (unknown schedulerName), whose status the test writes. */
+function pod(name: string, annotation: string): unknown {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: NS, labels: { 'modelmux.io/deployment': 'wine' }, annotations: { [MODELS_ANNOTATION]: annotation } },
+    spec: { schedulerName: 'nobody', containers: [{ name: 'replica', image: 'modelmux:test' }] },
+  };
+}
+
+async function setPodStatus(name: string, ip: string, ready: boolean): Promise<void> {
+  const status = { phase: 'Running', podIP: ip, podIPs: [{ ip }], conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] };
+  await cp.kubectl(['patch', 'pod', name, '-n', NS, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
+}
+
+const routeReplicas = async (rt: RouterProcess): Promise<string[]> => {
+  const routes = (await get(`${rt.url}/routes`)).body.routes as { prefix: string; replicas: { name: string }[] }[];
+  return (routes.find((r) => r.prefix === '/wine')?.replicas.map((r) => r.name) ?? []).sort();
+};
+
+beforeAll(async () => {
+  cp = await startControlPlane();
+  dir = await mkdtemp(join(tmpdir(), 'modelmux-router-kube-'));
+  for (const id of ['a', 'b']) {
+    await mkdir(join(dir, id));
+    await writeFile(join(dir, id, 'model.onnx'), wineModelBytes(id));
+  }
+  await cp.kubectl(['apply', '-f', join(process.cwd(), 'crds/modelmux.io_multiplexeddeployments.yaml')]);
+  await cp.kubectl(['wait', '--for=condition=Established', 'crd/multiplexeddeployments.modelmux.io', '--timeout=60s']);
+  await cp.kubectl(['apply', '-f', '-'], {
+    input: JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [
+        { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'router', namespace: NS } },
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRole',
+          metadata: { name: 'modelmux-router-test' },
+          rules: [
+            { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+            { apiGroups: ['modelmux.io'], resources: ['multiplexeddeployments'], verbs: ['get', 'list', 'watch'] },
+          ],
+        },
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRoleBinding',
+          metadata: { name: 'modelmux-router-test' },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'modelmux-router-test' },
+          subjects: [{ kind: 'ServiceAccount', name: 'router', namespace: NS }],
+        },
+        { apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', metadata: { name: 'wine', namespace: NS }, spec: { routePrefix: '/wine', modelSource: { uri: pathToFileURL(dir).href }, maxOngoingRequests: 8 } },
+        pod('wine-0', '{"version": garbage'),
+        pod('wine-1', JSON.stringify({ version: 1, loaded: ['a'], loading: [], capacity: 3 })),
+      ],
+    }),
+  });
+}, 600_000);
+
+afterAll(async () => {
+  await router?.stop();
+  await Promise.all(replicas.map((r) => r.stop()));
+  for (const a of addresses) releaseLoopbackAddress(a);
+  await cp?.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('router with Kubernetes discovery', () => {
+  it('routes to the ready pods of a MultiplexedDeployment by their tables, survives garbage annotations and an API server restart', async () => {
+    for (let i = 0; i < 2; i++) {
+      const host = acquireLoopbackAddress();
+      addresses.push(host);
+      replicas.push(await startReplica({ host, args: ['--port', String(REPLICA_PORT), '--model-source', pathToFileURL(dir).href] }));
+    }
+    const [first, second] = replicas as [ReplicaProcess, ReplicaProcess];
+    const [ip0, ip1] = addresses as [string, string];
+    // The table on wine-1 says it holds "a": make it true.
+    expect((await post(`${second.url}/v2/models/a/infer`, v2Body(wineRows(1)))).status).toBe(200);
+    await setPodStatus('wine-0', ip0, true);
+    await setPodStatus('wine-1', ip1, true);
+
+    const kubeconfig = await cp.serviceAccountKubeconfig(NS, 'router');
+    router = await startRouter(['--discovery', 'kube'], { KUBECONFIG: kubeconfig });
+    const rt = router;
+    await eventually(async () => expect(await routeReplicas(rt)).toEqual(['wine-0', 'wine-1']));
+
+    for (let i = 0; i < 6; i++) {
+      const a = await post(`${rt.url}/wine/v2/models/a/infer`, v2Body(wineRows(1)));
+      expect(a.status).toBe(200);
+      expect(a.headers.get('x-modelmux-replica')).toBe(`${ip1}:${REPLICA_PORT}`);
+    }
+    // Requests without a model id reach the pod whose annotation is garbage too.
+    const seen = new Set<string | null>();
+    for (let i = 0; i < 30; i++) {
+      const r = await fetch(`${rt.url}/wine/v2/health/live`);
+      expect(r.status).toBe(200);
+      seen.add(r.headers.get('x-modelmux-replica'));
+    }
+    expect(seen).toEqual(new Set([`${ip0}:${REPLICA_PORT}`, `${ip1}:${REPLICA_PORT}`]));
+
+    // The watches die with the API server and come back: later changes still arrive.
+    await cp.restartApiServer();
+    await setPodStatus('wine-1', ip1, false);
+    await eventually(async () => expect(await routeReplicas(rt)).toEqual(['wine-0']), 60_000);
+    const after = await post(`${rt.url}/wine/v2/models/a/infer`, v2Body(wineRows(1)));
+    expect(after.status).toBe(200);
+    expect(after.headers.get('x-modelmux-replica')).toBe(`${ip0}:${REPLICA_PORT}`);
+    expect(first.url).toContain(ip0);
+  });
+});

@@ -1,0 +1,65 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { HEADER_SAGEMAKER_MODEL } from '../../common/names.js';
+import { SAMPLE_WINE, wineForward, wineWeights } from '../../common/wine-model.js';
+import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+
+const run = promisify(execFile);
+const MAIN = join(process.cwd(), 'dist/cli/main.js');
+
+describe('modelmux local with an s3:// store', () => {
+  let s3: S3Server;
+  let local: ChildProcess | undefined;
+  let exited: Promise<number | null>;
+  let stdout = '';
+  let stderr = '';
+
+  beforeAll(async () => {
+    s3 = await startS3Server();
+    const env = { ...process.env, ...s3.awsEnv, MODELMUX_S3_ENDPOINT: s3.endpoint };
+    await run(process.execPath, [MAIN, 'models', '--out', `s3://${s3.bucket}/team-a`, '--count', '3'], { env });
+    local = spawn(process.execPath, [MAIN, 'local', '--port', '0', '--replicas', '1', '--model-source', `s3://${s3.bucket}/team-a`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    exited = new Promise((resolve) => local?.once('exit', (code) => resolve(code)));
+    local.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    local.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const deadline = Date.now() + 150_000;
+    while (!stdout.includes('Press Ctrl-C to stop.')) {
+      if (local.exitCode !== null || Date.now() > deadline) throw new Error(`modelmux local did not come up:\n${stdout}\n${stderr}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }, 240_000);
+
+  afterAll(async () => {
+    if (local && local.exitCode === null) {
+      local.kill('SIGINT');
+      await exited;
+    }
+    await s3?.stop();
+  }, 60_000);
+
+  it('serves the models uploaded to the bucket, and writes no example models there itself', async () => {
+    const base = /^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '';
+    const res = await fetch(`${base}/invocations`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', [HEADER_SAGEMAKER_MODEL]: 'wine-2' },
+      body: JSON.stringify({ instances: [SAMPLE_WINE] }),
+    });
+    const body = (await res.json()) as { predictions?: number[][] };
+    expect({ status: res.status, body: res.status === 200 ? 'ok' : body }).toEqual({ status: 200, body: 'ok' });
+    expect(body.predictions?.[0]?.[0]).toBeCloseTo(wineForward(wineWeights('wine-2'), [SAMPLE_WINE])[0] ?? NaN, 4);
+    expect(stdout).toContain(`models from s3://${s3.bucket}/team-a`);
+    expect(stdout).not.toContain('wrote example models');
+  }, 60_000);
+
+  it('answers model_not_found for an id the bucket does not hold', async () => {
+    const base = /^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '';
+    const res = await fetch(`${base}/invocations`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', [HEADER_SAGEMAKER_MODEL]: 'wine-3' },
+      body: JSON.stringify({ instances: [SAMPLE_WINE] }),
+    });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ error: 'model_not_found' });
+  }, 60_000);
+});

@@ -1,0 +1,61 @@
+import { Batcher } from '../../../replica/batcher.js';
+import { parseInferBody } from '../../../replica/inference-body.js';
+import type { ModelSession } from '../../../replica/onnx-runtime.js';
+import type { HostTensor, ModelSignature } from '../../../replica/tensor.js';
+
+const sig: ModelSignature = { inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 2] }], outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 1] }] };
+
+/** y = x0 + x1 + offset, recording the row counts of every run. */
+function fakeSession(offset: number, runs: number[]): ModelSession {
+  return {
+    signature: sig,
+    batchable: true,
+    run: async (inputs: readonly HostTensor[]) => {
+      const x = inputs[0]!;
+      const n = x.dims[0]!;
+      runs.push(n);
+      const y = Float32Array.from({ length: n }, (_, i) => Number(x.data[2 * i]) + Number(x.data[2 * i + 1]) + offset);
+      return [{ name: 'y', datatype: 'FP32', dims: [n, 1], data: y }];
+    },
+    release: async () => undefined,
+  };
+}
+
+const clock = { now: () => Date.now() };
+
+describe('batcher', () => {
+  it('stacks one model’s requests into one run and gives each request its own rows', async () => {
+    const sizes: number[] = [];
+    const runsA: number[] = [];
+    const runsB: number[] = [];
+    const b = new Batcher({ maxBatchSize: 3, batchWaitMs: 50 }, clock, (n) => sizes.push(n));
+    const a = fakeSession(100, runsA);
+    const bb = fakeSession(200, runsB);
+    const req = (rows: number[][]) => parseInferBody(rows, sig);
+    const results = await Promise.all([
+      b.run('a', a, req([[1, 1]])),
+      b.run('b', bb, req([[5, 5]])),
+      b.run('a', a, req([[2, 2], [3, 3]])),
+      b.run('a', a, req([[4, 4]])),
+    ]);
+    expect(results.map((r) => Array.from(r[0]!.data as Float32Array))).toEqual([[102], [210], [104, 106], [108]]);
+    expect(runsA).toEqual([4]); // three requests, four rows, one run
+    expect(runsB).toEqual([1]); // model b alone after the wait, never with a's requests
+    expect(sizes.sort()).toEqual([1, 3]);
+  });
+
+  it('runs a request alone at once when batching is off', async () => {
+    const runs: number[] = [];
+    const b = new Batcher({ maxBatchSize: 1, batchWaitMs: 1000 }, clock, () => undefined);
+    const out = await b.run('a', fakeSession(0, runs), parseInferBody([[1, 2]], sig));
+    expect(Array.from(out[0]!.data as Float32Array)).toEqual([3]);
+    expect(runs).toEqual([1]);
+  });
+
+  it('rejects every request of a batch whose run fails', async () => {
+    const b = new Batcher({ maxBatchSize: 2, batchWaitMs: 1000 }, clock, () => undefined);
+    const broken: ModelSession = { ...fakeSession(0, []), run: async () => Promise.reject(new Error('boom')) };
+    const results = await Promise.allSettled([b.run('a', broken, parseInferBody([[1, 2]], sig)), b.run('a', broken, parseInferBody([[3, 4]], sig))]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+  });
+});

@@ -1,0 +1,84 @@
+import { ModelmuxError } from '../../../common/errors.js';
+import { endToEndHeaders } from '../../../router/hop-headers.js';
+import { parseRequestForm } from '../../../router/request-form.js';
+import { parseStaticRoutes } from '../../../router/static-discovery.js';
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ModelmuxError) return err.code;
+    throw err;
+  }
+  return undefined;
+}
+
+describe('parseRequestForm', () => {
+  it('reads the model id from the V2 path, percent-decoded', () => {
+    expect(parseRequestForm('POST', '/v2/models/m1/infer', {})).toEqual({ form: 'v2', model: 'm1' });
+    expect(parseRequestForm('GET', '/v2/models/m%3A1', {})).toEqual({ form: 'v2', model: 'm:1' });
+    expect(parseRequestForm('GET', '/v2/models/m1/versions/2/ready', {})).toEqual({ form: 'v2', model: 'm1' });
+  });
+
+  it('reads the Ray header in both spellings on POST /', () => {
+    expect(parseRequestForm('POST', '/', { serve_multiplexed_model_id: 'a' })).toEqual({ form: 'ray', model: 'a' });
+    expect(parseRequestForm('POST', '', { 'serve-multiplexed-model-id': 'b' })).toEqual({ form: 'ray', model: 'b' });
+  });
+
+  it('reads the SageMaker target model header on /invocations', () => {
+    expect(parseRequestForm('POST', '/invocations', { 'x-amzn-sagemaker-target-model': 'c' })).toEqual({ form: 'sagemaker', model: 'c' });
+  });
+
+  it('passes paths without a model through', () => {
+    expect(parseRequestForm('GET', '/v2/health/ready', {})).toEqual({ form: 'other', model: undefined });
+    expect(parseRequestForm('GET', '/', {})).toEqual({ form: 'other', model: undefined });
+  });
+
+  it('refuses malformed and missing ids with their catalogue codes', () => {
+    expect(codeOf(() => parseRequestForm('POST', '/v2/models/..%2Fetc/infer', {}))).toBe('invalid_model_id');
+    expect(codeOf(() => parseRequestForm('POST', '/v2/models/%E0%A4%A/infer', {}))).toBe('invalid_model_id');
+    expect(codeOf(() => parseRequestForm('POST', '/', { serve_multiplexed_model_id: 'a/b' }))).toBe('invalid_model_id');
+    expect(codeOf(() => parseRequestForm('POST', '/', {}))).toBe('missing_model_id');
+    expect(codeOf(() => parseRequestForm('POST', '/invocations', {}))).toBe('missing_model_id');
+    expect(codeOf(() => parseRequestForm('POST', '/invocations', { 'x-amzn-sagemaker-target-model': 'x'.repeat(201) }))).toBe('invalid_model_id');
+  });
+});
+
+describe('endToEndHeaders', () => {
+  it('drops hop-by-hop headers, those Connection names, and the ones asked for', () => {
+    const out = endToEndHeaders({
+      connection: 'keep-alive, x-secret-hop',
+      'keep-alive': 'timeout=5',
+      'transfer-encoding': 'chunked',
+      upgrade: 'websocket',
+      te: 'trailers',
+      'x-secret-hop': '1',
+      host: 'router',
+      'content-type': 'application/json',
+      'x-request-id': 'r1',
+    }, ['host']);
+    expect(out).toEqual({ 'content-type': 'application/json', 'x-request-id': 'r1' });
+  });
+});
+
+describe('parseStaticRoutes', () => {
+  it('parses several routes with several replicas each', () => {
+    expect(parseStaticRoutes('/wine=http://127.0.0.1:1,http://127.0.0.1:2/; /beer=http://127.0.0.2:3')).toEqual({
+      routes: [
+        { prefix: '/wine', urls: ['http://127.0.0.1:1', 'http://127.0.0.1:2'] },
+        { prefix: '/beer', urls: ['http://127.0.0.2:3'] },
+      ],
+      problems: [],
+    });
+  });
+
+  it('reports every problem at once', () => {
+    const { problems } = parseStaticRoutes('wine=ftp://x;/ok=');
+    expect(problems).toEqual([
+      'route "wine=ftp://x": prefix must be one path segment such as /wine',
+      'route "wine": "ftp://x" is not an http:// URL',
+      'route "wine" lists no replica URL',
+      'route "/ok" lists no replica URL',
+    ]);
+  });
+});
