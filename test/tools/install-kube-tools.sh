@@ -14,8 +14,10 @@ if ! command -v kubectl >/dev/null 2>&1; then
   # the one matching the test control plane from the same Go modules, onto the PATH.
   echo "building kubectl from the Go module proxy" >&2
   cp_dir=$(bash "$(dirname "$0")/build-control-plane.sh" | tail -n 1)
-  src="$cp_dir/../control-plane-src-$(basename "$cp_dir" | sed 's/^control-plane-//')"
-  (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$cp_dir/kubectl" k8s.io/kubernetes/cmd/kubectl) >&2
+  k8s_version=$(basename "$cp_dir" | sed 's/^control-plane-//')
+  (cd "$cp_dir/../control-plane-src-$k8s_version" && CGO_ENABLED=0 go build -trimpath \
+    -ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version" \
+    -o "$cp_dir/kubectl" k8s.io/kubernetes/cmd/kubectl) >&2
   ln -sf "$cp_dir/kubectl" /usr/local/bin/kubectl
 fi
 
