@@ -191,4 +191,22 @@ describe('router in front of three replica processes', () => {
     }
     expect((await get(`${rt.url}/healthz`)).status).toBe(200);
   });
+
+  it('answers pool_saturated with Retry-After past its wait queue, and drains in-flight requests on SIGTERM', async () => {
+    const rs = await replicas(1, ['--test-hooks', 'true']);
+    const rt = await router(rs.map((r) => r.url), ['--max-ongoing-requests', '1', '--max-queue', '1']);
+    const slow = { 'x-modelmux-test-delay-ms': '1500' };
+    const first = infer(rt.url, 'm2', slow);
+    await sleep(300);
+    const queued = infer(rt.url, 'm2', slow);
+    await sleep(100);
+    const refused = await fetch(`${rt.url}/wine/v2/models/m2/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(v2Body(wineRows(1))) });
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(((await refused.json()) as { error: string }).error).toBe('pool_saturated');
+    const stopping = rt.stop(20_000);
+    expect((await first).status).toBe(200);
+    expect((await queued).status).toBe(200);
+    expect(await stopping).toBe(0);
+  });
 });
