@@ -126,7 +126,7 @@ interface SimLine {
 }
 
 /** The simulator's rows for this pool, from a child process bounded to `timeoutMs`. */
-async function simulatorTable(o: Options, patterns: readonly PatternName[], repoRoot: string, timeoutMs = 120_000): Promise<string> {
+async function simulatorTable(o: Options, patterns: readonly PatternName[], repoRoot: string, measured: readonly Row[], timeoutMs = 120_000): Promise<string> {
   const args = [join(repoRoot, 'dist/bench/lib/sim-rows.js'), String(o.replicas), String(o.maxModels), String(o.models), String(o.maxOngoingRequests), patterns.join(',')];
   const out = await new Promise<string>((resolve) => {
     execFile(process.execPath, args, { timeout: timeoutMs, maxBuffer: 16 << 20 }, (_err, stdout) => resolve(stdout));
@@ -138,8 +138,15 @@ async function simulatorTable(o: Options, patterns: readonly PatternName[], repo
     const r = results.find((x) => x.pattern === pattern && x.policy === policy);
     return r ? fmt(f(r)) : 'did not finish';
   };
+  const real = (system: System, p: PatternName, f: (r: Row) => number): string => {
+    const r = measured.find((x) => x.system === system && x.pattern === p);
+    return r ? fmt(f(r)) : 'n/a';
+  };
   const rows = patterns.map((p) => [
     p,
+    real('modelmux', p, (r) => r.loadsPer1000),
+    real('ray', p, (r) => r.loadsPer1000),
+    real('modelmux', p, (r) => r.idealLoadsPer1000),
     cell(p, 'modelmux', (r) => r.loadsPer1000),
     cell(p, 'ray-like', (r) => r.loadsPer1000),
     cell(p, 'ideal', (r) => r.loadsPer1000),
@@ -147,11 +154,11 @@ async function simulatorTable(o: Options, patterns: readonly PatternName[], repo
     cell(p, 'ray-like', (r) => r.p99WaitMs),
   ]);
   return [
-    `Simulated pool (bench/simulator, same shape: ${o.replicas} replicas × ${o.maxModels} slots, ${o.models} models, maxOngoingRequests ${o.maxOngoingRequests}; ` +
+    `Measured load rates beside the placement simulator's (bench/simulator) for the same shape: ${o.replicas} replicas × ${o.maxModels} slots, ${o.models} models, maxOngoingRequests ${o.maxOngoingRequests}; ` +
       `simulator defaults otherwise: ${params.routers} routers, inference ${params.inferMs} ms, load ${params.loadMs} ms, ${params.busy * 100}% busy, ` +
       `${params.durationMs / 1000} s of which ${params.warmupMs / 1000} s warm-up; "did not finish" = not done within ${timeoutMs / 1000} s):`,
     '',
-    mdTable(['pattern', 'sim modelmux loads/1000', 'sim ray-like loads/1000', 'sim ideal global LRU loads/1000', 'sim modelmux p99 wait ms', 'sim ray-like p99 wait ms'], rows),
+    mdTable(['pattern', 'measured modelmux loads/1000', 'measured Ray loads/1000', 'measured ideal global LRU loads/1000', 'sim modelmux loads/1000', 'sim ray-like loads/1000', 'sim ideal global LRU loads/1000', 'sim modelmux p99 wait ms', 'sim ray-like p99 wait ms'], rows),
   ].join('\n');
 }
 
@@ -298,7 +305,7 @@ export async function main(argv: string[]): Promise<void> {
   if (o.simulate) {
     try {
       log('running the placement simulator');
-      sim = await simulatorTable(o, patterns, repoRoot);
+      sim = await simulatorTable(o, patterns, repoRoot, rows);
     } catch (err) {
       sim = `Simulator table unavailable: ${String(err)}`;
     }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { byteQuantityString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { DEFAULT_RECENT_MS } from './balancer.js';
 import { parseStaticRoutes, type StaticRoute } from './static-discovery.js';
 
 const positiveInt = z.coerce.number().int().positive();
@@ -8,7 +9,12 @@ export const routerConfigSchema = z.object({
   discovery: z.enum(['static', 'kube']).default('static'),
   host: z.string().min(1).default('0.0.0.0'),
   port: z.coerce.number().int().min(0).max(65535).default(8000),
-  routes: z.string().optional(),
+  routes: z
+    .string()
+    .superRefine((v, ctx) => {
+      for (const p of parseStaticRoutes(v).problems) ctx.addIssue({ code: 'custom', message: p });
+    })
+    .optional(),
   maxOngoingRequests: positiveInt.default(16),
   matchTimeoutSeconds: z.coerce.number().min(0).max(60).default(1),
   pollIntervalMs: positiveInt.default(500),
@@ -17,7 +23,7 @@ export const routerConfigSchema = z.object({
   requestTimeoutMs: positiveInt.default(60_000),
   tryTimeoutMs: positiveInt.default(30_000),
   maxQueue: positiveInt.default(1024),
-  recentMs: positiveInt.default(5000),
+  recentMs: positiveInt.default(DEFAULT_RECENT_MS),
   connectionsPerReplica: positiveInt.default(64),
   shutdownGraceMs: positiveInt.default(25_000),
 });
@@ -47,11 +53,7 @@ export const ROUTER_SUMMARY = 'Route each request to a replica that holds its mo
 export function parseRouterConfig(argv: readonly string[], env: NodeJS.ProcessEnv): RouterConfig {
   const schema = routerConfigSchema.superRefine((c, ctx) => {
     if (c.discovery !== 'static') return;
-    if (c.routes === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['routes'], message: 'static discovery needs --routes' });
-      return;
-    }
-    for (const p of parseStaticRoutes(c.routes).problems) ctx.addIssue({ code: 'custom', path: ['routes'], message: p });
+    if (c.routes === undefined) ctx.addIssue({ code: 'custom', path: ['routes'], message: 'static discovery needs --routes' });
   });
   const c = parseConfig('router', ROUTER_SUMMARY, schema as unknown as typeof routerConfigSchema, specs, argv, env);
   return { ...c, staticRoutes: c.routes === undefined ? [] : parseStaticRoutes(c.routes).routes };

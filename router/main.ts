@@ -5,7 +5,7 @@ import { parseRouterConfig } from './config.js';
 import type { Discovery } from './discovery.js';
 import { KubeDiscovery } from './kube-discovery.js';
 import { RouterMetrics } from './metrics.js';
-import { Proxy } from './proxy.js';
+import { RouterProxy } from './proxy.js';
 import { RouteTable } from './route-table.js';
 import { RouterServer } from './server.js';
 import { StaticDiscovery } from './static-discovery.js';
@@ -22,7 +22,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     systemSetTimer,
     log,
   );
-  const proxy = new Proxy(routes, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs, tryTimeoutMs: config.tryTimeoutMs, ejectMs: 2000 }, metrics, log, systemClock);
+  const proxy = new RouterProxy(routes, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs, tryTimeoutMs: config.tryTimeoutMs, ejectMs: 2000 }, metrics, log, systemClock);
   const server = new RouterServer(proxy, routes, metrics, log);
   const discovery: Discovery =
     config.discovery === 'kube'

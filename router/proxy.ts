@@ -73,7 +73,7 @@ async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
  * replica with the prefix stripped, the response streamed back. One retry on another replica
  * when the connection fails or the replica says it is overloaded.
  */
-export class Proxy {
+export class RouterProxy {
   constructor(
     private readonly routes: RouteTable,
     private readonly limits: ProxyLimits,

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../common/log.js';
 import type { RouterMetrics } from './metrics.js';
-import type { Proxy } from './proxy.js';
+import type { RouterProxy } from './proxy.js';
 import type { RouteTable } from './route-table.js';
 
 /**
@@ -16,7 +16,7 @@ export class RouterServer {
   private discoveryReady = false;
 
   constructor(
-    private readonly proxy: Proxy,
+    private readonly proxy: RouterProxy,
     private readonly routes: RouteTable,
     private readonly metrics: RouterMetrics,
     private readonly log: Logger,
@@ -43,9 +43,12 @@ export class RouterServer {
   async drain(graceMs: number): Promise<void> {
     this.draining = true;
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    // Keep-alive connections become idle as their last response ends: close them as they do.
+    const sweeper = setInterval(() => this.server.closeIdleConnections(), 100);
     this.server.closeIdleConnections();
     const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
     await closed;
+    clearInterval(sweeper);
     clearTimeout(timer);
   }
 
