@@ -9,6 +9,7 @@ import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts, startS3Server, type S3Server } from '../test/helpers/s3-server.js';
 import { checkAnswer } from './lib/answer-check.js';
 import { globalLruMisses } from './lib/global-lru.js';
+import type { LoadStats } from './lib/load-stats.js';
 import { runLoad, type LoadResult } from './lib/load-generator.js';
 import { totalCpuSeconds, treePids } from './lib/proc-cpu.js';
 import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
@@ -78,6 +79,8 @@ interface Row {
   loads: number;
   loadsPer1000: number;
   idealLoadsPer1000: number;
+  /** Mean time of one model load (download + session) during the measured part. */
+  meanLoadMs: number;
   /** CPU seconds of the whole system (every process under it) per 1000 successful requests. */
   cpuSPer1000: number;
   /** CPU seconds the load generator itself used, to show it was not the bottleneck. */
@@ -94,7 +97,7 @@ function list<T extends string>(raw: string, allowed: readonly T[], what: string
 interface Running {
   url: string;
   pid: number;
-  loads(): Promise<number>;
+  loads(): Promise<LoadStats>;
   stop(): Promise<void>;
 }
 
@@ -165,7 +168,7 @@ async function simulatorTable(o: Options, patterns: readonly PatternName[], repo
 function report(o: Options, m: MachineInfo, rows: readonly Row[], patterns: readonly PatternName[], command: string, sim: string | undefined): string {
   const get = (s: System, p: PatternName): Row | undefined => rows.find((r) => r.system === s && r.pattern === p);
   const measured = mdTable(
-    ['pattern', 'system', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'loads / 1000 req', 'ideal global LRU loads / 1000', 'system CPU s / 1000 req', 'load generator CPU s'],
+    ['pattern', 'system', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'loads / 1000 req', 'ideal global LRU loads / 1000', 'mean load ms (as each system times it)', 'system CPU s / 1000 req', 'load generator CPU s'],
     rows.map((r) => [
       PATTERN_LABELS[r.pattern],
       r.system,
@@ -176,6 +179,7 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], patterns: read
       fmt(r.result.latency.p99Ms, 2),
       fmt(r.loadsPer1000),
       fmt(r.idealLoadsPer1000),
+      fmt(r.meanLoadMs, 0),
       fmt(r.cpuSPer1000, 2),
       fmt(r.clientCpuS, 2),
     ]),
@@ -275,7 +279,9 @@ export async function main(argv: string[]): Promise<void> {
           const run = await runLoad({ ...base, durationMs: o.durationSeconds * 1000 });
           const client = process.cpuUsage(client0);
           const cpuS = (await totalCpuSeconds(pids)) - cpu0;
-          const loads = (await sys.loads()) - before;
+          const after = await sys.loads();
+          const loads = after.count - before.count;
+          const loadSeconds = after.totalSeconds - before.totalSeconds;
           const ideal = globalLruMisses([...warm.sequence, ...run.sequence], o.replicas * o.maxModels, warm.sequence.length);
           const { sequence: _seq, ...result } = run;
           rows.push({
@@ -286,6 +292,7 @@ export async function main(argv: string[]): Promise<void> {
             loads,
             loadsPer1000: (1000 * loads) / Math.max(1, run.requests),
             idealLoadsPer1000: (1000 * ideal.misses) / Math.max(1, ideal.requests),
+            meanLoadMs: loads > 0 ? (1000 * loadSeconds) / loads : Number.NaN,
             cpuSPer1000: (1000 * cpuS) / Math.max(1, run.ok),
             clientCpuS: (client.user + client.system) / 1e6,
           });

@@ -197,7 +197,7 @@ export async function main(argv: string[]): Promise<void> {
       }
     }
     const loadsAfter = await replicaLoads([replicaUrl]);
-    if (loadsAfter !== loadsBefore) log(`warning: the replica loaded ${loadsAfter - loadsBefore} models during the measurement`);
+    if (loadsAfter.count !== loadsBefore.count) log(`warning: the replica loaded ${loadsAfter.count - loadsBefore.count} models during the measurement`);
   } finally {
     for (const c of children.reverse()) await c.stop(10_000);
   }

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startChild, type Child } from './child.js';
 import { childPids } from './proc-cpu.js';
+import type { LoadStats } from './load-stats.js';
 import { sumMetric } from './prom-text.js';
 
 /**
@@ -15,8 +16,8 @@ export interface ModelmuxLocal {
   replicaUrls: string[];
   replicaPids: number[];
   routerPid: number | undefined;
-  /** Successful model loads so far across all replicas. */
-  loads(): Promise<number>;
+  /** Successful model loads so far across all replicas, and the time all loads took. */
+  loads(): Promise<LoadStats>;
   child: Child;
   stop(): Promise<void>;
 }
@@ -43,9 +44,13 @@ async function environ(pid: number): Promise<Map<string, string>> {
   return new Map(raw.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
 }
 
-export async function replicaLoads(replicaUrls: readonly string[]): Promise<number> {
+export async function replicaLoads(replicaUrls: readonly string[]): Promise<LoadStats> {
   const texts = await Promise.all(replicaUrls.map(async (u) => (await fetch(`${u}/metrics`)).text()));
-  return texts.reduce((sum, t) => sum + sumMetric(t, 'modelmux_replica_model_loads_total', { result: 'success' }), 0);
+  return {
+    count: texts.reduce((sum, t) => sum + sumMetric(t, 'modelmux_replica_model_loads_total', { result: 'success' }), 0),
+    // The histogram covers failed loads too; with a healthy store there are none.
+    totalSeconds: texts.reduce((sum, t) => sum + sumMetric(t, 'modelmux_replica_model_load_duration_seconds_sum'), 0),
+  };
 }
 
 export async function startModelmuxLocal(repoRoot: string, o: ModelmuxLocalOptions): Promise<ModelmuxLocal> {

@@ -4,14 +4,15 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startChild, type Child } from './child.js';
+import type { LoadStats } from './load-stats.js';
 
 const execFileP = promisify(execFile);
 
 /** The Ray Serve application of bench/ray/app.py on a local Ray cluster, run by run_ray.py. */
 export interface RayServe {
   url: string;
-  /** Model loads so far across all replicas (lines of the app's load log). */
-  loads(): Promise<number>;
+  /** Model loads so far across all replicas and their summed duration (from the app's load log). */
+  loads(): Promise<LoadStats>;
   child: Child;
   stop(): Promise<void>;
 }
@@ -62,7 +63,11 @@ export async function startRayServe(repoRoot: string, o: RayServeOptions): Promi
   return {
     url,
     child,
-    loads: async () => (await readFile(o.loadLog, 'utf8')).split('\n').filter((l) => l.trim() !== '').length,
+    loads: async () => {
+      const lines = (await readFile(o.loadLog, 'utf8')).split('\n').filter((l) => l.trim() !== '');
+      const totalMs = lines.reduce((sum, l) => sum + (Number((JSON.parse(l) as { ms?: unknown }).ms) || 0), 0);
+      return { count: lines.length, totalSeconds: totalMs / 1000 };
+    },
     stop: () => child.stop(45_000),
   };
 }
