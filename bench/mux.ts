@@ -267,7 +267,9 @@ export async function main(argv: string[]): Promise<void> {
       log(`starting ${system}`);
       const sys = await startSystem(system, o, repoRoot, store, workDir);
       try {
-        await checkAnswer(sys.url, ids[ids.length - 1] as string, hiddenUnitsForBytes(o.modelBytes));
+        const checked = ids[ids.length - 1] as string;
+        await checkAnswer(sys.url, checked, hiddenUnitsForBytes(o.modelBytes));
+        const history: string[] = [checked];
         for (const pattern of patterns) {
           const next = idSampler(pattern, ids, o.seed);
           const base = { url: sys.url, nextModel: next, concurrency: o.concurrency, body, maxRequests: Number.MAX_SAFE_INTEGER };
@@ -282,7 +284,10 @@ export async function main(argv: string[]): Promise<void> {
           const after = await sys.loads();
           const loads = after.count - before.count;
           const loadSeconds = after.totalSeconds - before.totalSeconds;
-          const ideal = globalLruMisses([...warm.sequence, ...run.sequence], o.replicas * o.maxModels, warm.sequence.length);
+          // The floor replays everything this system was sent since it started: its caches carry over between patterns.
+          const seen = history.length + warm.sequence.length;
+          history.push(...warm.sequence, ...run.sequence);
+          const ideal = globalLruMisses(history, o.replicas * o.maxModels, seen);
           const { sequence: _seq, ...result } = run;
           rows.push({
             system,
@@ -317,7 +322,7 @@ export async function main(argv: string[]): Promise<void> {
       sim = `Simulator table unavailable: ${String(err)}`;
     }
   }
-  const command = `npm run bench:mux -- ${argv.join(' ')}`.trim();
+  const command = argv.length > 0 ? `npm run bench:mux -- ${argv.join(' ')}` : 'npm run bench:mux';
   const md = report(o, m, rows, patterns, command, sim);
   await writeFile(join(repoRoot, `${o.out}.json`), JSON.stringify({ machine: m, options: o, command, rows }, null, 2) + '\n');
   await writeFile(join(repoRoot, `${o.out}.md`), md);

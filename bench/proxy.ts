@@ -201,7 +201,7 @@ export async function main(argv: string[]): Promise<void> {
   } finally {
     for (const c of children.reverse()) await c.stop(10_000);
   }
-  const command = `npm run bench:proxy -- ${argv.join(' ')}`.trim();
+  const command = argv.length > 0 ? `npm run bench:proxy -- ${argv.join(' ')}` : 'npm run bench:proxy';
   const md = report(o, rows, command);
   await writeFile(join(repoRoot, `${o.out}.json`), JSON.stringify({ machine: machineInfo(), options: o, command, rows }, null, 2) + '\n');
   await writeFile(join(repoRoot, `${o.out}.md`), md);
