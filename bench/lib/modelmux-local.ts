@@ -4,6 +4,7 @@ import { startChild, type Child } from './child.js';
 import { childPids } from './proc-cpu.js';
 import type { LoadStats } from './load-stats.js';
 import { sumMetric } from './prom-text.js';
+import type { PoolOptions } from './pool-options.js';
 
 /**
  * `modelmux local` (router + R replica processes) as the benchmark runs it. The replicas'
@@ -22,15 +23,7 @@ export interface ModelmuxLocal {
   stop(): Promise<void>;
 }
 
-export interface ModelmuxLocalOptions {
-  port: number;
-  replicas: number;
-  maxModelsPerReplica: number;
-  maxOngoingRequests: number;
-  maxBatchSize: number;
-  batchWaitMs: number;
-  modelSource: string;
-  s3Endpoint?: string;
+export interface ModelmuxLocalOptions extends PoolOptions {
   env?: Record<string, string>;
   routePrefix?: string;
 }

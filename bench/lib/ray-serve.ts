@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startChild, type Child } from './child.js';
 import type { LoadStats } from './load-stats.js';
+import type { PoolOptions } from './pool-options.js';
 
 const execFileP = promisify(execFile);
 
@@ -17,15 +18,7 @@ export interface RayServe {
   stop(): Promise<void>;
 }
 
-export interface RayServeOptions {
-  port: number;
-  replicas: number;
-  maxModelsPerReplica: number;
-  maxOngoingRequests: number;
-  maxBatchSize: number;
-  batchWaitMs: number;
-  modelSource: string;
-  s3Endpoint?: string;
+export interface RayServeOptions extends PoolOptions {
   /** AWS_* credentials for boto3's standard chain. */
   env?: Record<string, string>;
   loadLog: string;

@@ -1,5 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
+import { parsePrometheus, spawnModelmux, waitListeningAndReady } from './modelmux-process.js';
+
+export { parsePrometheus } from './modelmux-process.js';
 
 /** A `modelmux replica` child process listening on 127.0.0.1. */
 export interface ReplicaProcess {
@@ -29,101 +30,22 @@ export interface ReplicaProcessOptions {
   readyTimeoutMs?: number;
 }
 
-/** Parses the Prometheus text format (enough for counters, gauges and histogram series). */
-export function parsePrometheus(text: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
-    if (!m) continue;
-    const [, name = '', labels = '', raw = ''] = m;
-    const value = Number(raw);
-    out.set(name + labels, value);
-    if (labels !== '') out.set(name, (out.get(name) ?? 0) + value);
-    else if (!out.has(name)) out.set(name, value);
-  }
-  return out;
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 /**
  * Starts `node dist/cli/main.js replica` (run `npm run build` first) and waits until
  * `/v2/health/ready` answers 200. The port is read from the replica's "listening" log line.
  */
 export async function startReplica(options: ReplicaProcessOptions = {}): Promise<ReplicaProcess> {
   const host = options.host ?? '127.0.0.1';
-  const args = [join(process.cwd(), 'dist/cli/main.js'), 'replica', '--host', host, '--port', '0', ...(options.args ?? [])];
-  const child: ChildProcess = spawn(process.execPath, args, {
-    cwd: process.cwd(),
-    env: { ...process.env, ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const onData = (b: Buffer): void => {
-    output += b.toString();
-  };
-  child.stdout?.on('data', onData);
-  child.stderr?.on('data', onData);
-  let exitCode: number | null | undefined;
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
-    exitCode = code;
-    resolve(code);
-  }));
-
-  const logLines = (): Record<string, unknown>[] =>
-    output.split('\n').flatMap((l) => {
-      if (!l.startsWith('{')) return [];
-      try {
-        return [JSON.parse(l) as Record<string, unknown>];
-      } catch {
-        return [];
-      }
-    });
-
-  const stop = async (graceMs = 10_000): Promise<number | null> => {
-    if (exitCode !== undefined) return exitCode;
-    child.kill('SIGTERM');
-    const killer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    const code = await exited;
-    clearTimeout(killer);
-    return code;
-  };
-
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 20_000);
-  let port: number | undefined;
-  while (port === undefined) {
-    if (exitCode !== undefined) throw new Error(`replica exited with ${exitCode} during start:\n${output}`);
-    const line = logLines().find((l) => l.event === 'listening');
-    if (line && typeof line.port === 'number') port = line.port;
-    else if (Date.now() > deadline) {
-      await stop(1000);
-      throw new Error(`replica did not start in time:\n${output}`);
-    } else await sleep(50);
-  }
-  const url = `http://${host}:${port}`;
-  for (;;) {
-    try {
-      const r = await fetch(`${url}/v2/health/ready`);
-      if (r.status === 200) break;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline || exitCode !== undefined) {
-      await stop(1000);
-      throw new Error(`replica never became ready:\n${output}`);
-    }
-    await sleep(50);
-  }
-
+  const p = spawnModelmux('replica', ['--host', host, '--port', '0', ...(options.args ?? [])], options.env);
+  const { url, port } = await waitListeningAndReady(p, 'replica', (l) => l['event'] === 'listening', host, '/v2/health/ready', options.readyTimeoutMs ?? 20_000);
   return {
     url,
     port,
-    pid: child.pid ?? -1,
-    logs: () => output,
-    logLines,
+    pid: p.pid,
+    logs: p.logs,
+    logLines: p.logLines,
     metrics: async () => parsePrometheus(await (await fetch(`${url}/metrics`)).text()),
-    stop,
-    exited,
+    stop: p.stop,
+    exited: p.exited,
   };
 }

@@ -1,12 +1,15 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer, type AddressInfo } from 'node:net';
+import { freePorts } from '../../cli/local-processes.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CreateBucketCommand, ListBucketsCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 
 const execFileP = promisify(execFile);
+
+/** Re-exported for tests that start their own servers beside the store. */
+export { freePorts };
 
 /** A running S3-compatible server (SeaweedFS's S3 gateway) for one test file. */
 export interface S3Server {
@@ -44,19 +47,6 @@ export async function seaweedBinary(): Promise<string> {
   return path;
 }
 
-/** Reserves `n` distinct free ports on 127.0.0.1 (held together, so they differ, then freed). */
-export async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-      const s = createServer();
-      s.once('error', reject);
-      s.listen(0, '127.0.0.1', () => resolve(s));
-    })),
-  );
-  const ports = servers.map((s) => (s.address() as AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
-  return ports;
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
