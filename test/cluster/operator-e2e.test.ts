@@ -163,19 +163,23 @@ describe('replicas made by the operator, end to end', () => {
     await readyStatus(cp, 5);
     const pods = await livePods(cp);
     expect(pods).toHaveLength(5);
-    // Four replicas get traffic; the fifth stays cold. Earlier tests warmed some replicas, so
-    // the cold one is one that has no deletion cost yet.
+    // The cold replica is the oldest pod: with equal deletion costs the ReplicaSet controller
+    // removes the newest first, so only an honoured deletion cost makes it go. The other four
+    // get more requests than the cold one has published, so each ends up hotter than it.
     const costOf = (p: V1Pod | undefined): number => Number(p?.metadata?.annotations?.[DELETION_COST_ANNOTATION] ?? '0');
-    const cold = pods.find((p) => costOf(p) === 0);
-    if (cold === undefined) throw new Error(`no cold replica among ${pods.map((p) => `${p.metadata?.name ?? ''}=${costOf(p)}`).join(', ')}`);
+    const created = (p: V1Pod): number => new Date(String(p.metadata?.creationTimestamp ?? '')).getTime();
+    const oldestFirst = [...pods].sort((a, b) => created(a) - created(b) || costOf(a) - costOf(b));
+    const cold = oldestFirst[0]!;
     const hot = pods.filter((p) => p !== cold);
+    expect(created(cold)).toBeLessThan(Math.max(...hot.map(created)));
+    const coldCost = costOf(await getJson<V1Pod>(cp, ['pod', cold.metadata!.name!]));
     for (const [i, p] of hot.entries()) {
-      for (let k = 0; k < 3; k++) await infer(p, `wine-${i}`, k);
+      for (let k = 0; k < coldCost + 3; k++) await infer(p, `wine-${i}`, k);
     }
     await eventually(async () => {
       for (const p of hot) {
         const cost = costOf(await getJson<V1Pod>(cp, ['pod', p.metadata!.name!]));
-        if (!(cost > 0)) throw new Error(`${p.metadata!.name!} cost ${cost}`);
+        if (!(cost > coldCost)) throw new Error(`${p.metadata!.name!} cost ${cost}, cold replica ${coldCost}`);
       }
     }, 20_000);
     await cp.kubectl(['scale', 'mxd/wine', '--replicas=4']);
