@@ -7,6 +7,7 @@ import { REPLICA_ENV } from '../common/replica-env.js';
 import { writeExampleModels } from './example-models.js';
 import { bannerText } from './local-banner.js';
 import { freePorts, startChild, waitReady, type Child } from './local-processes.js';
+import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 
 const SUMMARY =
   'Run the whole pool on this machine, without Kubernetes: N replica processes and a router with\n' +
@@ -29,9 +30,7 @@ const schema = z.object({
   maxOngoingRequests: int(1, 100000).default(16),
   maxBatchSize: int(1, 1024).default(1),
   batchWaitMs: int(0, 10000).default(0),
-  s3Endpoint: z.url().optional(),
-  s3Region: z.string().min(1).max(64).default('us-east-1'),
-  s3ForcePathStyle: booleanString.optional(),
+  ...s3OptionsShape,
   readyTimeoutSeconds: int(1, 3600).default(120),
   verbose: booleanString.default(false),
 });
@@ -49,9 +48,7 @@ const specs: OptionSpecs<typeof schema.shape> = {
   maxOngoingRequests: { flag: 'max-ongoing-requests', env: REPLICA_ENV.maxOngoingRequests, help: 'In-flight requests per replica at most (default 16).' },
   maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most (default 1: off).' },
   batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others (default 0).' },
-  s3Endpoint: { flag: 's3-endpoint', env: REPLICA_ENV.s3Endpoint, help: 'S3-compatible endpoint for an s3:// store (AWS when unset).' },
-  s3Region: { flag: 's3-region', env: REPLICA_ENV.s3Region, help: 'S3 region (default us-east-1).' },
-  s3ForcePathStyle: { flag: 's3-force-path-style', env: REPLICA_ENV.s3ForcePathStyle, help: 'Path-style S3 URLs (default true with --s3-endpoint).' },
+  ...s3OptionSpecs,
   readyTimeoutSeconds: { flag: 'ready-timeout-seconds', env: 'MODELMUX_LOCAL_READY_TIMEOUT_SECONDS', help: 'How long to wait for every process to be ready (default 120).' },
   verbose: { flag: 'verbose', env: 'MODELMUX_LOCAL_VERBOSE', help: "Show every log line of the replicas and the router (default: warnings and errors only)." },
 };

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { booleanString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { parseConfig, type OptionSpecs } from '../common/config.js';
 import { createLogger } from '../common/log.js';
 import { MAX_MODEL_ID_LENGTH } from '../common/model-id.js';
-import { REPLICA_ENV } from '../common/replica-env.js';
 import { parseDestination, writeExampleModels, type ModelDestination, type S3Settings } from './example-models.js';
+import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 
 const SUMMARY =
   'Write the deterministic example models (a small wine-quality MLP per id) as <out>/<ID>/model.onnx,\n' +
@@ -28,9 +28,7 @@ const schema = z.object({
     .max(MAX_MODEL_ID_LENGTH - 6)
     .regex(/^[A-Za-z0-9._~@:+=-]*$/, 'may hold only letters, digits and . _ ~ @ : + = -')
     .default('wine-'),
-  s3Endpoint: z.url().optional(),
-  s3Region: z.string().min(1).default('us-east-1'),
-  s3ForcePathStyle: booleanString.optional(),
+  ...s3OptionsShape,
 });
 
 const specs: OptionSpecs<typeof schema.shape> = {
@@ -38,9 +36,7 @@ const specs: OptionSpecs<typeof schema.shape> = {
   count: { flag: 'count', env: 'MODELMUX_MODELS_COUNT', help: 'How many models (ids <prefix>0 … <prefix>N-1). Default 20.' },
   sizeMb: { flag: 'size-mb', env: 'MODELMUX_MODELS_SIZE_MB', help: 'Approximate size of each model file in MiB (wider hidden layer). Default: about 1 KB.' },
   prefix: { flag: 'prefix', env: 'MODELMUX_MODELS_PREFIX', help: 'Model id prefix. Default "wine-".' },
-  s3Endpoint: { flag: 's3-endpoint', env: REPLICA_ENV.s3Endpoint, help: 'S3-compatible endpoint URL (MinIO, SeaweedFS, …); AWS when absent.' },
-  s3Region: { flag: 's3-region', env: REPLICA_ENV.s3Region, help: 'S3 region. Default us-east-1.' },
-  s3ForcePathStyle: { flag: 's3-force-path-style', env: REPLICA_ENV.s3ForcePathStyle, help: 'Path-style S3 URLs. Default true when --s3-endpoint is set.' },
+  ...s3OptionSpecs,
 };
 
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {

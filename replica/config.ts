@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs } from '../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
+import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
@@ -8,9 +9,7 @@ export const replicaConfigSchema = z.object({
   host: z.string().min(1).default('0.0.0.0'),
   port: int(0, 65535).default(REPLICA_PORT),
   modelSource: z.string().regex(/^(s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?|file:\/\/\/.*)$/, 'must be s3://bucket[/prefix] or file:///dir'),
-  s3Endpoint: z.url().optional(),
-  s3Region: z.string().min(1).max(64).default('us-east-1'),
-  s3ForcePathStyle: booleanString.optional(),
+  ...s3OptionsShape,
   maxModels: int(1, 10000).default(3),
   maxModelBytes: byteQuantityString.optional(),
   maxOngoingRequests: int(1, 100000).default(16),
@@ -36,9 +35,7 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   host: { flag: 'host', env: REPLICA_ENV.host, help: 'Address to listen on (default 0.0.0.0).' },
   port: { flag: 'port', env: REPLICA_ENV.port, help: `Port to listen on; 0 picks a free one (default ${REPLICA_PORT}).` },
   modelSource: { flag: 'model-source', env: REPLICA_ENV.modelSource, help: 'Model store: s3://bucket/prefix or file:///dir; model ID lives at <source>/<ID>/model.onnx. Required.' },
-  s3Endpoint: { flag: 's3-endpoint', env: REPLICA_ENV.s3Endpoint, help: 'S3-compatible endpoint URL (AWS when unset). Credentials come from the standard AWS chain.' },
-  s3Region: { flag: 's3-region', env: REPLICA_ENV.s3Region, help: 'S3 region (default us-east-1).' },
-  s3ForcePathStyle: { flag: 's3-force-path-style', env: REPLICA_ENV.s3ForcePathStyle, help: 'Path-style S3 addressing (default: true when an endpoint is set).' },
+  ...s3OptionSpecs,
   maxModels: { flag: 'max-models', env: REPLICA_ENV.maxModels, help: 'Models kept loaded at most (LRU; default 3).' },
   maxModelBytes: { flag: 'max-model-bytes', env: REPLICA_ENV.maxModelBytes, help: 'Optional bound on the bytes of loaded model files, e.g. 4Gi.' },
   maxOngoingRequests: { flag: 'max-ongoing-requests', env: REPLICA_ENV.maxOngoingRequests, help: 'Inference requests in progress at most; past it 503 overloaded at once (default 16).' },

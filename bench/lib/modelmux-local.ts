@@ -4,7 +4,7 @@ import { startChild, type Child } from './child.js';
 import { childPids } from './proc-cpu.js';
 import type { LoadStats } from './load-stats.js';
 import { sumMetric } from './prom-text.js';
-import type { PoolOptions } from './pool-options.js';
+import { poolArgs, type PoolOptions } from './pool-options.js';
 
 /**
  * `modelmux local` (router + R replica processes) as the benchmark runs it. The replicas'
@@ -53,14 +53,8 @@ export async function startModelmuxLocal(repoRoot: string, o: ModelmuxLocalOptio
     'local',
     '--port', String(o.port),
     '--route-prefix', routePrefix,
-    '--replicas', String(o.replicas),
-    '--max-models', String(o.maxModelsPerReplica),
-    '--max-ongoing-requests', String(o.maxOngoingRequests),
-    '--max-batch-size', String(o.maxBatchSize),
-    '--batch-wait-ms', String(o.batchWaitMs),
-    '--model-source', o.modelSource,
+    ...poolArgs(o),
     '--example-models', '0',
-    ...(o.s3Endpoint ? ['--s3-endpoint', o.s3Endpoint] : []),
   ];
   const child = await startChild(process.execPath, args, {
     env: { ...process.env, ...o.env },

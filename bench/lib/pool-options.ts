@@ -9,3 +9,16 @@ export interface PoolOptions {
   modelSource: string;
   s3Endpoint?: string;
 }
+
+/** The flags both launchers take with the same names: `modelmux local` and bench/ray/run_ray.py. */
+export function poolArgs(o: PoolOptions): string[] {
+  return [
+    '--replicas', String(o.replicas),
+    '--max-models', String(o.maxModelsPerReplica),
+    '--max-ongoing-requests', String(o.maxOngoingRequests),
+    '--max-batch-size', String(o.maxBatchSize),
+    '--batch-wait-ms', String(o.batchWaitMs),
+    '--model-source', o.modelSource,
+    ...(o.s3Endpoint ? ['--s3-endpoint', o.s3Endpoint] : []),
+  ];
+}

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startChild, type Child } from './child.js';
 import type { LoadStats } from './load-stats.js';
-import type { PoolOptions } from './pool-options.js';
+import { poolArgs, type PoolOptions } from './pool-options.js';
 
 const execFileP = promisify(execFile);
 
@@ -38,14 +38,8 @@ export async function startRayServe(repoRoot: string, o: RayServeOptions): Promi
   const args = [
     join(repoRoot, 'bench/ray/run_ray.py'),
     '--port', String(o.port),
-    '--replicas', String(o.replicas),
-    '--max-models', String(o.maxModelsPerReplica),
-    '--max-ongoing-requests', String(o.maxOngoingRequests),
-    '--max-batch-size', String(o.maxBatchSize),
-    '--batch-wait-ms', String(o.batchWaitMs),
-    '--model-source', o.modelSource,
+    ...poolArgs(o),
     '--load-log', o.loadLog,
-    ...(o.s3Endpoint ? ['--s3-endpoint', o.s3Endpoint] : []),
   ];
   const child = await startChild(python, args, {
     env: { ...process.env, ...o.env, RAY_USAGE_STATS_ENABLED: '0' },
