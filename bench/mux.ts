@@ -4,7 +4,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { ConfigError, HelpRequested, booleanString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { ConfigError, HelpRequested, booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts, startS3Server, type S3Server } from '../test/helpers/s3-server.js';
 import { checkAnswer } from './lib/answer-check.js';
@@ -26,25 +26,24 @@ import { DEFAULT_PARAMS, type PolicyName } from './simulator/simulate.js';
  * request mixes. Writes bench/results/mux.{json,md}.
  */
 
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 const SYSTEMS = ['modelmux', 'ray'] as const;
 type System = (typeof SYSTEMS)[number];
 
 const schema = z.object({
-  models: int(1, 100_000).default(200),
-  modelBytes: int(1000, 1_000_000_000).default(5_000_000),
-  replicas: int(1, 64).default(2),
-  maxModels: int(1, 10_000).default(8),
-  maxOngoingRequests: int(1, 10_000).default(16),
-  maxBatchSize: int(1, 1024).default(1),
-  batchWaitMs: int(0, 10_000).default(0),
-  concurrency: int(1, 10_000).default(16),
+  models: intString(1, 100_000).default(200),
+  modelBytes: intString(1000, 1_000_000_000).default(5_000_000),
+  replicas: intString(1, 64).default(2),
+  maxModels: intString(1, 10_000).default(8),
+  maxOngoingRequests: intString(1, 10_000).default(16),
+  maxBatchSize: intString(1, 1024).default(1),
+  batchWaitMs: intString(0, 10_000).default(0),
+  concurrency: intString(1, 10_000).default(16),
   warmupSeconds: z.coerce.number().min(0).max(3600).default(5),
   durationSeconds: z.coerce.number().min(1).max(3600).default(15),
   patterns: z.string().default(PATTERNS.join(',')),
   systems: z.string().default(SYSTEMS.join(',')),
   store: z.enum(['s3', 'file']).default('s3'),
-  seed: int(0, 2 ** 31).default(42),
+  seed: intString(0, 2 ** 31).default(42),
   modelDir: z.string().optional(),
   out: z.string().default('bench/results/mux'),
   simulate: booleanString.default(true),

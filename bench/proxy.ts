@@ -3,7 +3,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { HelpRequested, parseConfig, type OptionSpecs } from '../common/config.js';
+import { HelpRequested, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts } from '../test/helpers/s3-server.js';
 import { checkAnswer } from './lib/answer-check.js';
@@ -25,12 +25,11 @@ import { childPids, totalCpuSeconds } from './lib/proc-cpu.js';
  * Writes bench/results/proxy.{json,md}.
  */
 
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 const schema = z.object({
   concurrency: z.string().default('1,16'),
   durationSeconds: z.coerce.number().min(1).max(3600).default(8),
-  modelBytes: int(0, 1_000_000_000).default(0),
-  nginxWorkers: int(1, 64).default(1),
+  modelBytes: intString(0, 1_000_000_000).default(0),
+  nginxWorkers: intString(1, 64).default(1),
   targets: z.string().default('direct,router,nginx'),
   out: z.string().default('bench/results/proxy'),
 });

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { booleanString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { createLogger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { writeExampleModels } from './example-models.js';
@@ -14,24 +14,23 @@ const SUMMARY =
   'static discovery. With a file:// store (the default, ./models) the example models are written\n' +
   'first when missing. Prints the URL and a curl command per request form; Ctrl-C stops everything.';
 
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 const schema = z.object({
-  replicas: int(1, 64).default(3),
-  maxModels: int(1, 10000).default(3),
+  replicas: intString(1, 64).default(3),
+  maxModels: intString(1, 10000).default(3),
   modelSource: z
     .string()
     .regex(/^(s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?|file:\/\/\/.*)$/, 'must be s3://bucket[/prefix] or file:///dir')
     .optional(),
-  exampleModels: int(0, 100000).default(20),
+  exampleModels: intString(0, 100000).default(20),
   host: z.string().min(1).default('127.0.0.1'),
-  port: int(0, 65535).default(8000),
+  port: intString(0, 65535).default(8000),
   routePrefix: z.string().regex(/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be one path segment such as /wine').max(64).default('/wine'),
-  maxOngoingRequests: int(1, 100000).default(16),
-  maxBatchSize: int(1, 1024).default(1),
-  batchWaitMs: int(0, 10000).default(0),
+  maxOngoingRequests: intString(1, 100000).default(16),
+  maxBatchSize: intString(1, 1024).default(1),
+  batchWaitMs: intString(0, 10000).default(0),
   ...s3OptionsShape,
-  readyTimeoutSeconds: int(1, 3600).default(120),
+  readyTimeoutSeconds: intString(1, 3600).default(120),
   verbose: booleanString.default(false),
 });
 

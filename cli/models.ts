@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseConfig, type OptionSpecs } from '../common/config.js';
+import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { createLogger } from '../common/log.js';
 import { MAX_MODEL_ID_LENGTH } from '../common/model-id.js';
 import { parseDestination, writeExampleModels, type ModelDestination, type S3Settings } from './example-models.js';
@@ -21,7 +21,7 @@ const schema = z.object({
       }
       return dest;
     }),
-  count: z.coerce.number().int().min(1).max(100000).default(20),
+  count: intString(1, 100000).default(20),
   sizeMb: z.coerce.number().positive().max(4096).optional(),
   prefix: z
     .string()

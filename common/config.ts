@@ -94,6 +94,9 @@ export function parseConfig<T extends z.ZodRawShape>(
   return r.data;
 }
 
+/** A whole number from a flag or variable, within [min, max]. */
+export const intString = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
 /** "true"/"false"/"1"/"0" as a boolean; z.coerce.boolean would take "false" as true. */
 export const booleanString = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { booleanString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 
 export const operatorConfigSchema = z.object({
   replicaImage: z.string().min(1).default('ghcr.io/modelmux/modelmux:0.1.0'),
@@ -8,12 +8,12 @@ export const operatorConfigSchema = z.object({
   leaderElection: booleanString.default(true),
   leaderElectionNamespace: z.string().min(1).optional(),
   leaseName: z.string().min(1).default('modelmux-operator'),
-  leaseDurationSeconds: z.coerce.number().int().min(2).max(300).default(15),
+  leaseDurationSeconds: intString(2, 300).default(15),
   identity: z.string().min(1).optional(),
   metricsHost: z.string().min(1).default('0.0.0.0'),
-  metricsPort: z.coerce.number().int().min(0).max(65535).default(8081),
-  workers: z.coerce.number().int().min(1).max(32).default(2),
-  resyncSeconds: z.coerce.number().int().min(10).max(86400).default(300),
+  metricsPort: intString(0, 65535).default(8081),
+  workers: intString(1, 32).default(2),
+  resyncSeconds: intString(10, 86400).default(300),
 });
 
 export type OperatorConfig = z.infer<typeof operatorConfigSchema> & { leaderElectionNamespace: string; identity: string };

@@ -1,32 +1,31 @@
 import { z } from 'zod';
-import { booleanString, byteQuantityString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 export const replicaConfigSchema = z.object({
   host: z.string().min(1).default('0.0.0.0'),
-  port: int(0, 65535).default(REPLICA_PORT),
+  port: intString(0, 65535).default(REPLICA_PORT),
   modelSource: z.string().regex(/^(s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?|file:\/\/\/.*)$/, 'must be s3://bucket[/prefix] or file:///dir'),
   ...s3OptionsShape,
-  maxModels: int(1, 10000).default(3),
+  maxModels: intString(1, 10000).default(3),
   maxModelBytes: byteQuantityString.optional(),
-  maxOngoingRequests: int(1, 100000).default(16),
-  maxBatchSize: int(1, 1024).default(1),
-  batchWaitMs: int(0, 10000).default(0),
+  maxOngoingRequests: intString(1, 100000).default(16),
+  maxBatchSize: intString(1, 1024).default(1),
+  batchWaitMs: intString(0, 10000).default(0),
   cacheDir: z.string().min(1).optional(),
   executionProvider: z.enum(['cpu', 'cuda']).default('cpu'),
   maxBodyBytes: byteQuantityString.default(8 * 1024 * 1024),
-  maxConcurrentLoads: int(1, 64).default(2),
-  requestTimeoutMs: int(1, 3_600_000).default(60_000),
-  publishIntervalMs: int(0, 60_000).default(300),
+  maxConcurrentLoads: intString(1, 64).default(2),
+  requestTimeoutMs: intString(1, 3_600_000).default(60_000),
+  publishIntervalMs: intString(0, 60_000).default(300),
   replicaName: z.string().min(1).max(253).optional(),
   podName: z.string().min(1).max(253).optional(),
   podNamespace: z.string().min(1).max(63).optional(),
   podIp: z.string().min(1).optional(),
   testHooks: booleanString.default(false),
-  testLoadDelayMs: int(0, 600_000).default(0),
+  testLoadDelayMs: intString(0, 600_000).default(0),
 });
 
 export type ReplicaConfig = z.infer<typeof replicaConfigSchema>;

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../common/clock.js';
 import { ModelmuxError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
@@ -40,7 +41,6 @@ export interface InferOutcome {
   hit: boolean;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const ms = (n: number): string => `${n.toFixed(1)}ms`;
 
 /** The replica's inference path: cache → (load from the store) → batcher → response body. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { byteQuantityString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { DEFAULT_RECENT_MS } from './balancer.js';
 import { parseStaticRoutes, type StaticRoute } from './static-discovery.js';
 
@@ -8,7 +8,7 @@ const positiveInt = z.coerce.number().int().positive();
 export const routerConfigSchema = z.object({
   discovery: z.enum(['static', 'kube']).default('static'),
   host: z.string().min(1).default('0.0.0.0'),
-  port: z.coerce.number().int().min(0).max(65535).default(8000),
+  port: intString(0, 65535).default(8000),
   routes: z
     .string()
     .superRefine((v, ctx) => {

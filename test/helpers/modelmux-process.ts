@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
@@ -16,8 +17,6 @@ export function parsePrometheus(text: string): Map<string, number> {
   }
   return out;
 }
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A `node dist/cli/main.js <subcommand>` child (run `npm run build` first) that logs JSON lines. */
 export interface ModelmuxProcess {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { freePorts } from '../../cli/local-processes.js';
@@ -47,8 +48,6 @@ export async function seaweedBinary(): Promise<string> {
   return path;
 }
 
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Starts `weed server -s3` on 127.0.0.1 with free ports in a temp dir, one admin identity with

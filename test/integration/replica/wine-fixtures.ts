@@ -1,4 +1,5 @@
 import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT, wineForward, wineWeights } from '../../../common/wine-model.js';
+import { eventually as pollUntil } from '../../helpers/eventually.js';
 
 /** Deterministic distinct rows of wine features. */
 export function wineRows(n: number, seed = 0): number[][] {
@@ -52,13 +53,9 @@ export function expectClose(actual: readonly number[], wanted: readonly number[]
   actual.forEach((v, i) => expect(Math.abs(v - (wanted[i] ?? NaN))).toBeLessThan(1e-3 * Math.max(1, Math.abs(wanted[i] ?? 0))));
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 /** Polls until `check` returns true or the timeout passes. */
-export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(25);
-  }
+export function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
+  return pollUntil(async () => {
+    if (!(await check())) throw new Error('condition not met in time');
+  }, timeoutMs, 25);
 }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { jest } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -32,8 +33,6 @@ async function router(urls: readonly string[], args: string[] = []): Promise<Rou
 const replicaName = (r: ReplicaProcess): string => `127.0.0.1:${r.port}`;
 const loads = async (r: ReplicaProcess): Promise<number> => (await r.metrics()).get('modelmux_replica_model_loads_total{result="success"}') ?? 0;
 const totalLoads = async (rs: readonly ReplicaProcess[]): Promise<number> => (await Promise.all(rs.map(loads))).reduce((a, b) => a + b, 0);
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 function infer(base: string, model: string, headers: Record<string, string> = {}): Promise<Answer> {
   return post(`${base}/wine/v2/models/${model}/infer`, v2Body(wineRows(2)), headers);
 }
