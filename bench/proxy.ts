@@ -5,7 +5,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { HelpRequested, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
-import { freePorts } from '../test/helpers/s3-server.js';
+import { freePorts } from '../cli/local-processes.js';
 import { checkAnswer } from './lib/answer-check.js';
 import { startChild, type Child } from './lib/child.js';
 import { waitHttpReady } from './lib/http-ready.js';
