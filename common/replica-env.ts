@@ -16,6 +16,9 @@ export const REPLICA_ENV = {
   batchWaitMs: 'MODELMUX_BATCH_WAIT_MS',
   cacheDir: 'MODELMUX_CACHE_DIR',
   executionProvider: 'MODELMUX_EXECUTION_PROVIDER',
+  graphOptimization: 'MODELMUX_GRAPH_OPTIMIZATION',
+  /** Bytes of downloaded model files kept in the cache folder after loading. */
+  diskCacheBytes: 'MODELMUX_DISK_CACHE_BYTES',
   maxBodyBytes: 'MODELMUX_MAX_BODY_BYTES',
   maxConcurrentLoads: 'MODELMUX_MAX_CONCURRENT_LOADS',
   /** Deadline of one inference request (queueing, load and run), answered 504 past it. */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
+import { GRAPH_OPTIMIZATION_LEVELS } from './onnx-runtime.js';
 
 
 export const replicaConfigSchema = z.object({
@@ -16,6 +17,8 @@ export const replicaConfigSchema = z.object({
   batchWaitMs: intString(0, 10000).default(0),
   cacheDir: z.string().min(1).optional(),
   executionProvider: z.enum(['cpu', 'cuda']).default('cpu'),
+  graphOptimization: z.enum(GRAPH_OPTIMIZATION_LEVELS).default('basic'),
+  diskCacheBytes: byteQuantityString.default(2 * 1024 ** 3),
   maxBodyBytes: byteQuantityString.default(8 * 1024 * 1024),
   maxConcurrentLoads: intString(1, 64).default(2),
   requestTimeoutMs: intString(1, 3_600_000).default(60_000),
@@ -42,6 +45,8 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others (default 0).' },
   cacheDir: { flag: 'cache-dir', env: REPLICA_ENV.cacheDir, help: 'Folder for downloaded model files (default: a temp folder).' },
   executionProvider: { flag: 'execution-provider', env: REPLICA_ENV.executionProvider, help: 'cpu or cuda (default cpu); cuda fails at start when absent.' },
+  graphOptimization: { flag: 'graph-optimization', env: REPLICA_ENV.graphOptimization, help: 'onnxruntime graph optimisation: disabled, basic, extended or all (default basic: fast session creation).' },
+  diskCacheBytes: { flag: 'disk-cache-bytes', env: REPLICA_ENV.diskCacheBytes, help: 'S3 stores: bytes of downloaded model files kept in --cache-dir for reloads, revalidated by ETag; 0 keeps none (default 2Gi).' },
   maxBodyBytes: { flag: 'max-body-bytes', env: REPLICA_ENV.maxBodyBytes, help: 'Largest request body; larger gets 413 (default 8Mi).' },
   maxConcurrentLoads: { flag: 'max-concurrent-loads', env: REPLICA_ENV.maxConcurrentLoads, help: 'Loads of different models running at the same time at most (default 2).' },
   requestTimeoutMs: { flag: 'request-timeout-ms', env: REPLICA_ENV.requestTimeoutMs, help: 'Deadline of one inference request, including its load; 504 past it (default 60000).' },

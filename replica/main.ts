@@ -32,6 +32,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     throw new ConfigError('replica', [`--execution-provider/${REPLICA_ENV.executionProvider}: ${err instanceof Error ? err.message : String(err)}`]);
   }
 
+  const metrics = createReplicaMetrics();
   // A file:// store is read in place; only S3 downloads need the cache dir.
   let ownCacheDir: string | undefined;
   let s3: S3ModelStore | undefined;
@@ -42,6 +43,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       uri: config.modelSource,
       region: config.s3Region,
       cacheDir,
+      diskCacheBytes: config.diskCacheBytes,
+      onFetch: (source) => metrics.fetches.inc({ source }),
       ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),
       ...(config.s3ForcePathStyle !== undefined ? { forcePathStyle: config.s3ForcePathStyle } : {}),
       ...(config.maxModelBytes !== undefined ? { maxFileBytes: config.maxModelBytes } : {}),
@@ -51,12 +54,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     store = new FileModelStore(config.modelSource, config.maxModelBytes);
   }
 
-  const metrics = createReplicaMetrics();
   const hotness = new HotnessMeter(clock);
   let coalescer: PublishCoalescer | undefined;
   const service = new ReplicaService({
     store,
     provider: config.executionProvider,
+    graphOptimizationLevel: config.graphOptimization,
     maxModels: config.maxModels,
     ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
     maxConcurrentLoads: config.maxConcurrentLoads,

@@ -28,6 +28,12 @@ export function createReplicaMetrics() {
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers: r,
     }),
+    fetches: new Counter({
+      name: 'modelmux_replica_model_fetches_total',
+      help: 'Model files fetched for a load from an S3 store, by source (store|disk|disk_unverified).',
+      labelNames: ['source'] as const,
+      registers: r,
+    }),
     evictions: new Counter({ name: 'modelmux_replica_model_evictions_total', help: 'Models evicted from the LRU.', registers: r }),
     releases: new Counter({ name: 'modelmux_replica_model_releases_total', help: 'Sessions released (after eviction, once no request used them).', registers: r }),
     modelsLoaded: new Gauge({ name: 'modelmux_replica_models_loaded', help: 'Models in the cache.', registers: r }),

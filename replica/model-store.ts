@@ -1,11 +1,15 @@
 import type { ModelId } from '../common/model-id.js';
 
-/** A model file on local disk, ready for onnxruntime. */
+/** A model file on local disk, ready for onnxruntime, which reads it whole at session creation. */
 export interface LocalModelFile {
   path: string;
   bytes: number;
-  /** Frees the local copy once the model is unloaded (absent when the file is the store's own). */
-  discard?: () => Promise<void>;
+  /**
+   * Called once the load that fetched the file is over: onnxruntime has read it into a session
+   * (`ok`) or refused it. A refused file is dropped from any local cache, so a broken model is
+   * never served again without a new download. Absent when the file is the store's own.
+   */
+  settle?: (ok: boolean) => void;
 }
 
 /**

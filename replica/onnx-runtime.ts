@@ -5,6 +5,8 @@ import type { OutputTensor } from './inference-body.js';
 import { datatypeFromOrt, ORT_TYPE, type HostTensor, type ModelSignature, type TensorData, type TensorSpec } from './tensor.js';
 
 export type ExecutionProvider = 'cpu' | 'cuda';
+export const GRAPH_OPTIMIZATION_LEVELS = ['disabled', 'basic', 'extended', 'all'] as const;
+export type GraphOptimizationLevel = (typeof GRAPH_OPTIMIZATION_LEVELS)[number];
 
 /** One loaded model: an onnxruntime session and the signature read from it. */
 export interface ModelSession {
@@ -25,15 +27,19 @@ function specs(meta: readonly ort.InferenceSession.ValueMetadata[], kind: string
 }
 
 /**
+ * Graph optimisation is chosen per deployment (`--graph-optimization`): a multiplexing replica
+ * creates sessions all the time, and on the 5 MB wine MLP 'all' costs 14.6 ms per creation
+ * against 6.2 ms for 'basic' with the same run time (docs/adr/0015-replica-load-path.md).
+ *
  * One thread per session, no spin-waiting. onnxruntime's default gives every session its own
  * pool of one thread per core that spins between runs: with N models loaded that is N pools
  * fighting over the same cores. A replica gets its parallelism from concurrent requests, not
  * from splitting one small run; measured on a 5 MB model, this cut session creation from 34 to
  * 13 ms and the CPU of 200 runs by 2.8× (docs/adr/0012-router-placement-and-replica-threads.md).
  */
-const SESSION_OPTIONS = (provider: ExecutionProvider): ort.InferenceSession.SessionOptions => ({
+const SESSION_OPTIONS = (provider: ExecutionProvider, level: GraphOptimizationLevel): ort.InferenceSession.SessionOptions => ({
   executionProviders: [provider],
-  graphOptimizationLevel: 'all',
+  graphOptimizationLevel: level,
   executionMode: 'sequential',
   intraOpNumThreads: 1,
   interOpNumThreads: 1,
@@ -41,10 +47,10 @@ const SESSION_OPTIONS = (provider: ExecutionProvider): ort.InferenceSession.Sess
 });
 
 /** Opens `path`; a file onnxruntime refuses becomes `model_load_failed` (422). */
-export async function openModel(path: string, provider: ExecutionProvider): Promise<ModelSession> {
+export async function openModel(path: string, provider: ExecutionProvider, level: GraphOptimizationLevel): Promise<ModelSession> {
   let session: ort.InferenceSession;
   try {
-    session = await ort.InferenceSession.create(path, SESSION_OPTIONS(provider));
+    session = await ort.InferenceSession.create(path, SESSION_OPTIONS(provider, level));
   } catch (err) {
     throw new ModelmuxError('model_load_failed', `onnxruntime cannot load the model: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }

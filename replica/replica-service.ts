@@ -9,12 +9,13 @@ import { inferResponseBody, parseInferBody, type InferResponse } from './inferen
 import type { ReplicaMetrics } from './metrics.js';
 import { ModelCache, type CacheEvent } from './model-cache.js';
 import type { ModelStore } from './model-store.js';
-import { openModel, type ExecutionProvider, type ModelSession } from './onnx-runtime.js';
+import { openModel, type ExecutionProvider, type GraphOptimizationLevel, type ModelSession } from './onnx-runtime.js';
 import type { ModelSignature } from './tensor.js';
 
 export interface ReplicaServiceOptions {
   store: ModelStore;
   provider: ExecutionProvider;
+  graphOptimizationLevel: GraphOptimizationLevel;
   maxModels: number;
   maxModelBytes?: number;
   maxConcurrentLoads: number;
@@ -30,12 +31,6 @@ export interface ReplicaServiceOptions {
   onTableChange: () => void;
 }
 
-/** A loaded model: its session plus the local file to drop when it is released. */
-interface LoadedModel {
-  session: ModelSession;
-  release(): Promise<void>;
-}
-
 export interface InferOutcome {
   body: InferResponse;
   hit: boolean;
@@ -45,11 +40,11 @@ const ms = (n: number): string => `${n.toFixed(1)}ms`;
 
 /** The replica's inference path: cache → (load from the store) → batcher → response body. */
 export class ReplicaService {
-  readonly cache: ModelCache<LoadedModel>;
+  readonly cache: ModelCache<ModelSession>;
   private readonly batcher: Batcher;
 
   constructor(private readonly opts: ReplicaServiceOptions) {
-    this.cache = new ModelCache<LoadedModel>({
+    this.cache = new ModelCache<ModelSession>({
       maxModels: opts.maxModels,
       ...(opts.maxModelBytes !== undefined ? { maxBytes: opts.maxModelBytes } : {}),
       maxConcurrentLoads: opts.maxConcurrentLoads,
@@ -79,16 +74,16 @@ export class ReplicaService {
   async infer(id: ModelId, body: unknown, binary: Uint8Array, holdMs = 0): Promise<InferOutcome> {
     return this.withDeadline(
       this.withModel(id, async (model) => {
-        const req = parseInferBody(body, model.session.signature, binary);
+        const req = parseInferBody(body, model.signature, binary);
         if (holdMs > 0) await sleep(holdMs);
-        const outputs = await this.batcher.run(id, model.session, req);
+        const outputs = await this.batcher.run(id, model, req);
         return inferResponseBody(req, id, outputs);
       }),
     );
   }
 
   async signature(id: ModelId): Promise<{ signature: ModelSignature; hit: boolean }> {
-    const r = await this.withDeadline(this.withModel(id, async (m) => m.session.signature));
+    const r = await this.withDeadline(this.withModel(id, async (m) => m.signature));
     return { signature: r.body, hit: r.hit };
   }
 
@@ -96,7 +91,7 @@ export class ReplicaService {
     return this.cache.close();
   }
 
-  private async withModel<R>(id: ModelId, use: (m: LoadedModel) => Promise<R>): Promise<{ body: R; hit: boolean }> {
+  private async withModel<R>(id: ModelId, use: (m: ModelSession) => Promise<R>): Promise<{ body: R; hit: boolean }> {
     const lease = await this.cache.acquire(id);
     (lease.hit ? this.opts.metrics.cacheHits : this.opts.metrics.cacheMisses).inc();
     try {
@@ -116,25 +111,18 @@ export class ReplicaService {
     return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
   }
 
-  private async load(id: ModelId): Promise<{ value: LoadedModel; bytes: number }> {
+  private async load(id: ModelId): Promise<{ value: ModelSession; bytes: number }> {
     const file = await this.opts.store.fetch(id);
+    let session: ModelSession;
     try {
       if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
-      const session = await openModel(file.path, this.opts.provider);
-      return {
-        value: {
-          session,
-          release: async () => {
-            await session.release();
-            await file.discard?.();
-          },
-        },
-        bytes: file.bytes,
-      };
+      session = await openModel(file.path, this.opts.provider, this.opts.graphOptimizationLevel);
     } catch (err) {
-      await file.discard?.().catch(() => undefined);
+      file.settle?.(false);
       throw err;
     }
+    file.settle?.(true);
+    return { value: session, bytes: file.bytes };
   }
 
   private onCacheEvent(e: CacheEvent): void {

@@ -1,22 +1,32 @@
 import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, rmSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { GetObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { ModelmuxError } from '../common/errors.js';
 import type { ModelId } from '../common/model-id.js';
-import { MODEL_FILE, modelKey, type LocalModelFile, type ModelStore } from './model-store.js';
+import { DiskFileCache, type CachedFile } from './disk-file-cache.js';
+import { modelKey, type LocalModelFile, type ModelStore } from './model-store.js';
+
+/**
+ * Where a load got its file: a fresh download, the disk cache after the store confirmed the
+ * version, or the disk cache while the store could not be asked (served rather than failing).
+ */
+export type FetchSource = 'store' | 'disk' | 'disk_unverified';
 
 export interface S3StoreOptions {
   uri: string;
   endpoint?: string;
   region: string;
   forcePathStyle?: boolean;
-  /** Downloads land here: `<cacheDir>/<ID>/model.onnx`, written to a temp name and renamed. */
+  /** Downloads land in `<cacheDir>/files/`, written to a temp name and renamed. */
   cacheDir: string;
+  /** Bytes of downloaded files kept on disk after their load (0: delete each after loading). */
+  diskCacheBytes: number;
   maxFileBytes?: number;
+  onFetch?: (source: FetchSource) => void;
 }
 
 const NOT_FOUND = new Set(['NoSuchKey', 'NotFound']);
@@ -24,18 +34,26 @@ const NOT_FOUND = new Set(['NoSuchKey', 'NotFound']);
 /**
  * `s3://bucket/prefix` on AWS or any S3-compatible endpoint. Credentials come from the standard
  * AWS chain (env, shared files, web identity, instance metadata) and never reach a log line.
+ * Downloaded files stay on disk (DiskFileCache) and are revalidated by ETag with a HEAD, so a
+ * model replaced in the store is downloaded again while an unchanged one is not.
  */
 export class S3ModelStore implements ModelStore {
   readonly uri: string;
   private readonly client: S3Client;
   private readonly bucket: string;
   private readonly prefix: string;
+  private readonly dir: string;
+  private readonly files: DiskFileCache;
 
   constructor(private readonly opts: S3StoreOptions) {
     this.uri = opts.uri;
     const u = new URL(opts.uri);
     this.bucket = u.hostname;
     this.prefix = decodeURIComponent(u.pathname);
+    this.dir = join(opts.cacheDir, 'files');
+    // Files left by an earlier process are not in the index and would fill the volume unseen.
+    rmSync(this.dir, { recursive: true, force: true });
+    this.files = new DiskFileCache(opts.diskCacheBytes, (path) => void rm(path, { force: true }).catch(() => undefined));
     this.client = new S3Client({
       region: opts.region,
       ...(opts.endpoint !== undefined ? { endpoint: opts.endpoint } : {}),
@@ -48,13 +66,55 @@ export class S3ModelStore implements ModelStore {
 
   async fetch(id: ModelId): Promise<LocalModelFile> {
     const key = modelKey(this.prefix, id);
+    const cached = this.files.checkout(id);
+    if (cached !== undefined) {
+      let etag: string;
+      try {
+        etag = await this.currentEtag(key, id);
+      } catch (err) {
+        const gone = err instanceof ModelmuxError && err.code === 'model_not_found';
+        if (gone) {
+          this.files.settle(id, cached, false);
+          throw err;
+        }
+        this.opts.onFetch?.('disk_unverified');
+        return this.local(id, cached);
+      }
+      if (etag !== '' && etag === cached.etag) {
+        this.opts.onFetch?.('disk');
+        return this.local(id, cached);
+      }
+      this.files.settle(id, cached, false);
+    }
+    const file = this.files.admit(id, await this.download(key, id));
+    this.opts.onFetch?.('store');
+    return this.local(id, file);
+  }
+
+  private local(id: ModelId, file: CachedFile): LocalModelFile {
+    return { path: file.path, bytes: file.bytes, settle: (ok) => this.files.settle(id, file, ok) };
+  }
+
+  /** The object's version as HEAD reports it; '' when the store gives none (never matches). */
+  private async currentEtag(key: string, id: ModelId): Promise<string> {
+    try {
+      const out = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+      return out.ETag ?? '';
+    } catch (err) {
+      throw this.translate(err, id);
+    }
+  }
+
+  private async download(key: string, id: ModelId): Promise<CachedFile> {
     let body: Readable;
     let length: number | undefined;
+    let etag: string;
     try {
       const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
       if (!(out.Body instanceof Readable)) throw new Error('the S3 response has no body stream');
       body = out.Body;
       length = out.ContentLength;
+      etag = out.ETag ?? '';
     } catch (err) {
       throw this.translate(err, id);
     }
@@ -63,9 +123,10 @@ export class S3ModelStore implements ModelStore {
       body.destroy();
       throw new ModelmuxError('model_too_large', `model "${id}" weighs ${length} bytes, more than the ${max} allowed`);
     }
-    const dir = join(this.opts.cacheDir, id);
-    const path = join(dir, MODEL_FILE);
-    const tmp = join(dir, `.${MODEL_FILE}.${randomBytes(6).toString('hex')}.tmp`);
+    // A name of its own per download: deleting an old version can never hit a newer one.
+    const name = `${id}.${randomBytes(6).toString('hex')}`;
+    const path = join(this.dir, `${name}.onnx`);
+    const tmp = join(this.dir, `.${name}.tmp`);
     let bytes = 0;
     const limit = new Transform({
       transform(chunk: Buffer, _enc, cb) {
@@ -75,7 +136,7 @@ export class S3ModelStore implements ModelStore {
       },
     });
     try {
-      await mkdir(dir, { recursive: true });
+      await mkdir(this.dir, { recursive: true });
       await pipeline(body, limit, createWriteStream(tmp, { mode: 0o600 }));
       await rename(tmp, path);
     } catch (err) {
@@ -83,7 +144,7 @@ export class S3ModelStore implements ModelStore {
       if (err instanceof ModelmuxError) throw err;
       throw new ModelmuxError('store_unavailable', `download of "${id}" from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
-    return { path, bytes, discard: () => rm(path, { force: true }) };
+    return { path, bytes, etag };
   }
 
   destroy(): void {

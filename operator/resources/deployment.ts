@@ -1,4 +1,5 @@
 import type { V1Deployment, V1EnvVar, V1ResourceRequirements } from '@kubernetes/client-node';
+import { parseByteQuantity } from '../../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../../common/replica-env.js';
 import type { MultiplexedDeploymentSpec } from '../../common/resource.js';
 import { commonLabels, ownedMeta, ownedNames, selectorLabels, type StoredMultiplexedDeployment } from './meta.js';
@@ -39,6 +40,16 @@ export function isExtendedResource(name: string): boolean {
   return domain !== 'kubernetes.io' && !domain.endsWith('.kubernetes.io');
 }
 
+/**
+ * The replica keeps downloaded files up to this many bytes in the cache volume: 80% of its
+ * sizeLimit, leaving room for the downloads in progress, since the kubelet evicts a pod whose
+ * emptyDir passes its limit. Undefined for a quantity that is not a plain byte count.
+ */
+export function diskCacheBytes(modelCacheSize: string): number | undefined {
+  const limit = parseByteQuantity(modelCacheSize);
+  return limit === undefined ? undefined : Math.floor(limit * 0.8);
+}
+
 function value(name: string, v: string): V1EnvVar {
   return { name, value: v };
 }
@@ -67,6 +78,8 @@ export function replicaEnv(spec: MultiplexedDeploymentSpec): V1EnvVar[] {
     value(REPLICA_ENV.executionProvider, spec.executionProvider),
   );
   if (spec.maxModelBytesPerReplica !== undefined) env.push(value(REPLICA_ENV.maxModelBytes, spec.maxModelBytesPerReplica));
+  const diskCache = diskCacheBytes(spec.modelCacheSize);
+  if (diskCache !== undefined) env.push(value(REPLICA_ENV.diskCacheBytes, String(diskCache)));
   env.push(field(REPLICA_ENV.podName, 'metadata.name'), field(REPLICA_ENV.podNamespace, 'metadata.namespace'), field(REPLICA_ENV.podIp, 'status.podIP'));
   if (src.credentialsSecret !== undefined) {
     for (const key of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY']) {

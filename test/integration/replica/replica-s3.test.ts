@@ -1,3 +1,4 @@
+import { DeleteObjectCommand } from '@aws-sdk/client-s3';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
 import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
@@ -26,7 +27,7 @@ const loaded = async (r: ReplicaProcess): Promise<string[]> => ((await get(`${r.
 
 beforeAll(async () => {
   s3 = await startS3Server();
-  await upload('m1', 'm2', 'm3', 'm4', 'hot', 'slow', 'other', 'cold-a', 'cold-b', 'p', 'q', 'r1');
+  await upload('m1', 'm2', 'm3', 'm4', 'hot', 'slow', 'other', 'cold-a', 'cold-b', 'p', 'q', 'r1', 'disk-a', 'disk-b');
 }, 600_000);
 
 afterAll(async () => {
@@ -199,5 +200,59 @@ describe('replica over a real S3-compatible store', () => {
     const fixed = await post(`${r.url}/v2/models/corrupt/infer`, v2Body(rows));
     expect(fixed.status).toBe(200);
     expectClose(v2Outputs(fixed), expected('corrupt', rows));
+  });
+
+  it('reloads an evicted model from its disk cache, and downloads it again once the store changes it', async () => {
+    const r = await replica(['--max-models', '1']);
+    const rows = wineRows(2);
+    const ask = (id: string) => post(`${r.url}/v2/models/${id}/infer`, v2Body(rows));
+    const fetches = async (source: string): Promise<number | undefined> => (await r.metrics()).get(`modelmux_replica_model_fetches_total{source="${source}"}`);
+
+    expect((await ask('disk-a')).status).toBe(200);
+    expect((await ask('disk-b')).status).toBe(200);
+    const reloaded = await ask('disk-a');
+    expect(reloaded.headers.get('x-modelmux-cache')).toBe('miss');
+    expectClose(v2Outputs(reloaded), expected('disk-a', rows));
+    expect(await fetches('store')).toBe(2);
+    expect(await fetches('disk')).toBe(1);
+    expect((await r.metrics()).get('modelmux_replica_model_loads_total{result="success"}')).toBe(3);
+
+    // A new version under the same key has another ETag: the disk copy is stale.
+    await s3.put('wine/disk-a/model.onnx', wineModelBytes('disk-c'));
+    await ask('disk-b');
+    expectClose(v2Outputs(await ask('disk-a')), expected('disk-c', rows));
+    expect(await fetches('store')).toBe(3);
+
+    // Gone from the store: not served from disk either.
+    await s3.client.send(new DeleteObjectCommand({ Bucket: s3.bucket, Key: 'wine/disk-a/model.onnx' }));
+    await ask('disk-b');
+    const gone = await ask('disk-a');
+    expect(gone.status).toBe(404);
+    expect(gone.body.error).toBe('model_not_found');
+  });
+});
+
+describe('replica whose store goes away', () => {
+  it('still reloads the models it has on disk, and answers 503 for the others', async () => {
+    const own = await startS3Server();
+    try {
+      for (const id of ['k1', 'k2', 'k3']) await own.put(`wine/${id}/model.onnx`, wineModelBytes(id));
+      const r = await startReplica({ args: ['--model-source', `s3://${own.bucket}/wine`, '--s3-endpoint', own.endpoint, '--max-models', '1'], env: own.awsEnv });
+      replicas.push(r);
+      const rows = wineRows(1);
+      const ask = (id: string) => post(`${r.url}/v2/models/${id}/infer`, v2Body(rows));
+      expect((await ask('k1')).status).toBe(200);
+      expect((await ask('k2')).status).toBe(200);
+      await own.stop();
+      const fromDisk = await ask('k1');
+      expect(fromDisk.status).toBe(200);
+      expectClose(v2Outputs(fromDisk), expected('k1', rows));
+      expect((await r.metrics()).get('modelmux_replica_model_fetches_total{source="disk_unverified"}')).toBe(1);
+      const never = await ask('k3');
+      expect(never.status).toBe(503);
+      expect(never.body.error).toBe('store_unavailable');
+    } finally {
+      await own.stop();
+    }
   });
 });

@@ -88,6 +88,8 @@ describe('buildDeployment', () => {
     const pod = buildDeployment(mxd({ modelCacheSize: '20Gi' }), { defaultImage: 'i' }).spec?.template.spec;
     expect(pod?.volumes?.find((v) => v.name === 'model-cache')?.emptyDir).toEqual({ sizeLimit: '20Gi' });
     expect(pod?.containers[0]?.volumeMounts).toContainEqual({ name: 'model-cache', mountPath: CACHE_MOUNT_PATH });
+    // Downloaded files may fill 80% of it; the rest is room for downloads in progress.
+    expect(envValue(container(mxd({ modelCacheSize: '20Gi' })), REPLICA_ENV.diskCacheBytes)).toBe(String(Math.floor(20 * 1024 ** 3 * 0.8)));
   });
 
   it('meets the restricted pod security standard', () => {
