@@ -65,6 +65,8 @@ export class KubeDiscovery implements Discovery {
   private readonly informers: (Informer<KubernetesObject> & ObjectCache<KubernetesObject>)[] = [];
   private stopped = false;
   private pending: NodeJS.Timeout | undefined;
+  /** Ends a start() still waiting for its first lists when the router stops. */
+  private unblock = (): void => undefined;
 
   constructor(
     private readonly namespace: string | undefined,
@@ -78,17 +80,34 @@ export class KubeDiscovery implements Discovery {
     const core = kc.makeApiClient(CoreV1Api);
     const ns = this.namespace;
     const mxdPath = ns ? `/apis/${API_GROUP}/${API_VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${API_GROUP}/${API_VERSION}/${PLURAL}`;
-    const mxds = makeInformer<MxdObject>(kc, mxdPath, async () =>
-      (ns
-        ? custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ns, plural: PLURAL })
-        : custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural: PLURAL })) as Promise<{ items: MxdObject[]; metadata?: { resourceVersion?: string } }>,
+    // An informer whose list fails reports it as a watch error and is restarted below; the
+    // routes are first published only once both lists have succeeded, so a router that starts
+    // while the API server is away stays unready instead of serving an empty route table.
+    const synced = { mxds: false, pods: false };
+    let onSynced = (): void => undefined;
+    const bothSynced = new Promise<void>((resolve) => (onSynced = resolve));
+    const listed = <T>(which: keyof typeof synced, list: () => Promise<T>) => async (): Promise<T> => {
+      const out = await list();
+      synced[which] = true;
+      if (synced.mxds && synced.pods) onSynced();
+      return out;
+    };
+    const mxds = makeInformer<MxdObject>(
+      kc,
+      mxdPath,
+      listed('mxds', async () =>
+        (ns
+          ? custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ns, plural: PLURAL })
+          : custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural: PLURAL })) as Promise<{ items: MxdObject[]; metadata?: { resourceVersion?: string } }>,
+      ),
     );
     const pods = makeInformer<V1Pod>(
       kc,
       ns ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
-      () => (ns ? core.listNamespacedPod({ namespace: ns, labelSelector: LABEL_DEPLOYMENT }) : core.listPodForAllNamespaces({ labelSelector: LABEL_DEPLOYMENT })),
+      listed('pods', () => (ns ? core.listNamespacedPod({ namespace: ns, labelSelector: LABEL_DEPLOYMENT }) : core.listPodForAllNamespaces({ labelSelector: LABEL_DEPLOYMENT }))),
       LABEL_DEPLOYMENT,
     );
+    this.unblock = onSynced;
     const emit = (): void => {
       if (this.pending || this.stopped) return;
       this.pending = setTimeout(() => {
@@ -110,11 +129,13 @@ export class KubeDiscovery implements Discovery {
       this.informers.push(inf);
     }
     await Promise.all(this.informers.map((i) => i.start()));
-    onUpdate(routesFromObjects(mxds.list(), pods.list(), this.log));
+    await bothSynced;
+    if (!this.stopped) onUpdate(routesFromObjects(mxds.list(), pods.list(), this.log));
   }
 
   stop(): void {
     this.stopped = true;
+    this.unblock();
     if (this.pending) clearTimeout(this.pending);
     for (const i of this.informers) void i.stop();
   }

@@ -1,14 +1,17 @@
 import { jest } from '@jest/globals';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { connect, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { MODELS_ANNOTATION } from '../../common/names.js';
 import { REPLICA_PORT } from '../../common/replica-env.js';
 import { wineModelBytes } from '../../common/wine-model.js';
+import { freePorts } from '../../cli/local-processes.js';
 import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
 import { eventually } from '../helpers/eventually.js';
 import { acquireLoopbackAddress, releaseLoopbackAddress } from '../helpers/loopback-addresses.js';
+import { spawnModelmux, waitListeningAndReady } from '../helpers/modelmux-process.js';
 import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
 import { startRouter, type RouterProcess } from '../helpers/router-process.js';
 import { get, post, v2Body, wineRows } from '../integration/replica/wine-fixtures.js';
@@ -130,5 +133,41 @@ describe('router with Kubernetes discovery', () => {
     expect(after.status).toBe(200);
     expect(after.headers.get('x-modelmux-replica')).toBe(`${ip0}:${REPLICA_PORT}`);
     expect(first.url).toContain(ip0);
+  });
+
+  it('stays up and unready while the API server cannot be reached at start, then routes once it can', async () => {
+    // The router's kubeconfig points at a port where nothing listens yet; later a plain TCP
+    // relay to the real API server opens there (same address, so TLS still verifies).
+    const [relayPort, routerPort] = (await freePorts(2)) as [number, number];
+    const saKubeconfig = await readFile(await cp.serviceAccountKubeconfig(NS, 'router'), 'utf8');
+    expect(saKubeconfig).toContain(cp.server);
+    const late = join(dir, 'late-kubeconfig');
+    await writeFile(late, saKubeconfig.replaceAll(cp.server, `https://127.0.0.1:${relayPort}`));
+    const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', String(routerPort), '--discovery', 'kube'], { KUBECONFIG: late });
+    let relay: Server | undefined;
+    try {
+      await eventually(async () => expect(p.logLines().some((l) => l['msg'] === 'watch failed; restarting')).toBe(true));
+      for (let i = 0; i < 3; i++) {
+        const ready = await fetch(`http://127.0.0.1:${routerPort}/readyz`);
+        expect(ready.status).toBe(503);
+        expect(p.exitCode()).toBeUndefined();
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      const api = new URL(cp.server);
+      relay = createServer((client) => {
+        const upstream = connect(Number(api.port), api.hostname);
+        client.pipe(upstream).pipe(client);
+        client.on('error', () => upstream.destroy());
+        upstream.on('error', () => client.destroy());
+      });
+      await new Promise<void>((resolve) => relay?.listen(relayPort, '127.0.0.1', resolve));
+      const { url } = await waitListeningAndReady(p, 'router', (l) => l['msg'] === 'router listening', '127.0.0.1', '/readyz', 60_000);
+      const routes = (await get(`${url}/routes`)).body.routes as { prefix: string; replicas: unknown[] }[];
+      expect(routes.map((r) => r.prefix)).toEqual(['/wine']);
+      expect((await fetch(`${url}/wine/v2/health/live`)).status).toBe(200);
+    } finally {
+      await p.stop();
+      relay?.close();
+    }
   });
 });
