@@ -19,6 +19,8 @@ export const REPLICA_ENV = {
   graphOptimization: 'MODELMUX_GRAPH_OPTIMIZATION',
   /** Bytes of downloaded model files kept in the cache folder after loading. */
   diskCacheBytes: 'MODELMUX_DISK_CACHE_BYTES',
+  revalidateAfterMs: 'MODELMUX_REVALIDATE_AFTER_MS',
+  prepackWeights: 'MODELMUX_PREPACK_WEIGHTS',
   maxBodyBytes: 'MODELMUX_MAX_BODY_BYTES',
   maxConcurrentLoads: 'MODELMUX_MAX_CONCURRENT_LOADS',
   /** Deadline of one inference request (queueing, load and run), answered 504 past it. */

@@ -6,6 +6,8 @@ export interface CachedFile {
   bytes: number;
   /** The store's ETag for the object when it was downloaded: a reload revalidates against it. */
   etag: string;
+  /** When the store last confirmed this version (download or HEAD), by the injected clock. */
+  checkedAt: number;
 }
 
 interface Slot extends CachedFile {
@@ -70,6 +72,11 @@ export class DiskFileCache {
     }
     this.index.set(id, slot);
     return slot;
+  }
+
+  /** The store has just confirmed that `file` is still its current version. */
+  confirm(file: CachedFile, now: number): void {
+    (file as Slot).checkedAt = now;
   }
 
   /**

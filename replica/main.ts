@@ -44,6 +44,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       region: config.s3Region,
       cacheDir,
       diskCacheBytes: config.diskCacheBytes,
+      revalidateAfterMs: config.revalidateAfterMs,
+      clock,
       onFetch: (source) => metrics.fetches.inc({ source }),
       ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),
       ...(config.s3ForcePathStyle !== undefined ? { forcePathStyle: config.s3ForcePathStyle } : {}),
@@ -59,7 +61,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const service = new ReplicaService({
     store,
     provider: config.executionProvider,
-    graphOptimizationLevel: config.graphOptimization,
+    session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights },
     maxModels: config.maxModels,
     ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
     maxConcurrentLoads: config.maxConcurrentLoads,

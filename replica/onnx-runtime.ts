@@ -8,6 +8,12 @@ export type ExecutionProvider = 'cpu' | 'cuda';
 export const GRAPH_OPTIMIZATION_LEVELS = ['disabled', 'basic', 'extended', 'all'] as const;
 export type GraphOptimizationLevel = (typeof GRAPH_OPTIMIZATION_LEVELS)[number];
 
+/** What a deployment may tune in how its sessions are created. */
+export interface SessionTuning {
+  graphOptimization: GraphOptimizationLevel;
+  prepackWeights: boolean;
+}
+
 /** One loaded model: an onnxruntime session and the signature read from it. */
 export interface ModelSession {
   readonly signature: ModelSignature;
@@ -27,30 +33,31 @@ function specs(meta: readonly ort.InferenceSession.ValueMetadata[], kind: string
 }
 
 /**
- * Graph optimisation is chosen per deployment (`--graph-optimization`): a multiplexing replica
- * creates sessions all the time, and on the 5 MB wine MLP 'all' costs 14.6 ms per creation
- * against 6.2 ms for 'basic' with the same run time (docs/adr/0015-replica-load-path.md).
+ * A multiplexing replica creates sessions all the time, so creation cost is chosen over the last
+ * few percent of run speed. Measured on the 5 MB wine MLP (docs/adr/0015-replica-load-path.md):
+ * graph optimisation 'all' → 'basic' took creation from 14.6 to 6.2 ms, and no weight pre-packing
+ * from there to 2.5 ms, with single-row runs as fast or faster. Both are per-deployment knobs.
  *
  * One thread per session, no spin-waiting. onnxruntime's default gives every session its own
  * pool of one thread per core that spins between runs: with N models loaded that is N pools
  * fighting over the same cores. A replica gets its parallelism from concurrent requests, not
- * from splitting one small run; measured on a 5 MB model, this cut session creation from 34 to
- * 13 ms and the CPU of 200 runs by 2.8× (docs/adr/0012-router-placement-and-replica-threads.md).
+ * from splitting one small run; this cut creation from 34 to 13 ms and the CPU of 200 runs by
+ * 2.8× (docs/adr/0012-router-placement-and-replica-threads.md).
  */
-const SESSION_OPTIONS = (provider: ExecutionProvider, level: GraphOptimizationLevel): ort.InferenceSession.SessionOptions => ({
+const SESSION_OPTIONS = (provider: ExecutionProvider, tuning: SessionTuning): ort.InferenceSession.SessionOptions => ({
   executionProviders: [provider],
-  graphOptimizationLevel: level,
+  graphOptimizationLevel: tuning.graphOptimization,
   executionMode: 'sequential',
   intraOpNumThreads: 1,
   interOpNumThreads: 1,
-  extra: { session: { intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
+  extra: { session: { disable_prepacking: tuning.prepackWeights ? '0' : '1', intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
 });
 
 /** Opens `path`; a file onnxruntime refuses becomes `model_load_failed` (422). */
-export async function openModel(path: string, provider: ExecutionProvider, level: GraphOptimizationLevel): Promise<ModelSession> {
+export async function openModel(path: string, provider: ExecutionProvider, tuning: SessionTuning): Promise<ModelSession> {
   let session: ort.InferenceSession;
   try {
-    session = await ort.InferenceSession.create(path, SESSION_OPTIONS(provider, level));
+    session = await ort.InferenceSession.create(path, SESSION_OPTIONS(provider, tuning));
   } catch (err) {
     throw new ModelmuxError('model_load_failed', `onnxruntime cannot load the model: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }

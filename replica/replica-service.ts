@@ -9,13 +9,13 @@ import { inferResponseBody, parseInferBody, type InferResponse } from './inferen
 import type { ReplicaMetrics } from './metrics.js';
 import { ModelCache, type CacheEvent } from './model-cache.js';
 import type { ModelStore } from './model-store.js';
-import { openModel, type ExecutionProvider, type GraphOptimizationLevel, type ModelSession } from './onnx-runtime.js';
+import { openModel, type ExecutionProvider, type ModelSession, type SessionTuning } from './onnx-runtime.js';
 import type { ModelSignature } from './tensor.js';
 
 export interface ReplicaServiceOptions {
   store: ModelStore;
   provider: ExecutionProvider;
-  graphOptimizationLevel: GraphOptimizationLevel;
+  session: SessionTuning;
   maxModels: number;
   maxModelBytes?: number;
   maxConcurrentLoads: number;
@@ -116,7 +116,7 @@ export class ReplicaService {
     let session: ModelSession;
     try {
       if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
-      session = await openModel(file.path, this.opts.provider, this.opts.graphOptimizationLevel);
+      session = await openModel(file.path, this.opts.provider, this.opts.session);
     } catch (err) {
       file.settle?.(false);
       throw err;

@@ -6,6 +6,7 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { ModelmuxError } from '../common/errors.js';
+import type { Clock } from '../common/clock.js';
 import type { ModelId } from '../common/model-id.js';
 import { DiskFileCache, type CachedFile } from './disk-file-cache.js';
 import { modelKey, type LocalModelFile, type ModelStore } from './model-store.js';
@@ -25,6 +26,9 @@ export interface S3StoreOptions {
   cacheDir: string;
   /** Bytes of downloaded files kept on disk after their load (0: delete each after loading). */
   diskCacheBytes: number;
+  /** A disk copy the store confirmed less than this long ago is used without asking again. */
+  revalidateAfterMs: number;
+  clock: Clock;
   maxFileBytes?: number;
   onFetch?: (source: FetchSource) => void;
 }
@@ -68,6 +72,13 @@ export class S3ModelStore implements ModelStore {
     const key = modelKey(this.prefix, id);
     const cached = this.files.checkout(id);
     if (cached !== undefined) {
+      const now = this.opts.clock.now();
+      // Within the window, a reload costs no request to the store: a HEAD through the SDK
+      // costs more CPU than creating the session (docs/adr/0015-replica-load-path.md).
+      if (now - cached.checkedAt < this.opts.revalidateAfterMs) {
+        this.opts.onFetch?.('disk');
+        return this.local(id, cached);
+      }
       let etag: string;
       try {
         etag = await this.currentEtag(key, id);
@@ -81,6 +92,7 @@ export class S3ModelStore implements ModelStore {
         return this.local(id, cached);
       }
       if (etag !== '' && etag === cached.etag) {
+        this.files.confirm(cached, now);
         this.opts.onFetch?.('disk');
         return this.local(id, cached);
       }
@@ -144,7 +156,7 @@ export class S3ModelStore implements ModelStore {
       if (err instanceof ModelmuxError) throw err;
       throw new ModelmuxError('store_unavailable', `download of "${id}" from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
-    return { path, bytes, etag };
+    return { path, bytes, etag, checkedAt: this.opts.clock.now() };
   }
 
   destroy(): void {

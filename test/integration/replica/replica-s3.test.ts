@@ -27,7 +27,7 @@ const loaded = async (r: ReplicaProcess): Promise<string[]> => ((await get(`${r.
 
 beforeAll(async () => {
   s3 = await startS3Server();
-  await upload('m1', 'm2', 'm3', 'm4', 'hot', 'slow', 'other', 'cold-a', 'cold-b', 'p', 'q', 'r1', 'disk-a', 'disk-b');
+  await upload('m1', 'm2', 'm3', 'm4', 'hot', 'slow', 'other', 'cold-a', 'cold-b', 'p', 'q', 'r1', 'disk-a', 'disk-b', 'w1', 'w2');
 }, 600_000);
 
 afterAll(async () => {
@@ -203,7 +203,7 @@ describe('replica over a real S3-compatible store', () => {
   });
 
   it('reloads an evicted model from its disk cache, and downloads it again once the store changes it', async () => {
-    const r = await replica(['--max-models', '1']);
+    const r = await replica(['--max-models', '1', '--revalidate-after-ms', '0']);
     const rows = wineRows(2);
     const ask = (id: string) => post(`${r.url}/v2/models/${id}/infer`, v2Body(rows));
     const fetches = async (source: string): Promise<number | undefined> => (await r.metrics()).get(`modelmux_replica_model_fetches_total{source="${source}"}`);
@@ -230,6 +230,18 @@ describe('replica over a real S3-compatible store', () => {
     expect(gone.status).toBe(404);
     expect(gone.body.error).toBe('model_not_found');
   });
+
+  it('reloads from disk without asking the store within the revalidation window', async () => {
+    const r = await replica(['--max-models', '1', '--revalidate-after-ms', '600000']);
+    const rows = wineRows(2);
+    const ask = (id: string) => post(`${r.url}/v2/models/${id}/infer`, v2Body(rows));
+    await ask('w1');
+    await ask('w2');
+    await s3.put('wine/w1/model.onnx', wineModelBytes('w3'));
+    // Confirmed by its download moments ago: the replica does not ask, so it keeps the old version.
+    expectClose(v2Outputs(await ask('w1')), expected('w1', rows));
+    expect((await r.metrics()).get('modelmux_replica_model_fetches_total{source="disk"}')).toBe(1);
+  });
 });
 
 describe('replica whose store goes away', () => {
@@ -237,7 +249,7 @@ describe('replica whose store goes away', () => {
     const own = await startS3Server();
     try {
       for (const id of ['k1', 'k2', 'k3']) await own.put(`wine/${id}/model.onnx`, wineModelBytes(id));
-      const r = await startReplica({ args: ['--model-source', `s3://${own.bucket}/wine`, '--s3-endpoint', own.endpoint, '--max-models', '1'], env: own.awsEnv });
+      const r = await startReplica({ args: ['--model-source', `s3://${own.bucket}/wine`, '--s3-endpoint', own.endpoint, '--max-models', '1', '--revalidate-after-ms', '0'], env: own.awsEnv });
       replicas.push(r);
       const rows = wineRows(1);
       const ask = (id: string) => post(`${r.url}/v2/models/${id}/infer`, v2Body(rows));

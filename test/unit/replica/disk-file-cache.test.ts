@@ -3,7 +3,7 @@ import { DiskFileCache, type CachedFile } from '../../../replica/disk-file-cache
 function harness(maxBytes: number) {
   const removed: string[] = [];
   const cache = new DiskFileCache(maxBytes, (path) => removed.push(path));
-  const file = (id: string, bytes: number, etag = 'e1'): CachedFile => ({ path: `/c/${id}.${etag}.onnx`, bytes, etag });
+  const file = (id: string, bytes: number, etag = 'e1'): CachedFile => ({ path: `/c/${id}.${etag}.onnx`, bytes, etag, checkedAt: 0 });
   /** A download admitted and its load settled, as the store does it. */
   const download = (id: string, bytes: number, etag = 'e1', ok = true): CachedFile => {
     const f = cache.admit(id, file(id, bytes, etag));
@@ -56,9 +56,19 @@ describe('DiskFileCache', () => {
     expect(cache.bytes).toBe(12);
   });
 
+  it('remembers when the store last confirmed a file', () => {
+    const { cache, download } = harness(100);
+    download('a', 10);
+    const a = cache.checkout('a');
+    if (!a) throw new Error('a is cached');
+    cache.confirm(a, 5000);
+    cache.settle('a', a, true);
+    expect(cache.checkout('a')?.checkedAt).toBe(5000);
+  });
+
   it('serves a file larger than the whole cache once and keeps nothing', () => {
     const { cache, removed } = harness(5);
-    const big = cache.admit('big', { path: '/c/big.onnx', bytes: 10, etag: 'e' });
+    const big = cache.admit('big', { path: '/c/big.onnx', bytes: 10, etag: 'e', checkedAt: 0 });
     expect(removed).toEqual([]);
     cache.settle('big', big, true);
     expect(removed).toEqual(['/c/big.onnx']);
