@@ -47,6 +47,7 @@ const schema = z.object({
   modelDir: z.string().optional(),
   out: z.string().default('bench/results/mux'),
   simulate: booleanString.default(true),
+  raySessionOptions: z.enum(['modelmux', 'default']).default('modelmux'),
 });
 type Options = z.infer<typeof schema>;
 
@@ -68,6 +69,7 @@ const specs: OptionSpecs<typeof schema.shape> = {
   modelDir: { flag: 'model-dir', help: 'Where generated models are kept between runs (default ~/.cache/modelmux/bench-models/<bytes>).' },
   out: { flag: 'out', help: 'Results path without extension (default bench/results/mux).' },
   simulate: { flag: 'simulate', help: "Add the placement simulator's table for the same pool (default true)." },
+  raySessionOptions: { flag: 'ray-session-options', help: "onnxruntime session options of Ray's replicas: modelmux (the replica's own: 1 thread, no spinning, basic optimisation, no pre-packing; default) or default (onnxruntime's)." },
 };
 
 interface Row {
@@ -116,7 +118,7 @@ async function startSystem(system: System, o: Options, repoRoot: string, store: 
     return { ...mux, pid: mux.child.pid };
   }
   const [port] = await freePorts(1);
-  const ray = await startRayServe(repoRoot, { ...common, port: port ?? 8000, loadLog: join(workDir, 'ray-loads.log') });
+  const ray = await startRayServe(repoRoot, { ...common, port: port ?? 8000, loadLog: join(workDir, 'ray-loads.log'), sessionOptions: o.raySessionOptions });
   return { ...ray, pid: ray.child.pid };
 }
 
@@ -218,6 +220,7 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], patterns: read
     `Setup: ${o.models} models of ${(o.modelBytes / 1e6).toFixed(1)} MB in ${o.store === 's3' ? 'one SeaweedFS S3 bucket' : 'one folder'}; ` +
       `${o.replicas} replicas × ${o.maxModels} models each (${o.replicas * o.maxModels} slots) on both systems; maxOngoingRequests ${o.maxOngoingRequests}; ` +
       `batching ${o.maxBatchSize > 1 ? `max ${o.maxBatchSize}, wait ${o.batchWaitMs} ms` : 'off'} on both; ` +
+      `onnxruntime sessions ${o.raySessionOptions === 'modelmux' ? "with the same options on both (modelmux's replica's: 1 thread, no spinning, basic graph optimisation, no weight pre-packing)" : "with modelmux's options on modelmux and onnxruntime's defaults on Ray"}; ` +
       `closed loop with ${o.concurrency} concurrent clients, one row per request (Ray Serve form: POST with serve_multiplexed_model_id); ` +
       `per pattern ${o.warmupSeconds} s warm-up then ${o.durationSeconds} s measured; seed ${o.seed}.`,
     '',

@@ -7,6 +7,10 @@ import { modelIdSchema } from './model-id.js';
  */
 export const modelTableSchema = z.object({
   version: z.number().int().nonnegative(),
+  /**
+   * Most recently used first, so the last entry is the model the next load evicts; the router
+   * uses it to spare replicas whose victim is still wanted (router/placement.ts).
+   */
   loaded: z.array(modelIdSchema),
   loading: z.array(modelIdSchema),
   capacity: z.number().int().positive(),

@@ -1,5 +1,6 @@
 import type { Clock, Random } from '../common/clock.js';
 import { ModelmuxError } from '../common/errors.js';
+import { DecayedCounts } from './decayed-counts.js';
 import { decide, type PlacementKind, type PlacementPolicy, type ReplicaLoad } from './placement.js';
 
 /**
@@ -39,8 +40,11 @@ export interface BalancerOptions extends PlacementPolicy {
 /** The part of a ModelTable (common/model-table.ts) placement reads. */
 export interface TableView {
   version: number;
+  /** Most recently used first, as the replica's LRU lists them: the last is the next to go. */
   loaded: readonly string[];
   loading: readonly string[];
+  /** Model slots (maxModelsPerReplica). */
+  capacity: number;
 }
 
 export interface Lease {
@@ -59,6 +63,12 @@ interface ReplicaState {
   byModel: Map<string, number>;
   table: Set<string>;
   tableVersion: number;
+  /** Model slots from the table; 0 until a table says. */
+  capacity: number;
+  /** Models sent there (still in `recent`) that the last table did not list: slots they take. */
+  unlisted: Set<string>;
+  /** The table's loaded models, most recently used first: the last ones go first. */
+  lru: readonly string[];
   /** Model → time until which this replica counts as holding it without the table saying so. */
   recent: Map<string, number>;
   /** Model → until when a response from the replica itself said it has it. */
@@ -79,9 +89,20 @@ interface Waiter {
 /** Recent-send entries kept per replica before expired ones are swept. */
 const RECENT_SWEEP_AT = 4096;
 
+/**
+ * Half-life of the counts behind a model's share of requests and a replica's share of sends:
+ * long enough that a burst of a lukewarm model does not look like lasting traffic, short
+ * enough to follow a shift of popularity within a minute.
+ */
+const SHARE_HALF_LIFE_MS = 10_000;
+
 export class Balancer {
   private readonly replicas = new Map<string, ReplicaState>();
   private readonly waiters: Waiter[] = [];
+  /** Requests per model: a model's share of traffic. */
+  private readonly demand = new DecayedCounts(SHARE_HALF_LIFE_MS);
+  /** Sends per replica: which replicas carry more than their part of this router's traffic. */
+  private readonly traffic = new DecayedCounts(SHARE_HALF_LIFE_MS);
   private options: BalancerOptions;
 
   constructor(
@@ -117,7 +138,19 @@ export class Balancer {
     for (const name of this.replicas.keys()) if (!keep.has(name)) this.replicas.delete(name);
     for (const name of names) {
       if (!this.replicas.has(name)) {
-        this.replicas.set(name, { name, inFlight: 0, byModel: new Map(), table: new Set(), tableVersion: -1, recent: new Map(), confirmed: new Map(), ejectedUntil: 0 });
+        this.replicas.set(name, {
+          name,
+          inFlight: 0,
+          byModel: new Map(),
+          table: new Set(),
+          tableVersion: -1,
+          capacity: 0,
+          unlisted: new Set(),
+          lru: [],
+          recent: new Map(),
+          confirmed: new Map(),
+          ejectedUntil: 0,
+        });
       }
     }
     this.drain();
@@ -132,8 +165,16 @@ export class Balancer {
     if (table.version < r.tableVersion && table.loaded.length + table.loading.length >= r.table.size) return;
     r.tableVersion = table.version;
     r.table = new Set([...table.loaded, ...table.loading]);
-    const seenBefore = this.clock.now() - this.options.tableLagMs;
-    for (const [m, until] of r.recent) if (!r.table.has(m) && until - this.options.recentMs < seenBefore) r.recent.delete(m);
+    r.capacity = table.capacity;
+    r.lru = table.loaded;
+    const now = this.clock.now();
+    const seenBefore = now - this.options.tableLagMs;
+    r.unlisted.clear();
+    for (const [m, until] of r.recent) {
+      if (r.table.has(m) || until <= now) continue;
+      if (until - this.options.recentMs < seenBefore) r.recent.delete(m);
+      else r.unlisted.add(m);
+    }
     this.drain();
   }
 
@@ -164,6 +205,8 @@ export class Balancer {
       return () => undefined;
     }
     const now = this.clock.now();
+    // A retry on another replica (exclude set) is the same request: count it once.
+    if (model !== undefined && exclude.size === 0) this.demand.add(model, now);
     const w: Waiter = { model, exclude, since: now, timedOut: false, cancelTimer: () => undefined, done };
     const lease = this.place(w);
     if (lease) {
@@ -228,11 +271,22 @@ export class Balancer {
   private remember(r: ReplicaState, model: string): void {
     if (r.recent.size >= RECENT_SWEEP_AT) this.sweep(r.recent);
     r.recent.set(model, this.clock.now() + this.options.recentMs);
+    if (!r.table.has(model)) r.unlisted.add(model);
   }
 
   private sweep(entries: Map<string, number>): void {
     const now = this.clock.now();
     for (const [m, until] of entries) if (until <= now) entries.delete(m);
+  }
+
+  /**
+   * The share of the model a new one would evict on `r`: the table's least recently used,
+   * skipping one for each model this router sent there since that did not fit.
+   */
+  private victimShare(r: ReplicaState, now: number): number {
+    const evicted = r.table.size + r.unlisted.size - r.capacity;
+    const victim = evicted < 0 ? undefined : r.lru[r.lru.length - 1 - evicted];
+    return victim === undefined ? 0 : this.demand.share(victim, now);
   }
 
   /** Takes a slot for `w` if `decide` finds one. */
@@ -246,12 +300,18 @@ export class Balancer {
       modelInFlight: m === undefined ? 0 : (r.byModel.get(m) ?? 0),
       holds: m !== undefined && this.holds(r, m, now),
       pending: m !== undefined && this.pending(r, m, now),
+      freeSlots: r.capacity - r.table.size - r.unlisted.size,
+      capacity: r.capacity,
+      victimShare: this.victimShare(r, now),
+      traffic: this.traffic.count(r.name, now),
     }));
-    const d = decide(w.model, view, this.options, this.random, w.timedOut);
+    const share = m === undefined ? 0 : this.demand.share(m, now);
+    const d = decide({ model: m, share, timedOut: w.timedOut }, view, this.options, this.random);
     if (d.kind === 'wait') return undefined;
     const r = this.replicas.get(d.replica);
     if (!r) return undefined;
     r.inFlight++;
+    this.traffic.add(r.name, now);
     if (m !== undefined) {
       r.byModel.set(m, (r.byModel.get(m) ?? 0) + 1);
       this.remember(r, m);

@@ -27,6 +27,38 @@ export interface ReplicaLoad {
    * so a burst does not scatter copies that evict other models.
    */
   pending: boolean;
+  /**
+   * Model slots known to be free: the table's capacity minus the models it lists and those this
+   * router sent there since. 0 when no table has said. A model placed there evicts nothing.
+   */
+  freeSlots: number;
+  /** Model slots (the table's capacity); 0 when no table has said. */
+  capacity: number;
+  /**
+   * The share of recent requests (as PlacementRequest.share) of the model a new one would
+   * evict there, the least recently used of its last table; 0 when unknown.
+   */
+  victimShare: number;
+  /**
+   * This router's recent sends there, as a count that halves every half-life. Unlike
+   * in-flight, it shows a replica that a hot model keeps busier than the rest on average,
+   * where a new model's requests would queue.
+   */
+  traffic: number;
+}
+
+/** One request as placement sees it. */
+export interface PlacementRequest {
+  /** undefined: a request without a model id. */
+  model: string | undefined;
+  /**
+   * The model's share of this router's recent requests, in [0, 1]. The same in every router
+   * whatever the number of routers, and times the replica count it says how many replicas'
+   * worth of traffic the model draws.
+   */
+  share: number;
+  /** The request has waited its matching timeout for a full holder. */
+  timedOut: boolean;
 }
 
 export interface PlacementPolicy {
@@ -50,18 +82,35 @@ export interface PlacementPolicy {
    * counts) agreeing on a cold model's replica at low load.
    */
   loadFloor: number;
+  /**
+   * A model gets another copy only while each of its copies would carry more than this many
+   * average replicas' worth of traffic (share × replicas / copies). Every copy takes a slot
+   * and evicts the LRU model there, and a copy that gets too little traffic is itself soon
+   * evicted and reloaded: copies of a model one holder can serve only add loads.
+   */
+  copyShare: number;
+  /**
+   * A new model goes only to a replica whose recent sends are not significantly above the
+   * average: traffic ≤ mean + trafficSlack × √mean, a Poisson count's standard deviations.
+   * Random variation rarely crosses it, so routers agree on where a cold model goes; a hot
+   * model's holders that carry more than their part do, and new models go elsewhere. At low
+   * traffic the √mean term dominates and the bound excludes nobody.
+   */
+  trafficSlack: number;
 }
 
 export type Decision = { kind: PlacementKind; replica: string } | { kind: 'wait' };
 
 /**
  * Defaults chosen with the simulator (bench/SIMULATOR.md): spread at half of
- * maxOngoingRequests whatever the traffic, or at three requests of the model per holder once
- * the holders carry three in flight; c = 1.25 as in consistent hashing with bounded loads.
+ * maxOngoingRequests, or at three requests of the model per holder once the holders carry
+ * three in flight, and then only while each copy would carry more than an average replica's
+ * traffic; c = 1.25 as in consistent hashing with bounded loads; two standard deviations of
+ * slack on recent sends.
  */
 export function defaultPlacementPolicy(maxOngoingRequests: number): PlacementPolicy {
   const spreadAt = Math.max(1, Math.ceil(maxOngoingRequests / 2));
-  return { maxOngoingRequests, spreadAt, loadFactor: 1.25, loadFloor: Math.min(3, spreadAt), spreadPerCopy: 3 };
+  return { maxOngoingRequests, spreadAt, loadFactor: 1.25, loadFloor: Math.min(3, spreadAt), spreadPerCopy: 3, copyShare: 1, trafficSlack: 2 };
 }
 
 /** Least in-flight of two distinct random picks (power of two choices); one pick when alone. */
@@ -80,8 +129,12 @@ export function leastOfTwo(replicas: readonly ReplicaLoad[], random: Random): Re
 }
 
 /**
- * The first replica in rendezvous order for `model` that is within the load bound; when none
- * is, the least loaded (earliest in that order on ties) if `anyLoad`, else undefined.
+ * The first replica within the load bounds, in three groups, each in rendezvous order for
+ * `model` so that routers agree: those with a free model slot; then those whose next victim
+ * draws less than an average slot's traffic; then the rest. When none is within the bounds,
+ * the least loaded (earliest in that order on ties) if `anyLoad`, else undefined. A model
+ * placed on a full replica evicts one; evicting a model that is still asked for means loading
+ * it again soon (Ray's "fewest models" rule balances slot use; this also spares hot models).
  */
 export function rendezvousPick(
   model: string,
@@ -93,39 +146,47 @@ export function rendezvousPick(
 ): ReplicaLoad | undefined {
   const total = all.reduce((s, r) => s + r.inFlight, 0);
   const bound = Math.max(policy.loadFloor, Math.ceil((policy.loadFactor * (total + 1)) / Math.max(1, all.length)));
-  const ranked = rendezvousRank(candidates, model);
-  const inBound = ranked.find((r) => r.inFlight < Math.min(bound, below));
+  const meanTraffic = all.reduce((s, r) => s + r.traffic, 0) / Math.max(1, all.length);
+  const trafficBound = meanTraffic + policy.trafficSlack * Math.sqrt(meanTraffic);
+  const slotShare = 1 / Math.max(1, all.reduce((s, r) => s + r.capacity, 0));
+  const group = (r: ReplicaLoad): number => (r.freeSlots > 0 ? 0 : r.victimShare < slotShare ? 1 : 2);
+  const ordered = rendezvousRank(candidates, model)
+    .map((r) => ({ r, g: group(r) }))
+    .sort((a, b) => a.g - b.g)
+    .map((x) => x.r);
+  // A free slot wins over traffic: a model placed there evicts nothing, so it costs no load
+  // later, while the traffic bound only spreads the loads that full replicas must take.
+  const inBound = ordered.find((r) => r.inFlight < Math.min(bound, below) && (r.freeSlots > 0 || r.traffic <= trafficBound));
   if (inBound !== undefined || !anyLoad) return inBound;
   let best: ReplicaLoad | undefined;
-  for (const r of ranked) if (r.inFlight < below && (best === undefined || r.inFlight < best.inFlight)) best = r;
+  for (const r of ordered) if (r.inFlight < below && (best === undefined || r.inFlight < best.inFlight)) best = r;
   return best;
 }
 
 /**
- * Whether a model's holders are hot enough to give it another copy: either every open holder
- * is at spreadAt (close to full, whatever it is busy with), or the model itself keeps
- * spreadPerCopy requests in flight per holder while they are past loadFloor. The second test
- * looks at the model's own traffic, so a holder that is busy with many lukewarm models (Zipf)
- * does not copy each of them and evict the rest, while a model drawing most of the traffic
- * spreads early.
+ * Whether a model's holders are hot enough to give it another copy. The model must draw more
+ * traffic than its copies can carry at copyShare each; and either every open holder is at
+ * spreadAt (close to full, whatever it is busy with), or the model itself keeps spreadPerCopy
+ * requests in flight per holder while they are past loadFloor. The in-flight tests see a
+ * burst now; the share says whether the burst is the model's lasting traffic, so a model that
+ * one holder serves is not copied on every burst, evicting others and itself soon evicted.
  */
-export function isHot(holders: readonly ReplicaLoad[], openHolders: readonly ReplicaLoad[], policy: PlacementPolicy): boolean {
+export function isHot(
+  share: number,
+  replicaCount: number,
+  holders: readonly ReplicaLoad[],
+  openHolders: readonly ReplicaLoad[],
+  policy: PlacementPolicy,
+): boolean {
+  if ((share * replicaCount) / holders.length <= policy.copyShare) return false;
   if (openHolders.every((r) => r.inFlight >= policy.spreadAt)) return true;
   const perCopy = holders.reduce((s, r) => s + r.modelInFlight, 0) / holders.length;
   return perCopy >= policy.spreadPerCopy && openHolders.every((r) => r.inFlight >= policy.loadFloor);
 }
 
-/**
- * Chooses a replica for a request for `model` (undefined: a request without a model id).
- * `timedOut` is true once the request has waited its matching timeout for a full holder.
- */
-export function decide(
-  model: string | undefined,
-  replicas: readonly ReplicaLoad[],
-  policy: PlacementPolicy,
-  random: Random,
-  timedOut: boolean,
-): Decision {
+/** Chooses a replica for `request`, or says it waits. */
+export function decide(request: PlacementRequest, replicas: readonly ReplicaLoad[], policy: PlacementPolicy, random: Random): Decision {
+  const { model, share, timedOut } = request;
   const max = policy.maxOngoingRequests;
   const open = replicas.filter((r) => r.inFlight < max);
   if (model === undefined) {
@@ -139,7 +200,7 @@ export function decide(
   }
   const openHolders = holders.filter((r) => r.inFlight < max);
   const others = open.filter((r) => !r.holds);
-  if (!holders.some((r) => r.pending) && isHot(holders, openHolders, policy)) {
+  if (!holders.some((r) => r.pending) && isHot(share, replicas.length, holders, openHolders, policy)) {
     // A new copy goes only to a replica cooler than every holder, in the order every router
     // agrees on, so the copy relieves the holders instead of queueing behind their work.
     const coolest = openHolders.reduce((m, r) => Math.min(m, r.inFlight), policy.spreadAt);

@@ -22,6 +22,8 @@ export interface RayServeOptions extends PoolOptions {
   /** AWS_* credentials for boto3's standard chain. */
   env?: Record<string, string>;
   loadLog: string;
+  /** onnxruntime session options of the Ray replicas: modelmux's replica's, or onnxruntime's defaults. */
+  sessionOptions: 'modelmux' | 'default';
 }
 
 /** The bench venv's python, installed by test/tools/install-bench.sh when missing. */
@@ -40,6 +42,7 @@ export async function startRayServe(repoRoot: string, o: RayServeOptions): Promi
     '--port', String(o.port),
     ...poolArgs(o),
     '--load-log', o.loadLog,
+    '--session-options', o.sessionOptions,
   ];
   const child = await startChild(python, args, {
     env: { ...process.env, ...o.env, RAY_USAGE_STATS_ENABLED: '0' },

@@ -43,20 +43,31 @@ class Settings:
     max_ongoing_requests: int
     max_batch_size: int
     batch_wait_timeout_s: float
-    ort_threads: int
+    session_options: str  # "modelmux" (the replica's own) or "default" (onnxruntime's)
     load_log: Optional[str]
+
+
+def _session_options(kind: str) -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    if kind == "modelmux":
+        # Exactly what modelmux's replica creates its sessions with (replica/onnx-runtime.ts), so
+        # the two systems differ by architecture, not by onnxruntime tuning.
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.disable_prepacking", "1")
+    return opts
 
 
 class LoadedModel:
     """One onnxruntime session; Serve drops it on LRU eviction, and __del__ releases it then."""
 
-    def __init__(self, model_id: str, data: bytes, threads: int) -> None:
-        opts = ort.SessionOptions()
-        # 0 keeps onnxruntime's default thread pools, which is what modelmux's replica uses.
-        if threads > 0:
-            opts.intra_op_num_threads = threads
+    def __init__(self, model_id: str, data: bytes, session_options: str) -> None:
         self.model_id = model_id
-        self.session = ort.InferenceSession(data, sess_options=opts, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(data, sess_options=_session_options(session_options), providers=["CPUExecutionProvider"])
         self.bytes = len(data)
 
     def run(self, rows: np.ndarray) -> np.ndarray:
@@ -126,7 +137,7 @@ def build_app(settings: Settings):
             started = time.monotonic()
             # Download and session creation block: off the replica's event loop, as aioboto3 is in the guide.
             data = await asyncio.to_thread(_fetch, self.settings, self.s3, model_id)
-            model = await asyncio.to_thread(LoadedModel, model_id, data, self.settings.ort_threads)
+            model = await asyncio.to_thread(LoadedModel, model_id, data, self.settings.session_options)
             self.loads += 1
             if self.settings.load_log:
                 line = json.dumps({"model": model_id, "ms": round((time.monotonic() - started) * 1000, 1), "pid": os.getpid()}) + "\n"

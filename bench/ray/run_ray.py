@@ -41,7 +41,7 @@ def main() -> None:
     p.add_argument("--max-ongoing-requests", type=int, default=16)
     p.add_argument("--max-batch-size", type=int, default=1, help="1: no @serve.batch")
     p.add_argument("--batch-wait-ms", type=float, default=0)
-    p.add_argument("--ort-threads", type=int, default=0, help="intra-op threads; 0: onnxruntime default")
+    p.add_argument("--session-options", choices=["modelmux", "default"], default="modelmux", help="onnxruntime session options: modelmux's replica's, or onnxruntime's defaults")
     p.add_argument("--model-source", required=True, help="s3://bucket/prefix or file:///dir")
     p.add_argument("--s3-endpoint", default=None)
     p.add_argument("--s3-region", default="us-east-1")
@@ -58,7 +58,7 @@ def main() -> None:
         max_ongoing_requests=a.max_ongoing_requests,
         max_batch_size=a.max_batch_size,
         batch_wait_timeout_s=a.batch_wait_ms / 1000.0,
-        ort_threads=a.ort_threads,
+        session_options=a.session_options,
         load_log=a.load_log,
     )
 

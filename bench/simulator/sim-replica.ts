@@ -38,11 +38,13 @@ export class SimReplica {
   ) {}
 
   /** The table it would publish: loaded and loading models. */
-  table(): { version: number; loaded: string[]; loading: string[] } {
+  table(): { version: number; loaded: string[]; loading: string[]; capacity: number } {
     const loaded: string[] = [];
     const loading: string[] = [];
-    for (const [m, e] of this.models) (e.ready ? loaded : loading).push(m);
-    return { version: this.version, loaded, loading };
+    // Most recently used first, as the real replica's lru-cache lists its keys.
+    const byUse = [...this.models].sort((a, b) => b[1].lastUse - a[1].lastUse);
+    for (const [m, e] of byUse) (e.ready ? loaded : loading).push(m);
+    return { version: this.version, loaded, loading, capacity: this.params.slots };
   }
 
   /** Admits the request (false: full, the 503 a router retries) and calls `done` when it has run. */

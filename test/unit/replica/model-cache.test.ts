@@ -67,7 +67,8 @@ describe('model cache', () => {
     for (const id of ['1', '2', '3']) await h.use(id);
     expect((await h.use('1')).hit).toBe(true);
     await h.use('4');
-    expect(h.cache.loadedIds.sort()).toEqual(['1', '3', '4']);
+    // Most recently used first: the published table's last entry is the next victim.
+    expect(h.cache.loadedIds).toEqual(['4', '1', '3']);
     expect(h.events.filter((e) => e.type === 'evict').map((e) => (e as { id: string }).id)).toEqual(['2']);
   });
 

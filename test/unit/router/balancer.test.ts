@@ -1,7 +1,16 @@
 import { Balancer, type AcquireResult, type BalancerOptions, type Lease } from '../../../router/balancer.js';
+import { rendezvousRank } from '../../../router/rendezvous.js';
 import { draws, FakeTime } from './fake-time.js';
 
-const options: BalancerOptions = { maxOngoingRequests: 1, spreadAt: 1, loadFactor: 1.25, loadFloor: 1, spreadPerCopy: 3, matchTimeoutMs: 1000, recentMs: 5000, tableLagMs: 1000, maxQueue: 2 };
+/** A model id whose rendezvous order over the replicas a, b, c starts with `first`. */
+function rankedFirst(first: string, not: readonly string[] = []): string {
+  for (let i = 0; ; i++) {
+    const m = `x${i}`;
+    if (!not.includes(m) && rendezvousRank(['a', 'b', 'c'].map((name) => ({ name })), m)[0]?.name === first) return m;
+  }
+}
+
+const options: BalancerOptions = { maxOngoingRequests: 1, spreadAt: 1, loadFactor: 1.25, loadFloor: 1, spreadPerCopy: 3, copyShare: 1, trafficSlack: 2, matchTimeoutMs: 1000, recentMs: 5000, tableLagMs: 1000, maxQueue: 2 };
 
 function setup(random: () => number = draws(), opts: Partial<BalancerOptions> = {}): { b: Balancer; time: FakeTime } {
   const time = new FakeTime();
@@ -26,7 +35,7 @@ const replicaOf = (r: AcquireResult | undefined): string => leaseOf(r).replica;
 describe('Balancer', () => {
   it('routes a model listed in a table to that replica', () => {
     const { b } = setup(draws(0.5));
-    b.setTable('c', { version: 1, loaded: ['m1'], loading: [] });
+    b.setTable('c', { version: 1, loaded: ['m1'], loading: [], capacity: 8 });
     const t = take(b, 'm1');
     expect(t.result()).toEqual({ ok: true, lease: { replica: 'c', model: 'm1', kind: 'holder', waitedMs: 0 } });
   });
@@ -55,7 +64,7 @@ describe('Balancer', () => {
     // Draws: the first placement, the timeout, the placement once the slot frees.
     const { b, time } = setup(draws(0.5, 0.5, 0.5));
     b.setReplicas(['a']);
-    b.setTable('a', { version: 1, loaded: ['m1'], loading: [] });
+    b.setTable('a', { version: 1, loaded: ['m1'], loading: [], capacity: 8 });
     const first = take(b, 'm1');
     const firstLease = leaseOf(first.result());
     expect(firstLease.replica).toBe('a');
@@ -73,8 +82,8 @@ describe('Balancer', () => {
     // five holder draws, then the timeout draw 0.25 → 1250 ms.
     const { b, time } = setup(draws(0.5, 0.5, 0.5, 0.5, 0.5, 0.25), { maxOngoingRequests: 3, spreadAt: 2 });
     b.setReplicas(['a', 'b']);
-    b.setTable('a', { version: 1, loaded: ['m1'], loading: [] });
-    b.setTable('b', { version: 1, loaded: ['m2'], loading: [] });
+    b.setTable('a', { version: 1, loaded: ['m1'], loading: [], capacity: 8 });
+    b.setTable('b', { version: 1, loaded: ['m2'], loading: [], capacity: 8 });
     for (const m of ['m2', 'm2', 'm1', 'm1', 'm1']) expect(take(b, m).result()).toMatchObject({ ok: true, lease: { kind: 'holder' } });
     expect([b.inFlight('a'), b.inFlight('b')]).toEqual([3, 2]);
     const waiting = take(b, 'm1');
@@ -110,7 +119,7 @@ describe('Balancer', () => {
 
   it('keeps an excluded or ejected replica out of placement', () => {
     const { b, time } = setup(draws(0.5, 0.5, 0.5));
-    b.setTable('a', { version: 1, loaded: ['m1'], loading: [] });
+    b.setTable('a', { version: 1, loaded: ['m1'], loading: [], capacity: 8 });
     const excluded = leaseOf(take(b, 'm1', new Set(['a'])).result());
     expect(excluded.replica).not.toBe('a');
     b.release(excluded);
@@ -124,10 +133,73 @@ describe('Balancer', () => {
 
   it('ignores an older table version but accepts a restarted replica’s empty table', () => {
     const { b } = setup(draws(0.5, 0.5));
-    b.setTable('a', { version: 5, loaded: ['m1', 'm2'], loading: [] });
-    b.setTable('a', { version: 4, loaded: ['m1', 'm2', 'm3'], loading: [] });
+    b.setTable('a', { version: 5, loaded: ['m1', 'm2'], loading: [], capacity: 8 });
+    b.setTable('a', { version: 4, loaded: ['m1', 'm2', 'm3'], loading: [], capacity: 8 });
     expect(take(b, 'm3').result()).toMatchObject({ lease: { kind: 'cold' } });
-    b.setTable('a', { version: 0, loaded: [], loading: [] });
+    b.setTable('a', { version: 0, loaded: [], loading: [], capacity: 8 });
     expect(take(b, 'm1').result()).toMatchObject({ lease: { kind: 'cold' } });
+  });
+
+  it('prefers a replica with a free slot for a cold model, counting the models it sent there since the table', () => {
+    const { b } = setup(() => 0.5, { maxOngoingRequests: 4, spreadAt: 2, loadFloor: 2 });
+    b.setTable('a', { version: 1, loaded: ['p', 'q'], loading: [], capacity: 2 });
+    b.setTable('b', { version: 1, loaded: ['r'], loading: [], capacity: 2 });
+    b.setTable('c', { version: 1, loaded: ['s', 't'], loading: [], capacity: 2 });
+    const first = rankedFirst('a');
+    const toB = leaseOf(take(b, first).result());
+    expect(toB).toMatchObject({ replica: 'b', kind: 'cold' });
+    b.release(toB);
+    // b's last slot is taken by that send although no table shows it yet: rendezvous again.
+    const next = rankedFirst('a', [first]);
+    expect(leaseOf(take(b, next).result())).toMatchObject({ replica: 'a', kind: 'cold' });
+  });
+
+  it('spares a replica whose least recently used model is still asked for, skipping one victim per model it sent there since', () => {
+    // Traffic bound out of the way: this test is about victims.
+    const { b } = setup(() => 0.5, { maxOngoingRequests: 4, spreadAt: 4, loadFloor: 4, trafficSlack: 1000 });
+    b.setTable('a', { version: 1, loaded: ['y', 'hot'], loading: [], capacity: 2 });
+    b.setTable('b', { version: 1, loaded: ['z', 'w'], loading: [], capacity: 2 });
+    b.setTable('c', { version: 1, loaded: ['v', 'u'], loading: [], capacity: 2 });
+    for (let i = 0; i < 4; i++) b.release(leaseOf(take(b, 'hot').result()));
+    const cold = rankedFirst('a', ['hot']);
+    const spared = leaseOf(take(b, cold).result());
+    expect(spared.replica).not.toBe('a');
+    b.release(spared);
+    // The next victim on a, once one model went there, is y (asked for by nobody): a is fine again.
+    b.setTable('a', { version: 2, loaded: ['hot', 'y'], loading: [], capacity: 2 });
+    const other = rankedFirst('a', ['hot', cold]);
+    expect(leaseOf(take(b, other).result())).toMatchObject({ replica: 'a', kind: 'cold' });
+  });
+
+  it('keeps new models off a replica that took far more than its part of recent sends, and forgets it after some half-lives', () => {
+    const { b, time } = setup(() => 0.5, { maxOngoingRequests: 4, spreadAt: 4, loadFloor: 4 });
+    for (const n of ['a', 'b', 'c']) b.setTable(n, { version: 1, loaded: n === 'a' ? ['h', 'g'] : ['k', 'l'], loading: [], capacity: 2 });
+    for (let i = 0; i < 30; i++) b.release(leaseOf(take(b, 'h').result()));
+    const cold = rankedFirst('a', ['h']);
+    const away = leaseOf(take(b, cold).result());
+    expect(away.replica).not.toBe('a');
+    b.release(away);
+    // Counts halve every 10 s: after 100 s the 30 sends weigh 0.03, within chance of the mean.
+    time.advance(100_000);
+    const later = rankedFirst('a', ['h', cold]);
+    expect(leaseOf(take(b, later).result())).toMatchObject({ replica: 'a', kind: 'cold' });
+  });
+
+  it('copies a busy model only while its share of requests needs another copy', () => {
+    // One slot per replica: a holder with one request in flight is full and hot.
+    const busy = setup(() => 0.5);
+    busy.b.setTable('a', { version: 1, loaded: ['m'], loading: [], capacity: 8 });
+    leaseOf(take(busy.b, 'm').result());
+    expect(leaseOf(take(busy.b, 'm').result()).kind).toBe('new_copy');
+
+    const mixed = setup(() => 0.5);
+    mixed.b.setTable('a', { version: 1, loaded: ['m'], loading: [], capacity: 8 });
+    for (let i = 0; i < 10; i++) mixed.b.release(leaseOf(take(mixed.b, `o${i}`).result()));
+    leaseOf(take(mixed.b, 'm').result());
+    // m is 2 of 12 recent requests: 3 replicas × 1/6 = half a replica's traffic, one copy serves it.
+    const second = take(mixed.b, 'm');
+    expect(second.result()).toBeUndefined();
+    mixed.time.advance(2000);
+    expect(leaseOf(second.result()).kind).toBe('fallback_after_timeout');
   });
 });

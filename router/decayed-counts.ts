@@ -1,0 +1,58 @@
+/**
+ * Exponentially decayed counts per key and in total: each key's share of recent events, with
+ * memory bounded by forgetting keys whose count has decayed away. The balancer keeps two, of
+ * requests per model and of sends per replica. Pure: the caller passes the time.
+ */
+
+/** Keys kept before the ones that decayed away are swept. */
+const SWEEP_AT = 4096;
+
+/** A key whose count fell under this (less than one event a half-life ago) goes at a sweep. */
+const FORGET_BELOW = 0.5;
+
+interface Count {
+  count: number;
+  at: number;
+}
+
+export class DecayedCounts {
+  private readonly byKey = new Map<string, Count>();
+  private all: Count = { count: 0, at: 0 };
+  private sweepAt = SWEEP_AT;
+
+  /** `halfLifeMs`: after this long an event weighs half as much. */
+  constructor(private readonly halfLifeMs: number) {}
+
+  add(key: string, now: number): void {
+    this.all = { count: this.decayed(this.all, now) + 1, at: now };
+    const e = this.byKey.get(key);
+    this.byKey.set(key, { count: (e === undefined ? 0 : this.decayed(e, now)) + 1, at: now });
+    if (this.byKey.size >= this.sweepAt) {
+      for (const [k, x] of this.byKey) if (this.decayed(x, now) < FORGET_BELOW) this.byKey.delete(k);
+      // Many live keys: sweep again only once the map has doubled, so sweeping stays amortised O(1).
+      this.sweepAt = Math.max(SWEEP_AT, 2 * this.byKey.size);
+    }
+  }
+
+  /** The decayed count of all events. */
+  total(now: number): number {
+    return this.decayed(this.all, now);
+  }
+
+  /** The decayed count of `key`'s events; 0 for a key not seen lately. */
+  count(key: string, now: number): number {
+    const e = this.byKey.get(key);
+    return e === undefined ? 0 : this.decayed(e, now);
+  }
+
+  /** `key`'s part of the total, in [0, 1]; 0 for a key not seen lately. */
+  share(key: string, now: number): number {
+    const e = this.byKey.get(key);
+    const total = this.total(now);
+    return e === undefined || total <= 0 ? 0 : Math.min(1, this.decayed(e, now) / total);
+  }
+
+  private decayed(x: Count, now: number): number {
+    return x.count * 2 ** (-(now - x.at) / this.halfLifeMs);
+  }
+}
