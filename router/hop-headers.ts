@@ -1,21 +1,95 @@
 import type { IncomingHttpHeaders } from 'node:http';
 
 /** RFC 9110 §7.6.1 connection-specific headers, never forwarded by a proxy. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+type HeaderBag = IncomingHttpHeaders | Record<string, string | string[] | undefined>;
+
+/** Adds the header names a Connection header value lists (lowercased) to `into`. */
+function addConnectionTokens(value: string | string[], into: Set<string>): void {
+  for (const v of Array.isArray(value) ? value : [value]) {
+    for (const t of v.split(',')) {
+      const name = t.trim().toLowerCase();
+      if (name !== '' && name !== 'close' && !HOP_BY_HOP.has(name)) into.add(name);
+    }
+  }
+}
 
 /**
  * A copy of `headers` without hop-by-hop headers, those the Connection header names, and
- * `drop` (e.g. host, content-length that the proxy sets itself).
+ * `drop` (e.g. host, content-length that the proxy sets itself). Runs once per response on
+ * the hot path: no set is built unless Connection names something.
  */
-export function endToEndHeaders(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>, drop: readonly string[] = []): Record<string, string | string[]> {
-  const named = new Set<string>(drop);
+export function endToEndHeaders(headers: HeaderBag, drop: readonly string[] = []): Record<string, string | string[]> {
   const conn = headers['connection'];
-  for (const v of Array.isArray(conn) ? conn : conn ? [conn] : []) for (const t of v.split(',')) named.add(t.trim().toLowerCase());
+  let named: Set<string> | undefined;
+  // `keep-alive` and `close`, what nearly everyone sends, name no other header.
+  if (conn !== undefined && conn !== 'keep-alive' && conn !== 'close') {
+    named = new Set();
+    addConnectionTokens(conn, named);
+    if (named.size === 0) named = undefined;
+  }
   const out: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(headers)) {
+  for (const k in headers) {
+    const v = headers[k];
+    if (v === undefined) continue;
     const key = k.toLowerCase();
-    if (v === undefined || HOP_BY_HOP.has(key) || named.has(key)) continue;
+    if (HOP_BY_HOP.has(key) || (named !== undefined && named.has(key)) || (drop.length > 0 && drop.includes(key))) continue;
     out[key] = v;
   }
   return out;
+}
+
+/** What one pass over a request's raw headers found. */
+export interface ScannedRequestHeaders {
+  /**
+   * End-to-end headers as a flat `[name, value, …]` list for undici, names lowercased, without
+   * hop-by-hop headers, those Connection names, and the ones the proxy sets itself (host,
+   * content-length, x-request-id, x-forwarded-for) or has already answered (expect).
+   */
+  forward: string[];
+  requestId: string | undefined;
+  /** The client's own x-forwarded-for values, joined. */
+  forwardedFor: string | undefined;
+  contentLength: string | undefined;
+  /** Only the headers a request form reads (see request-form.ts), first value of each. */
+  modelHeaders: Record<string, string>;
+}
+
+/** Headers dropped from the forwarded list that the proxy reads or sets itself. */
+const SET_BY_PROXY: ReadonlySet<string> = new Set(['host', 'content-length', 'x-request-id', 'x-forwarded-for', 'expect']);
+
+/**
+ * One pass over `req.rawHeaders` (so Node never builds `req.headers`): the forwarded list and
+ * the few values the proxy reads. `modelHeaderNames` are kept in `modelHeaders` and forwarded.
+ */
+export function scanRequestHeaders(raw: readonly string[], modelHeaderNames: ReadonlySet<string>): ScannedRequestHeaders {
+  const forward: string[] = [];
+  const modelHeaders: Record<string, string> = {};
+  let requestId: string | undefined;
+  let forwardedFor: string | undefined;
+  let contentLength: string | undefined;
+  let named: Set<string> | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = (raw[i] as string).toLowerCase();
+    const value = raw[i + 1] as string;
+    if (HOP_BY_HOP.has(name)) {
+      if (name === 'connection' && value !== 'keep-alive' && value !== 'close') addConnectionTokens(value, (named ??= new Set()));
+      continue;
+    }
+    if (SET_BY_PROXY.has(name)) {
+      if (name === 'x-request-id') requestId ??= value;
+      else if (name === 'x-forwarded-for') forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`;
+      else if (name === 'content-length') contentLength ??= value;
+      continue;
+    }
+    if (modelHeaderNames.has(name) && modelHeaders[name] === undefined) modelHeaders[name] = value;
+    forward.push(name, value);
+  }
+  if (named !== undefined && named.size > 0) {
+    const kept: string[] = [];
+    for (let i = 0; i < forward.length; i += 2) if (!named.has(forward[i] as string)) kept.push(forward[i] as string, forward[i + 1] as string);
+    return { forward: kept, requestId, forwardedFor, contentLength, modelHeaders };
+  }
+  return { forward, requestId, forwardedFor, contentLength, modelHeaders };
 }

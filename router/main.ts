@@ -1,5 +1,6 @@
 import { systemClock, systemRandom } from '../common/clock.js';
 import { createLogger } from '../common/log.js';
+import { AccessLog } from './access-log.js';
 import { systemSetTimer } from './balancer.js';
 import { parseRouterConfig } from './config.js';
 import type { Discovery } from './discovery.js';
@@ -15,6 +16,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const config = parseRouterConfig(argv, env);
   const log = createLogger({ component: 'router' });
   const metrics = new RouterMetrics();
+  // Access lines are batched per event-loop turn; whatever is buffered goes out before exit.
+  const access = new AccessLog({ component: 'router' });
+  process.once('exit', () => access.flush());
   const routes = new RouteTable(
     { recentMs: config.recentMs, tableLagMs: config.pollIntervalMs * 2 + 1000, maxQueue: config.maxQueue, connectionsPerReplica: config.connectionsPerReplica },
     systemClock,
@@ -22,7 +26,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     systemSetTimer,
     log,
   );
-  const proxy = new RouterProxy(routes, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs, tryTimeoutMs: config.tryTimeoutMs, ejectMs: 2000 }, metrics, log, systemClock);
+  const proxy = new RouterProxy(routes, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs, tryTimeoutMs: config.tryTimeoutMs, ejectMs: 2000 }, metrics, log, systemClock, access);
   const server = new RouterServer(proxy, routes, metrics, log);
   const discovery: Discovery =
     config.discovery === 'kube'

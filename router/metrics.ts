@@ -34,12 +34,85 @@ export class RouterMetrics {
   readonly retries = new Counter({ name: 'modelmux_router_retries_total', help: 'Requests retried on another replica, by reason.', labelNames: ['route', 'reason'] as const, registers: [this.registry] });
   readonly replicas = new Gauge({ name: 'modelmux_router_replicas', help: 'Ready replicas known per route.', labelNames: ['route'] as const, registers: [this.registry] });
 
+  private readonly byRoute = new Map<string, RouteMetrics>();
+
   placed(route: string, kind: PlacementKind, waitedMs: number): void {
-    this.placements.inc({ route, kind });
-    this.placementWait.observe({ route }, waitedMs / 1000);
+    this.forRoute(route).placed(kind, waitedMs);
+  }
+
+  /**
+   * One route's label children, resolved once and kept: the per-request path then skips
+   * prom-client's label validation and lookup by label object. Routes are few (one per
+   * MultiplexedDeployment), so the cache stays small.
+   */
+  forRoute(route: string): RouteMetrics {
+    let m = this.byRoute.get(route);
+    if (m === undefined) {
+      m = new RouteMetrics(this, route);
+      this.byRoute.set(route, m);
+    }
+    return m;
   }
 }
+
+type Inc = { inc(value?: number): void };
+type Observe = { observe(value: number): void };
+
+/** The metrics of one route with their label values bound. */
+export class RouteMetrics {
+  private readonly requestsByClass: Inc[];
+  private readonly duration: Observe;
+  private readonly upstream: Observe;
+  private readonly wait: Observe;
+  private readonly placementsByKind = new Map<PlacementKind, Inc>();
+  private readonly retriesByReason = new Map<RetryReason, Inc>();
+
+  constructor(
+    private readonly metrics: RouterMetrics,
+    private readonly route: string,
+  ) {
+    this.requestsByClass = STATUS_CLASSES.map((code) => metrics.requests.labels({ route, code }));
+    this.duration = metrics.requestDuration.labels({ route });
+    this.upstream = metrics.upstreamLatency.labels({ route });
+    this.wait = metrics.placementWait.labels({ route });
+  }
+
+  /** A request answered with `status` after `seconds`, waiting included. */
+  answered(status: number, seconds: number): void {
+    (this.requestsByClass[Math.floor(status / 100)] ?? this.metrics.requests.labels({ route: this.route, code: statusClass(status) })).inc();
+    this.duration.observe(seconds);
+  }
+
+  upstreamLatency(seconds: number): void {
+    this.upstream.observe(seconds);
+  }
+
+  placed(kind: PlacementKind, waitedMs: number): void {
+    let c = this.placementsByKind.get(kind);
+    if (c === undefined) {
+      c = this.metrics.placements.labels({ route: this.route, kind });
+      this.placementsByKind.set(kind, c);
+    }
+    c.inc();
+    this.wait.observe(waitedMs / 1000);
+  }
+
+  retried(reason: RetryReason): void {
+    let c = this.retriesByReason.get(reason);
+    if (c === undefined) {
+      c = this.metrics.retries.labels({ route: this.route, reason });
+      this.retriesByReason.set(reason, c);
+    }
+    c.inc();
+  }
+}
+
+/** Why a request went to a second replica: the values of the retries metric's `reason` label. */
+export type RetryReason = 'connect_error' | 'overloaded';
 
 export function statusClass(status: number): string {
   return `${Math.floor(status / 100)}xx`;
 }
+
+/** Index = status / 100. */
+const STATUS_CLASSES = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx'];

@@ -1,5 +1,5 @@
 import { ModelmuxError } from '../common/errors.js';
-import { parseModelId, type ModelId } from '../common/model-id.js';
+import { MAX_MODEL_ID_LENGTH, parseModelId, type ModelId } from '../common/model-id.js';
 import { HEADER_RAY_MODEL_ID, HEADER_RAY_MODEL_ID_HYPHEN, HEADER_SAGEMAKER_MODEL } from '../common/names.js';
 
 /**
@@ -22,7 +22,16 @@ function header(headers: HeaderBag, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
+/** The header names `parseRequestForm` reads, for a caller that collects only those. */
+export const MODEL_HEADERS: ReadonlySet<string> = new Set([HEADER_RAY_MODEL_ID, HEADER_RAY_MODEL_ID_HYPHEN, HEADER_SAGEMAKER_MODEL]);
+
+/** The same rule as common/model-id.ts, without zod's per-call cost on the router's hot path. */
+const MODEL_ID_CHARS = /^[A-Za-z0-9._~@:+=-]+$/;
+const V2_MODELS = '/v2/models/';
+
 function validated(raw: string): ModelId {
+  // An id the fast check accepts is one the schema accepts; anything else gets the schema's reason.
+  if (raw.length <= MAX_MODEL_ID_LENGTH && MODEL_ID_CHARS.test(raw) && raw !== '.' && !raw.includes('..')) return raw as ModelId;
   const check = parseModelId(raw);
   if (!check.ok) throw new ModelmuxError('invalid_model_id', check.reason);
   return check.id;
@@ -30,13 +39,15 @@ function validated(raw: string): ModelId {
 
 /** `rest` is the path below the route prefix, without the query string ('' or '/…'). */
 export function parseRequestForm(method: string, rest: string, headers: HeaderBag): ParsedRequest {
-  const v2 = /^\/v2\/models\/([^/]+)(\/.*)?$/.exec(rest);
-  if (v2) {
-    let raw: string;
-    try {
-      raw = decodeURIComponent(v2[1] ?? '');
-    } catch {
-      throw new ModelmuxError('invalid_model_id', 'the model id in the path is not valid percent-encoding');
+  if (rest.startsWith(V2_MODELS) && rest.length > V2_MODELS.length && rest.charCodeAt(V2_MODELS.length) !== 47 /* '/' */) {
+    const end = rest.indexOf('/', V2_MODELS.length);
+    let raw = end === -1 ? rest.slice(V2_MODELS.length) : rest.slice(V2_MODELS.length, end);
+    if (raw.includes('%')) {
+      try {
+        raw = decodeURIComponent(raw);
+      } catch {
+        throw new ModelmuxError('invalid_model_id', 'the model id in the path is not valid percent-encoding');
+      }
     }
     return { form: 'v2', model: validated(raw) };
   }

@@ -21,7 +21,7 @@ export class RouterServer {
     private readonly metrics: RouterMetrics,
     private readonly log: Logger,
   ) {
-    this.server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => void this.dispatch(req, res));
+    this.server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => this.dispatch(req, res));
   }
 
   markDiscoveryReady(): void {
@@ -52,36 +52,46 @@ export class RouterServer {
     clearTimeout(timer);
   }
 
-  private async dispatch(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0];
+  private dispatch(req: IncomingMessage, res: ServerResponse): void {
     try {
       if (this.draining) res.setHeader('connection', 'close');
-      if (req.method === 'GET' && path === '/healthz') return void json(res, 200, { status: 'ok' });
-      if (req.method === 'GET' && path === '/readyz') {
-        const ready = this.discoveryReady && !this.draining;
-        return void json(res, ready ? 200 : 503, ready ? { status: 'ready' } : { error: this.draining ? 'shutting_down' : 'no_replicas', message: this.draining ? 'draining after SIGTERM' : 'discovery has not synced yet' });
+      if (req.method === 'GET') {
+        const url = req.url ?? '/';
+        const q = url.indexOf('?');
+        const path = q === -1 ? url : url.slice(0, q);
+        if (path === '/healthz' || path === '/readyz' || path === '/metrics' || path === '/routes') return void this.own(path, res).catch((err: unknown) => this.guard(err, res));
       }
-      if (req.method === 'GET' && path === '/metrics') {
-        for (const r of this.routes.all()) {
-          this.metrics.queueDepth.set({ route: r.prefix }, r.balancer.queueDepth);
-          this.metrics.replicas.set({ route: r.prefix }, r.balancer.replicaNames().length);
-        }
-        const text = await this.metrics.registry.metrics();
-        res.writeHead(200, { 'content-type': this.metrics.registry.contentType }).end(text);
-        return;
-      }
-      if (req.method === 'GET' && path === '/routes') {
-        return void json(res, 200, {
-          routes: this.routes.all().map((r) => ({ prefix: r.prefix, replicas: r.balancer.replicaNames().map((n) => ({ name: n, inFlight: r.balancer.inFlight(n) })), queueDepth: r.balancer.queueDepth })),
-        });
-      }
-      await this.proxy.handle(req, res);
+      this.proxy.handle(req, res);
     } catch (err) {
-      // The proxy answers its own errors; this is the last guard so no request kills the process.
-      this.log.error('unhandled request error', { reason: err instanceof Error ? err.message : String(err) });
-      if (!res.headersSent) json(res, 500, { error: 'internal', message: 'unexpected router error' });
-      else res.destroy();
+      this.guard(err, res);
     }
+  }
+
+  /** The proxy answers its own errors; this is the last guard so no request kills the process. */
+  private guard(err: unknown, res: ServerResponse): void {
+    this.log.error('unhandled request error', { reason: err instanceof Error ? err.message : String(err) });
+    if (!res.headersSent) json(res, 500, { error: 'internal', message: 'unexpected router error' });
+    else res.destroy();
+  }
+
+  private async own(path: string, res: ServerResponse): Promise<void> {
+    if (path === '/healthz') return void json(res, 200, { status: 'ok' });
+    if (path === '/readyz') {
+      const ready = this.discoveryReady && !this.draining;
+      return void json(res, ready ? 200 : 503, ready ? { status: 'ready' } : { error: this.draining ? 'shutting_down' : 'no_replicas', message: this.draining ? 'draining after SIGTERM' : 'discovery has not synced yet' });
+    }
+    if (path === '/metrics') {
+      for (const r of this.routes.all()) {
+        this.metrics.queueDepth.set({ route: r.prefix }, r.balancer.queueDepth);
+        this.metrics.replicas.set({ route: r.prefix }, r.balancer.replicaNames().length);
+      }
+      const text = await this.metrics.registry.metrics();
+      res.writeHead(200, { 'content-type': this.metrics.registry.contentType }).end(text);
+      return;
+    }
+    json(res, 200, {
+      routes: this.routes.all().map((r) => ({ prefix: r.prefix, replicas: r.balancer.replicaNames().map((n) => ({ name: n, inFlight: r.balancer.inFlight(n) })), queueDepth: r.balancer.queueDepth })),
+    });
   }
 }
 

@@ -3,6 +3,7 @@ import { jest } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { wineModelBytes } from '../../../common/wine-model.js';
+import { eventually } from '../../helpers/eventually.js';
 import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
 import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
 import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
@@ -79,7 +80,12 @@ describe('router in front of three replica processes', () => {
     const m = await rt.metrics();
     expect(m.get('modelmux_router_placements_total{route="/wine",kind="holder"}')).toBeGreaterThanOrEqual(16);
     expect(m.get('modelmux_router_requests_total{route="/wine",code="2xx"}')).toBeGreaterThanOrEqual(17);
-    const access = rt.logLines().filter((l) => l.msg === 'request' && l.requestId === 'trace-7');
+    // Access lines are written in batches, at most 50 ms after their request.
+    const access = await eventually(() => {
+      const lines = rt.logLines().filter((l) => l.msg === 'request' && l.requestId === 'trace-7');
+      if (lines.length === 0) throw new Error('no access line for trace-7 yet');
+      return lines;
+    }, 5000, 25);
     expect(access).toEqual([expect.objectContaining({ status: 200, route: '/wine', model: 'm1', replica: holder.url, placement: 'holder' })]);
   });
 

@@ -1,6 +1,7 @@
 import { ModelmuxError } from '../../../common/errors.js';
-import { endToEndHeaders } from '../../../router/hop-headers.js';
-import { parseRequestForm } from '../../../router/request-form.js';
+import { parseModelId } from '../../../common/model-id.js';
+import { endToEndHeaders, scanRequestHeaders } from '../../../router/hop-headers.js';
+import { MODEL_HEADERS, parseRequestForm } from '../../../router/request-form.js';
 import { parseStaticRoutes } from '../../../router/static-discovery.js';
 
 function codeOf(fn: () => unknown): string | undefined {
@@ -41,6 +42,39 @@ describe('parseRequestForm', () => {
     expect(codeOf(() => parseRequestForm('POST', '/', {}))).toBe('missing_model_id');
     expect(codeOf(() => parseRequestForm('POST', '/invocations', {}))).toBe('missing_model_id');
     expect(codeOf(() => parseRequestForm('POST', '/invocations', { 'x-amzn-sagemaker-target-model': 'x'.repeat(201) }))).toBe('invalid_model_id');
+  });
+});
+
+describe('the fast model id check', () => {
+  it('accepts and refuses exactly what the model id schema does', () => {
+    const ids = ['m1', 'a.b', 'a..b', '.', '..', '', 'x'.repeat(200), 'x'.repeat(201), 'a/b', 'a b', 'é', 'a~b@c:d+e=f-g_h', '.hidden', 'a.', 'a\u0000'];
+    for (const id of ids) {
+      const schema = parseModelId(id);
+      let fast: string | undefined;
+      try {
+        fast = parseRequestForm('POST', '/', { serve_multiplexed_model_id: id }).model;
+      } catch (err) {
+        if (!(err instanceof ModelmuxError)) throw err;
+        expect(err.message).toBe(schema.ok ? '' : schema.reason);
+      }
+      expect(fast).toBe(schema.ok ? id : undefined);
+    }
+  });
+});
+
+describe('scanRequestHeaders', () => {
+  it('forwards end-to-end headers in one pass and picks out what the proxy reads', () => {
+    const scanned = scanRequestHeaders(
+      ['Host', 'router', 'Connection', 'keep-alive, X-Secret-Hop', 'X-Secret-Hop', '1', 'Content-Length', '12', 'Content-Type', 'application/json', 'X-Request-Id', 'r1', 'X-Forwarded-For', '10.0.0.1', 'x-forwarded-for', '10.0.0.2', 'serve_multiplexed_model_id', 'm1', 'TE', 'trailers', 'Expect', '100-continue', 'Accept', 'a', 'Accept', 'b'],
+      MODEL_HEADERS,
+    );
+    expect(scanned).toEqual({
+      forward: ['content-type', 'application/json', 'serve_multiplexed_model_id', 'm1', 'accept', 'a', 'accept', 'b'],
+      requestId: 'r1',
+      forwardedFor: '10.0.0.1, 10.0.0.2',
+      contentLength: '12',
+      modelHeaders: { serve_multiplexed_model_id: 'm1' },
+    });
   });
 });
 

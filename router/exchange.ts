@@ -1,0 +1,390 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { errors as undiciErrors, type Dispatcher } from 'undici';
+import { ModelmuxError, toModelmuxError, type ErrorBody, type ErrorCode } from '../common/errors.js';
+import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID } from '../common/names.js';
+import type { AcquireResult, Lease } from './balancer.js';
+import type { Expiring } from './deadlines.js';
+import { endToEndHeaders, scanRequestHeaders } from './hop-headers.js';
+import type { RouteMetrics } from './metrics.js';
+import type { RouterProxy } from './proxy.js';
+import { MODEL_HEADERS, parseRequestForm, type RequestForm } from './request-form.js';
+import type { Route } from './route-table.js';
+
+/** A request id we pass on as given: bounded and printable, so it cannot break a log line. */
+const REQUEST_ID = /^[A-Za-z0-9._:@=+-]{1,128}$/;
+
+const CONNECTION_FAILURE_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED']);
+
+/** Errors that mean the request never reached a replica's application, so another may take it. */
+function isConnectionFailure(err: unknown): boolean {
+  if (err instanceof undiciErrors.ConnectTimeoutError || err instanceof undiciErrors.SocketError) return true;
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && CONNECTION_FAILURE_CODES.has(code);
+}
+
+function isTimeout(err: unknown): boolean {
+  return err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError;
+}
+
+/** The first try excludes no replica; shared so acquire() does not build a set per request. */
+const NO_EXCLUDE: ReadonlySet<string> = new Set();
+
+/**
+ * - body: reading the request body (buffered up to the limit).
+ * - waiting: asked the balancer for a slot, not placed yet.
+ * - upstream: a try is in flight, no response header sent to the client yet.
+ * - responding: the replica's response is streaming to the client.
+ * - done: answered (or given up); late upstream callbacks only give the slot back.
+ */
+type Phase = 'body' | 'waiting' | 'upstream' | 'responding' | 'done';
+
+/**
+ * One proxied request, start to end, as a callback state machine that is also the undici
+ * dispatch handler of its tries. Its request and try deadlines are one entry in the proxy's
+ * shared `Deadlines` (no timer of its own). One `close` listener per request notices a client
+ * that goes away.
+ */
+export class Exchange implements Dispatcher.DispatchHandler, Expiring {
+  private readonly started: number;
+  private phase: Phase = 'body';
+  private requestId = '';
+  private path = '/';
+  private upstreamPath = '/';
+  private route: Route | undefined;
+  private routeMetrics: RouteMetrics | undefined;
+  private model: string | undefined;
+  private form: RequestForm | undefined;
+  private headers: string[] = [];
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private body: Buffer | null = null;
+  /** Set when the body is in: covers waiting, the tries and the response. */
+  private requestDeadline = Number.POSITIVE_INFINITY;
+  /**
+   * What the shared `Deadlines` sweep checks: the request deadline, or while a try waits for
+   * its response headers the earlier of that and the try's own deadline.
+   */
+  deadlineAt = Number.POSITIVE_INFINITY;
+  private cancelWait: (() => void) | undefined;
+  private lease: Lease | undefined;
+  private controller: Dispatcher.DispatchController | undefined;
+  /** A try was handed to undici and has not ended: undici gives its slot back, not `fail`. */
+  private dispatched = false;
+  private exclude: ReadonlySet<string> = NO_EXCLUDE;
+  private tries = 0;
+  private tryStart = 0;
+  /** The replica said overloaded: its 503 body is being discarded before the retry. */
+  private discarding = false;
+  private status = 500;
+  private error: ErrorCode | undefined;
+  private replica: string | undefined;
+  private placement: string | undefined;
+  private waitedMs: number | undefined;
+
+  constructor(
+    private readonly proxy: RouterProxy,
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+  ) {
+    this.started = proxy.clock.now();
+  }
+
+  start(): void {
+    const { req, res } = this;
+    res.on('close', this.onClientClose);
+    try {
+      const url = req.url ?? '/';
+      const q = url.indexOf('?');
+      const path = q === -1 ? url : url.slice(0, q);
+      const slash = path.indexOf('/', 1);
+      const prefix = slash === -1 ? path : path.slice(0, slash);
+      const rest = slash === -1 ? '' : path.slice(slash);
+      this.path = path;
+      const scanned = scanRequestHeaders(req.rawHeaders, MODEL_HEADERS);
+      this.requestId = scanned.requestId !== undefined && REQUEST_ID.test(scanned.requestId) ? scanned.requestId : randomUUID();
+      const route = this.proxy.routes.match(prefix);
+      if (route === undefined) throw new ModelmuxError('route_not_found', `no route serves ${prefix}`);
+      this.route = route;
+      this.routeMetrics = this.proxy.metrics.forRoute(route.prefix);
+      const form = parseRequestForm(req.method ?? 'GET', rest, scanned.modelHeaders);
+      this.model = form.model;
+      this.form = form.form;
+      const limit = this.proxy.limits.maxBodyBytes;
+      const declared = Number(scanned.contentLength ?? '0');
+      if (declared > limit) throw new ModelmuxError('body_too_large', `the body is ${declared} bytes; the limit is ${limit}`);
+      this.upstreamPath = `${rest === '' ? '/' : rest}${q === -1 ? '' : url.slice(q)}`;
+      const headers = scanned.forward;
+      headers.push(HEADER_REQUEST_ID, this.requestId);
+      const peer = req.socket.remoteAddress;
+      if (peer !== undefined) headers.push('x-forwarded-for', scanned.forwardedFor === undefined ? peer : `${scanned.forwardedFor}, ${peer}`);
+      else if (scanned.forwardedFor !== undefined) headers.push('x-forwarded-for', scanned.forwardedFor);
+      this.headers = headers;
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    req.on('data', this.onBodyData);
+    req.on('end', this.onBodyEnd);
+  }
+
+  // --- request body -------------------------------------------------------------------------
+
+  private readonly onBodyData = (chunk: Buffer): void => {
+    if (this.phase !== 'body') return;
+    this.size += chunk.length;
+    const limit = this.proxy.limits.maxBodyBytes;
+    if (this.size > limit) return this.fail(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limit} bytes`));
+    this.chunks.push(chunk);
+  };
+
+  private readonly onBodyEnd = (): void => {
+    if (this.phase !== 'body') return;
+    try {
+      this.body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.size);
+      this.chunks = [];
+      this.requestDeadline = this.started + this.proxy.limits.requestTimeoutMs;
+      this.deadlineAt = this.requestDeadline;
+      this.proxy.deadlines.add(this);
+      this.place();
+    } catch (err) {
+      this.guard(err);
+    }
+  };
+
+  // --- placement ----------------------------------------------------------------------------
+
+  private place(): void {
+    this.phase = 'waiting';
+    const cancel = (this.route as Route).balancer.acquire(this.model, this.onPlaced, this.exclude);
+    // `onPlaced` may already have run (a free replica): only a request still waiting keeps it.
+    if (this.phase === 'waiting') this.cancelWait = cancel;
+  }
+
+  private readonly onPlaced = (r: AcquireResult): void => {
+    this.cancelWait = undefined;
+    if (!r.ok) return this.fail(r.error);
+    const lease = r.lease;
+    if (this.phase !== 'waiting') {
+      (this.route as Route).balancer.release(lease);
+      return;
+    }
+    // Also runs inside another request's release (the balancer's queue): nothing may escape.
+    try {
+      this.dispatch(lease);
+    } catch (err) {
+      this.guard(err);
+    }
+  };
+
+  private dispatch(lease: Lease): void {
+    this.lease = lease;
+    this.tries++;
+    this.replica = lease.replica;
+    this.placement = lease.kind;
+    this.waitedMs = Math.round(lease.waitedMs);
+    (this.routeMetrics as RouteMetrics).placed(lease.kind, lease.waitedMs);
+    const pool = (this.route as Route).pools.get(lease.replica);
+    if (pool === undefined) return this.fail(new ModelmuxError('upstream_unavailable', `replica ${lease.replica} has no connection pool`));
+    this.phase = 'upstream';
+    this.discarding = false;
+    this.controller = undefined;
+    this.tryStart = this.proxy.clock.now();
+    this.deadlineAt = Math.min(this.requestDeadline, this.tryStart + this.proxy.limits.tryTimeoutMs);
+    const method = (this.req.method ?? 'GET') as Dispatcher.HttpMethod;
+    this.dispatched = true;
+    pool.dispatch(
+      {
+        method,
+        path: this.upstreamPath,
+        headers: this.headers,
+        body: method === 'GET' || method === 'HEAD' ? null : this.body,
+        // The try deadline is `deadlineAt`; undici's own (1 s resolution) is the backstop.
+        headersTimeout: this.proxy.limits.tryTimeoutMs,
+        bodyTimeout: this.proxy.limits.requestTimeoutMs,
+      },
+      this,
+    );
+  }
+
+  /** The try is over (answered, failed or aborted): its slot goes back to the balancer. */
+  private endTry(): void {
+    this.controller = undefined;
+    this.dispatched = false;
+    const lease = this.lease;
+    if (lease === undefined) return;
+    this.lease = undefined;
+    (this.route as Route).balancer.release(lease);
+  }
+
+  /** The first try failed before reaching the replica's application, or it was overloaded. */
+  private retry(reason: 'connect_error' | 'overloaded'): void {
+    const replica = this.replica as string;
+    this.deadlineAt = this.requestDeadline;
+    if (reason === 'connect_error') (this.route as Route).balancer.eject(replica, this.proxy.limits.ejectMs);
+    (this.routeMetrics as RouteMetrics).retried(reason);
+    this.exclude = new Set([replica]);
+    this.endTry();
+    this.place();
+  }
+
+  // --- undici dispatch handler ----------------------------------------------------------------
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    // A request that was given up while queued in the pool stops as soon as it starts.
+    if (this.phase !== 'upstream') return controller.abort(new ModelmuxError('timeout', 'the request was given up'));
+    this.controller = controller;
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (this.phase !== 'upstream' || statusCode < 200) return;
+    this.deadlineAt = this.requestDeadline;
+    (this.routeMetrics as RouteMetrics).upstreamLatency((this.proxy.clock.now() - this.tryStart) / 1000);
+    if (statusCode === 503 && headers[HEADER_OVERLOADED] !== undefined && this.tries === 1) {
+      this.discarding = true;
+      return;
+    }
+    // The replica has the model now (hit) or just loaded it (miss): learn it before the
+    // annotation round trip.
+    if (this.model !== undefined && statusCode < 500 && headers[HEADER_CACHE] !== undefined) (this.route as Route).balancer.observe(this.replica as string, this.model);
+    const out = endToEndHeaders(headers);
+    out[HEADER_REQUEST_ID] = this.requestId;
+    this.phase = 'responding';
+    this.status = statusCode;
+    this.res.writeHead(statusCode, out);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.phase !== 'responding') return;
+    if (!this.res.write(chunk)) {
+      controller.pause();
+      this.res.once('drain', this.onClientDrain);
+    }
+  }
+
+  onResponseEnd(): void {
+    this.endTry();
+    try {
+      if (this.phase === 'upstream' && this.discarding) return this.retry('overloaded');
+      if (this.phase !== 'responding') return;
+      this.res.end();
+      this.finish();
+    } catch (err) {
+      this.guard(err);
+    }
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+    this.endTry();
+    const phase = this.phase;
+    if (phase === 'done') return;
+    const replica = this.replica as string;
+    try {
+      if (phase === 'upstream') {
+        if (this.tries === 1 && this.discarding) return this.retry('overloaded');
+        if (this.tries === 1 && isConnectionFailure(err)) return this.retry('connect_error');
+        if (isTimeout(err)) return this.fail(new ModelmuxError('timeout', `replica ${replica} did not answer in time`, { cause: err }));
+        return this.fail(new ModelmuxError('upstream_unavailable', `replica ${replica} failed: ${err.message}`, { cause: err }));
+      }
+      // The response broke off while streaming: the client sees a cut connection.
+      this.fail(new ModelmuxError(isTimeout(err) ? 'timeout' : 'upstream_unavailable', `replica ${replica} broke off its response: ${err.message}`, { cause: err }));
+    } catch (again) {
+      this.guard(again);
+    }
+  }
+
+  private readonly onClientDrain = (): void => {
+    this.controller?.resume();
+  };
+
+  // --- endings ----------------------------------------------------------------------------------
+
+  expire(): void {
+    try {
+      if (this.phase === 'waiting') this.fail(new ModelmuxError('timeout', 'no replica slot freed up before the request deadline'));
+      else this.fail(new ModelmuxError('timeout', `replica ${this.replica ?? '?'} did not answer in time`));
+    } catch (err) {
+      this.guard(err);
+    }
+  }
+
+  /** The client went away before its answer was complete: no work for nobody. */
+  private readonly onClientClose = (): void => {
+    if (this.phase === 'done' || this.res.writableFinished) return;
+    try {
+      this.fail(new ModelmuxError('timeout', 'the client closed the connection before the answer'));
+    } catch (err) {
+      this.guard(err);
+    }
+  };
+
+  /**
+   * The last guard of a callback: an unexpected throw answers `internal` (or cuts the
+   * response) instead of escaping into undici, the balancer's queue or the event loop.
+   */
+  private guard(err: unknown): void {
+    try {
+      if (this.phase !== 'done') return this.fail(err);
+    } catch {
+      // fail itself threw: fall through and cut the connection.
+    }
+    this.proxy.log.error('unhandled request error', { requestId: this.requestId, reason: err instanceof Error ? err.message : String(err) });
+    this.proxy.deadlines.remove(this);
+    if (!this.dispatched) this.endTry();
+    this.res.destroy();
+  }
+
+  /** Answers with the error (or cuts a response already under way), stops any wait or try. */
+  private fail(err: unknown): void {
+    if (this.phase === 'done') return;
+    const was = this.phase;
+    this.phase = 'done';
+    const e = toModelmuxError(err);
+    this.error = e.code;
+    if (was === 'waiting' && this.cancelWait !== undefined) {
+      this.cancelWait();
+      this.cancelWait = undefined;
+    }
+    // undici then calls onResponseError, which gives the slot back.
+    if (this.controller !== undefined) this.controller.abort(e);
+    else if (!this.dispatched) this.endTry();
+    const res = this.res;
+    if (!res.headersSent && !res.destroyed) {
+      this.status = e.status;
+      const payload: ErrorBody = { error: e.code, message: e.message, requestId: this.requestId };
+      const headers: Record<string, string> = { 'content-type': 'application/json', [HEADER_REQUEST_ID]: this.requestId };
+      if (e.code === 'pool_saturated' || e.code === 'no_replicas') headers['retry-after'] = '1';
+      // The body may be unread (too large, refused early): close rather than drain it.
+      if (e.code === 'body_too_large') headers['connection'] = 'close';
+      res.writeHead(e.status, headers).end(JSON.stringify(payload));
+    } else {
+      if (!res.headersSent) this.status = e.status;
+      res.destroy();
+    }
+    if (e.code === 'internal' || was === 'responding') this.proxy.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
+    this.finish();
+  }
+
+  private finish(): void {
+    this.phase = 'done';
+    this.proxy.deadlines.remove(this);
+    const ms = this.proxy.clock.now() - this.started;
+    if (this.routeMetrics !== undefined) this.routeMetrics.answered(this.status, ms / 1000);
+    else this.proxy.metrics.forRoute('none').answered(this.status, ms / 1000);
+    this.proxy.access.request({
+      requestId: this.requestId,
+      method: this.req.method ?? 'GET',
+      path: this.path,
+      route: this.route === undefined ? 'none' : this.route.prefix,
+      model: this.model,
+      form: this.form,
+      replica: this.replica,
+      placement: this.placement,
+      waitedMs: this.waitedMs,
+      tries: this.tries === 0 ? undefined : this.tries,
+      error: this.error,
+      status: this.status,
+      durationMs: Math.round(ms * 10) / 10,
+    });
+  }
+}

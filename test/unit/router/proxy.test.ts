@@ -1,0 +1,173 @@
+import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { systemClock, systemRandom } from '../../../common/clock.js';
+import { silentLogger } from '../../../common/log.js';
+import { AccessLog } from '../../../router/access-log.js';
+import { systemSetTimer } from '../../../router/balancer.js';
+import { RouterMetrics } from '../../../router/metrics.js';
+import { RouterProxy } from '../../../router/proxy.js';
+import { RouteTable } from '../../../router/route-table.js';
+import { RouterServer } from '../../../router/server.js';
+
+/** A replica stand-in: echoes what it got; `x-stub-delay-ms` delays the answer, `x-stub-overloaded` refuses. */
+interface Stub {
+  url: string;
+  seen: { url: string; headers: IncomingHttpHeaders; body: string }[];
+  server: Server;
+}
+
+async function stub(overloaded = false): Promise<Stub> {
+  const seen: Stub['seen'] = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += String(c)));
+    req.on('end', () => {
+      seen.push({ url: req.url ?? '', headers: req.headers, body });
+      if (overloaded) return void res.writeHead(503, { 'x-modelmux-overloaded': '1', 'content-type': 'application/json' }).end('{"error":"overloaded"}');
+      const answer = (): void => void res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive, x-upstream-hop', 'x-upstream-hop': 'secret', 'x-answer': 'yes' }).end(JSON.stringify({ got: body }));
+      const delay = Number(req.headers['x-stub-delay-ms'] ?? '0');
+      if (delay > 0) setTimeout(answer, delay);
+      else answer();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, server };
+}
+
+interface Rig {
+  url: string;
+  routes: RouteTable;
+  lines: () => Record<string, unknown>[];
+  close(): Promise<void>;
+}
+
+async function rig(replicas: Stub[]): Promise<Rig> {
+  const routes = new RouteTable({ recentMs: 5000, tableLagMs: 2000, maxQueue: 8, connectionsPerReplica: 4 }, systemClock, systemRandom, systemSetTimer, silentLogger);
+  routes.apply([{ prefix: '/wine', maxOngoingRequests: 4, matchTimeoutMs: 1000, replicas: replicas.map((s) => ({ name: s.url, url: s.url, table: undefined })) }]);
+  const written: string[] = [];
+  const access = new AccessLog({ component: 'router' }, (s) => void written.push(s), 1);
+  const metrics = new RouterMetrics();
+  const proxy = new RouterProxy(routes, { maxBodyBytes: 1024, requestTimeoutMs: 2000, tryTimeoutMs: 300, ejectMs: 1000 }, metrics, silentLogger, systemClock, access);
+  const server = new RouterServer(proxy, routes, metrics, silentLogger);
+  const address = await server.listen(0, '127.0.0.1');
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    routes,
+    lines: () => {
+      access.flush();
+      return written.join('').trimEnd().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+    },
+    close: async () => {
+      await server.drain(1000);
+      await routes.close();
+      for (const s of replicas) s.server.closeAllConnections();
+      await Promise.all(replicas.map((s) => new Promise<void>((r) => s.server.close(() => r()))));
+    },
+  };
+}
+
+const inFlight = (r: Rig): number => (r.routes.match('/wine')?.balancer.replicaNames() ?? []).reduce((n, name) => n + (r.routes.match('/wine')?.balancer.inFlight(name) ?? 0), 0);
+
+describe('RouterProxy', () => {
+  it('forwards a request below its prefix without hop-by-hop headers and streams the answer back with the request id', async () => {
+    const s = await stub();
+    const r = await rig([s]);
+    try {
+      const res = await fetch(`${r.url}/wine/?q=1`, { method: 'POST', headers: { serve_multiplexed_model_id: 'm1', 'x-request-id': 'trace-1', te: 'trailers', 'x-forwarded-for': '10.0.0.9' }, body: '{"rows":[1]}' });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-request-id')).toBe('trace-1');
+      expect(res.headers.get('x-answer')).toBe('yes');
+      expect(res.headers.get('x-upstream-hop')).toBeNull();
+      expect(await res.json()).toEqual({ got: '{"rows":[1]}' });
+      const got = s.seen[0];
+      expect(got?.url).toBe('/?q=1');
+      expect(got?.headers).toMatchObject({ serve_multiplexed_model_id: 'm1', 'x-request-id': 'trace-1', 'x-forwarded-for': '10.0.0.9, 127.0.0.1', 'content-length': '12' });
+      expect(got?.headers['te']).toBeUndefined();
+      expect(r.lines()).toEqual([expect.objectContaining({ msg: 'request', requestId: 'trace-1', route: '/wine', model: 'm1', form: 'ray', replica: s.url, placement: 'cold', tries: 1, status: 200 })]);
+      expect(inFlight(r)).toBe(0);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('ends a try that gets no response headers within the try timeout with 504 timeout, and frees its slot', async () => {
+    const s = await stub();
+    const r = await rig([s]);
+    try {
+      const t0 = Date.now();
+      const res = await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', headers: { 'x-stub-delay-ms': '1500' }, body: '{}' });
+      const elapsed = Date.now() - t0;
+      expect(res.status).toBe(504);
+      expect(((await res.json()) as { error: string }).error).toBe('timeout');
+      // The try timeout is 300 ms, the request's 2000 ms; the sweep runs every 15 ms.
+      expect(elapsed).toBeGreaterThanOrEqual(290);
+      expect(elapsed).toBeLessThan(1000);
+      expect(inFlight(r)).toBe(0);
+      expect(r.lines()).toEqual([expect.objectContaining({ error: 'timeout', status: 504 })]);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('retries a request once on another replica when the first says it is overloaded', async () => {
+    const busy = await stub(true);
+    const free = await stub();
+    const r = await rig([busy, free]);
+    try {
+      for (let i = 0; i < 6; i++) {
+        const res = await fetch(`${r.url}/wine/v2/models/m${i}/infer`, { method: 'POST', body: '{}' });
+        expect(res.status).toBe(200);
+      }
+      expect(busy.seen.length).toBeGreaterThan(0);
+      const retried = r.lines().filter((l) => l['tries'] === 2);
+      expect(retried).toHaveLength(busy.seen.length);
+      expect(retried.every((l) => l['replica'] === free.url)).toBe(true);
+      expect(inFlight(r)).toBe(0);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('gives back the slot of a request whose client goes away', async () => {
+    const s = await stub();
+    const r = await rig([s]);
+    try {
+      await new Promise<void>((resolve) => {
+        const req = request(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', headers: { 'x-stub-delay-ms': '250' } });
+        req.on('error', () => resolve());
+        req.end('{}');
+        setTimeout(() => {
+          req.destroy();
+          resolve();
+        }, 100);
+      });
+      await new Promise((x) => setTimeout(x, 50));
+      expect(inFlight(r)).toBe(0);
+      expect(r.lines()).toEqual([expect.objectContaining({ error: 'timeout', status: 504 })]);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('survives a client that goes away halfway through its body, and keeps answering', async () => {
+    const s = await stub();
+    const r = await rig([s]);
+    try {
+      await new Promise<void>((resolve) => {
+        const req = request(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', headers: { 'content-length': '100' } });
+        req.on('error', () => resolve());
+        req.write('{"half":');
+        setTimeout(() => {
+          req.destroy();
+          resolve();
+        }, 50);
+      });
+      await new Promise((x) => setTimeout(x, 50));
+      expect((await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: '{}' })).status).toBe(200);
+      expect(s.seen).toHaveLength(1);
+      expect(r.lines().map((l) => l['status'])).toEqual([504, 200]);
+    } finally {
+      await r.close();
+    }
+  });
+});
