@@ -73,6 +73,12 @@ interface ReplicaState {
   recent: Map<string, number>;
   /** Model → until when a response from the replica itself said it has it. */
   confirmed: Map<string, number>;
+  /**
+   * Model → the replica's table version in the response that said it has the model. A table
+   * at least that new that does not list the model means it was evicted since, whatever the
+   * clock says; an older one says nothing about it.
+   */
+  seenAtVersion: Map<string, number>;
   /** Connection failures take a replica out of rotation until then (outlier ejection). */
   ejectedUntil: number;
 }
@@ -149,6 +155,7 @@ export class Balancer {
           lru: [],
           recent: new Map(),
           confirmed: new Map(),
+          seenAtVersion: new Map(),
           ejectedUntil: 0,
         });
       }
@@ -172,19 +179,35 @@ export class Balancer {
     r.unlisted.clear();
     for (const [m, until] of r.recent) {
       if (r.table.has(m) || until <= now) continue;
-      if (until - this.options.recentMs < seenBefore) r.recent.delete(m);
+      const seenAt = r.seenAtVersion.get(m);
+      if (seenAt !== undefined && table.version >= seenAt) this.forget(r, m);
+      else if (until - this.options.recentMs < seenBefore) r.recent.delete(m);
       else r.unlisted.add(m);
     }
     this.drain();
   }
 
-  /** A response from `name` said it has `model` (x-modelmux-cache hit or miss). */
-  observe(name: string, model: string): void {
+  /**
+   * A response from `name` said it has `model` (x-modelmux-cache hit or miss), at its table
+   * version `tableVersion` (x-modelmux-table-version) when the response carried one.
+   */
+  observe(name: string, model: string, tableVersion?: number): void {
     const r = this.replicas.get(name);
     if (!r) return;
     this.remember(r, model);
     r.confirmed.set(model, this.clock.now() + this.options.recentMs);
-    if (r.confirmed.size >= RECENT_SWEEP_AT) this.sweep(r.confirmed);
+    if (tableVersion !== undefined) r.seenAtVersion.set(model, tableVersion);
+    if (r.confirmed.size >= RECENT_SWEEP_AT) {
+      this.sweep(r.confirmed);
+      for (const m of r.seenAtVersion.keys()) if (!r.confirmed.has(m)) r.seenAtVersion.delete(m);
+    }
+  }
+
+  private forget(r: ReplicaState, model: string): void {
+    r.recent.delete(model);
+    r.confirmed.delete(model);
+    r.seenAtVersion.delete(model);
+    r.unlisted.delete(model);
   }
 
   /** The connection to `name` failed: keep it out of placement for `ms`. */

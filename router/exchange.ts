@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { errors as undiciErrors, type Dispatcher } from 'undici';
 import { ModelmuxError, toModelmuxError, type ErrorBody, type ErrorCode } from '../common/errors.js';
-import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID } from '../common/names.js';
+import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
 import type { AcquireResult, Lease } from './balancer.js';
 import type { Expiring } from './deadlines.js';
 import { endToEndHeaders, scanRequestHeaders } from './hop-headers.js';
@@ -246,7 +246,10 @@ export class Exchange implements Dispatcher.DispatchHandler, Expiring {
     }
     // The replica has the model now (hit) or just loaded it (miss): learn it before the
     // annotation round trip.
-    if (this.model !== undefined && statusCode < 500 && headers[HEADER_CACHE] !== undefined) (this.route as Route).balancer.observe(this.replica as string, this.model);
+    if (this.model !== undefined && statusCode < 500 && headers[HEADER_CACHE] !== undefined) {
+      const version = Number(headers[HEADER_TABLE_VERSION]);
+      (this.route as Route).balancer.observe(this.replica as string, this.model, Number.isSafeInteger(version) ? version : undefined);
+    }
     const out = endToEndHeaders(headers);
     out[HEADER_REQUEST_ID] = this.requestId;
     this.phase = 'responding';

@@ -54,6 +54,20 @@ describe('Balancer', () => {
     expect(take(b, 'm1').result()).toMatchObject({ ok: true, lease: { replica: first, kind: 'cold' } });
   });
 
+  it('forgets a holder learnt from a response once a table at least that new omits the model', () => {
+    const { b } = setup(draws(0.5, 0.5, 0.5));
+    b.setTable('b', { version: 3, loaded: ['other'], loading: [], capacity: 8 });
+    b.observe('b', 'm9', 5);
+    // An older table cannot know about m9: b still holds it.
+    b.setTable('b', { version: 4, loaded: ['other'], loading: [], capacity: 8 });
+    const held = take(b, 'm9').result();
+    expect(held).toMatchObject({ ok: true, lease: { replica: 'b', kind: 'holder' } });
+    b.release(leaseOf(held));
+    // Version 5 is the one the response spoke at: without m9 it says m9 was evicted since.
+    b.setTable('b', { version: 6, loaded: ['other'], loading: [], capacity: 8 });
+    expect(take(b, 'm9').result()).toMatchObject({ ok: true, lease: { kind: 'cold' } });
+  });
+
   it('learns a holder from a response header', () => {
     const { b } = setup(draws(0.5));
     b.observe('b', 'm9');
