@@ -1,4 +1,4 @@
-import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, request, type ClientRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { systemClock, systemRandom } from '../../../common/clock.js';
 import { silentLogger } from '../../../common/log.js';
@@ -68,6 +68,19 @@ async function rig(replicas: Stub[]): Promise<Rig> {
 
 const inFlight = (r: Rig): number => (r.routes.match('/wine')?.balancer.replicaNames() ?? []).reduce((n, name) => n + (r.routes.match('/wine')?.balancer.inFlight(name) ?? 0), 0);
 
+/** A client that sends a request (`send`) and goes away after `ms`. */
+function abandon(url: string, headers: Record<string, string>, send: (req: ClientRequest) => void, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const req = request(url, { method: 'POST', headers });
+    req.on('error', () => resolve());
+    send(req);
+    setTimeout(() => {
+      req.destroy();
+      resolve();
+    }, ms);
+  });
+}
+
 describe('RouterProxy', () => {
   it('forwards a request below its prefix without hop-by-hop headers and streams the answer back with the request id', async () => {
     const s = await stub();
@@ -132,15 +145,7 @@ describe('RouterProxy', () => {
     const s = await stub();
     const r = await rig([s]);
     try {
-      await new Promise<void>((resolve) => {
-        const req = request(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', headers: { 'x-stub-delay-ms': '250' } });
-        req.on('error', () => resolve());
-        req.end('{}');
-        setTimeout(() => {
-          req.destroy();
-          resolve();
-        }, 100);
-      });
+      await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'x-stub-delay-ms': '250' }, (req) => req.end('{}'), 100);
       await new Promise((x) => setTimeout(x, 50));
       expect(inFlight(r)).toBe(0);
       expect(r.lines()).toEqual([expect.objectContaining({ error: 'timeout', status: 504 })]);
@@ -153,15 +158,7 @@ describe('RouterProxy', () => {
     const s = await stub();
     const r = await rig([s]);
     try {
-      await new Promise<void>((resolve) => {
-        const req = request(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', headers: { 'content-length': '100' } });
-        req.on('error', () => resolve());
-        req.write('{"half":');
-        setTimeout(() => {
-          req.destroy();
-          resolve();
-        }, 50);
-      });
+      await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'content-length': '100' }, (req) => req.write('{"half":'), 50);
       await new Promise((x) => setTimeout(x, 50));
       expect((await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: '{}' })).status).toBe(200);
       expect(s.seen).toHaveLength(1);
