@@ -295,7 +295,9 @@ describe('the operator against a real control plane', () => {
         if (await getJson(cp, [r])) throw new Error(`${r} still there`);
       }
       const pods = await podsOf(cp, 'wine');
-      if (pods.length > 0) throw new Error(`${pods.length} pods left`);
+      // Which pod and in what state, so a failure says whether the node agent or the GC held it.
+      const left = pods.map((p) => ({ name: p.metadata?.name, node: p.spec?.nodeName, phase: p.status?.phase, deleting: p.metadata?.deletionTimestamp, owners: p.metadata?.ownerReferences?.map((o) => o.name), finalizers: p.metadata?.finalizers }));
+      if (pods.length > 0) throw new Error(`${pods.length} pods left: ${JSON.stringify(left)}; agent runs ${JSON.stringify(agent.pods().map((r) => r.name))}`);
     }, 90_000);
   });
 
