@@ -21,6 +21,7 @@ export const REPLICA_ENV = {
   diskCacheBytes: 'MODELMUX_DISK_CACHE_BYTES',
   revalidateAfterMs: 'MODELMUX_REVALIDATE_AFTER_MS',
   prepackWeights: 'MODELMUX_PREPACK_WEIGHTS',
+  shareGraphs: 'MODELMUX_SHARE_GRAPHS',
   maxBodyBytes: 'MODELMUX_MAX_BODY_BYTES',
   maxConcurrentLoads: 'MODELMUX_MAX_CONCURRENT_LOADS',
   /** Deadline of one inference request (queueing, load and run), answered 504 past it. */

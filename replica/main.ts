@@ -61,7 +61,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const service = new ReplicaService({
     store,
     provider: config.executionProvider,
-    session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights },
+    session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights, shareGraphs: config.shareGraphs },
     maxModels: config.maxModels,
     ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
     maxConcurrentLoads: config.maxConcurrentLoads,

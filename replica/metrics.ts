@@ -34,6 +34,13 @@ export function createReplicaMetrics() {
       labelNames: ['source'] as const,
       registers: r,
     }),
+    opens: new Counter({
+      name: 'modelmux_replica_model_opens_total',
+      help: 'Models opened, by kind: shared_graph (weights fed to a session shared by models of the same graph) or own_session.',
+      labelNames: ['kind'] as const,
+      registers: r,
+    }),
+    sharedGraphs: new Gauge({ name: 'modelmux_replica_shared_graphs', help: 'Sessions shared by the loaded models of one graph (one per model shape).', registers: r }),
     evictions: new Counter({ name: 'modelmux_replica_model_evictions_total', help: 'Models evicted from the LRU.', registers: r }),
     releases: new Counter({ name: 'modelmux_replica_model_releases_total', help: 'Sessions released (after eviction, once no request used them).', registers: r }),
     modelsLoaded: new Gauge({ name: 'modelmux_replica_models_loaded', help: 'Models in the cache.', registers: r }),

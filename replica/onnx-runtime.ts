@@ -12,6 +12,8 @@ export type GraphOptimizationLevel = (typeof GRAPH_OPTIMIZATION_LEVELS)[number];
 export interface SessionTuning {
   graphOptimization: GraphOptimizationLevel;
   prepackWeights: boolean;
+  /** Models of one shape share one session, their weights fed as inputs (replica/shared-graph.ts). */
+  shareGraphs: boolean;
 }
 
 /** One loaded model: an onnxruntime session and the signature read from it. */
@@ -53,45 +55,59 @@ const SESSION_OPTIONS = (provider: ExecutionProvider, tuning: SessionTuning): or
   extra: { session: { disable_prepacking: tuning.prepackWeights ? '0' : '1', intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
 });
 
-/** Opens `path`; a file onnxruntime refuses becomes `model_load_failed` (422). */
-export async function openModel(path: string, provider: ExecutionProvider, tuning: SessionTuning): Promise<ModelSession> {
-  let session: ort.InferenceSession;
+/** Creates a session from a file path or model bytes; a model onnxruntime refuses is `model_load_failed` (422). */
+export async function createSession(model: string | Uint8Array, provider: ExecutionProvider, tuning: SessionTuning): Promise<ort.InferenceSession> {
   try {
-    session = await ort.InferenceSession.create(path, SESSION_OPTIONS(provider, tuning));
+    return await (typeof model === 'string'
+      ? ort.InferenceSession.create(model, SESSION_OPTIONS(provider, tuning))
+      : ort.InferenceSession.create(model, SESSION_OPTIONS(provider, tuning)));
   } catch (err) {
     throw new ModelmuxError('model_load_failed', `onnxruntime cannot load the model: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
+}
+
+/**
+ * A model served by `session`. `weights` are fed to every run beside the request's inputs and
+ * are not part of the model's signature: they are how a shared graph becomes this model.
+ */
+export function modelSession(session: ort.InferenceSession, release: () => Promise<void>, weights: Readonly<Record<string, ort.Tensor>> = {}): ModelSession {
+  // Non-tensor outputs (e.g. sklearn-onnx's ZipMap probabilities) are not fetched: the tensor
+  // outputs beside them are still served. A non-tensor input cannot be fed, so it is refused.
+  const outputs = specs(session.outputMetadata.filter((m) => m.isTensor), 'output');
+  if (outputs.length === 0) throw new ModelmuxError('model_load_failed', 'the model has no tensor output');
+  const signature = { inputs: specs(session.inputMetadata.filter((m) => !(m.name in weights)), 'input'), outputs };
+  const fetches = outputs.map((o) => o.name);
+  const batchable = [...signature.inputs, ...signature.outputs].every((s) => s.shape.length > 0 && s.shape[0] === -1);
+  return {
+    signature,
+    batchable,
+    run: async (inputs) => {
+      const feeds: Record<string, ort.Tensor> = { ...weights };
+      signature.inputs.forEach((spec, i) => {
+        const t = inputs[i];
+        if (t) feeds[spec.name] = new ort.Tensor(ORT_TYPE[t.datatype] as 'float32', t.data as Float32Array, t.dims);
+      });
+      let results: ort.InferenceSession.ReturnType;
+      try {
+        results = await session.run(feeds, fetches);
+      } catch (err) {
+        throw new ModelmuxError('inference_failed', `onnxruntime failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      }
+      return signature.outputs.map((spec) => {
+        const r = results[spec.name];
+        if (!r) throw new ModelmuxError('inference_failed', `onnxruntime returned no output "${spec.name}"`);
+        return { name: spec.name, datatype: spec.datatype, dims: [...r.dims], data: r.data as TensorData };
+      });
+    },
+    release,
+  };
+}
+
+/** Opens a model file (its path or its bytes) with a session of its own. */
+export async function openModel(model: string | Uint8Array, provider: ExecutionProvider, tuning: SessionTuning): Promise<ModelSession> {
+  const session = await createSession(model, provider, tuning);
   try {
-    // Non-tensor outputs (e.g. sklearn-onnx's ZipMap probabilities) are not fetched: the tensor
-    // outputs beside them are still served. A non-tensor input cannot be fed, so it is refused.
-    const outputs = specs(session.outputMetadata.filter((m) => m.isTensor), 'output');
-    if (outputs.length === 0) throw new ModelmuxError('model_load_failed', 'the model has no tensor output');
-    const signature = { inputs: specs(session.inputMetadata, 'input'), outputs };
-    const fetches = outputs.map((o) => o.name);
-    const batchable = [...signature.inputs, ...signature.outputs].every((s) => s.shape.length > 0 && s.shape[0] === -1);
-    return {
-      signature,
-      batchable,
-      run: async (inputs) => {
-        const feeds: Record<string, ort.Tensor> = {};
-        signature.inputs.forEach((spec, i) => {
-          const t = inputs[i];
-          if (t) feeds[spec.name] = new ort.Tensor(ORT_TYPE[t.datatype] as 'float32', t.data as Float32Array, t.dims);
-        });
-        let results: ort.InferenceSession.ReturnType;
-        try {
-          results = await session.run(feeds, fetches);
-        } catch (err) {
-          throw new ModelmuxError('inference_failed', `onnxruntime failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-        }
-        return signature.outputs.map((spec) => {
-          const r = results[spec.name];
-          if (!r) throw new ModelmuxError('inference_failed', `onnxruntime returned no output "${spec.name}"`);
-          return { name: spec.name, datatype: spec.datatype, dims: [...r.dims], data: r.data as TensorData };
-        });
-      },
-      release: () => session.release(),
-    };
+    return modelSession(session, () => session.release());
   } catch (err) {
     await session.release().catch(() => undefined);
     throw err;

@@ -9,7 +9,8 @@ import { inferResponseBody, parseInferBody, type InferResponse } from './inferen
 import type { ReplicaMetrics } from './metrics.js';
 import { ModelCache, type CacheEvent } from './model-cache.js';
 import type { ModelStore } from './model-store.js';
-import { openModel, type ExecutionProvider, type ModelSession, type SessionTuning } from './onnx-runtime.js';
+import { GraphSessions } from './graph-sessions.js';
+import type { ExecutionProvider, ModelSession, SessionTuning } from './onnx-runtime.js';
 import type { ModelSignature } from './tensor.js';
 
 export interface ReplicaServiceOptions {
@@ -42,8 +43,10 @@ const ms = (n: number): string => `${n.toFixed(1)}ms`;
 export class ReplicaService {
   readonly cache: ModelCache<ModelSession>;
   private readonly batcher: Batcher;
+  private readonly sessions: GraphSessions;
 
   constructor(private readonly opts: ReplicaServiceOptions) {
+    this.sessions = new GraphSessions(opts.provider, opts.session, (kind) => opts.metrics.opens.inc({ kind }));
     this.cache = new ModelCache<ModelSession>({
       maxModels: opts.maxModels,
       ...(opts.maxModelBytes !== undefined ? { maxBytes: opts.maxModelBytes } : {}),
@@ -116,7 +119,7 @@ export class ReplicaService {
     let session: ModelSession;
     try {
       if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
-      session = await openModel(file.path, this.opts.provider, this.opts.session);
+      session = await this.sessions.open(file.path);
     } catch (err) {
       file.settle?.(false);
       throw err;
@@ -146,6 +149,7 @@ export class ReplicaService {
         break;
       case 'release':
         metrics.releases.inc();
+        metrics.sharedGraphs.set(this.sessions.sharedCount);
         if (e.error === undefined) log.info(`Successfully unloaded model '${e.id}' in ${ms(e.durationMs)}.`, { model: e.id, event: 'release', durationMs: e.durationMs });
         else log.error(`Failed to release model '${e.id}'.`, { model: e.id, event: 'release-failed', reason: e.error instanceof Error ? e.error.message : String(e.error) });
         break;
@@ -153,6 +157,7 @@ export class ReplicaService {
         metrics.modelsLoaded.set(this.cache.loadedIds.length);
         metrics.modelsLoading.set(this.cache.loadingIds.length);
         metrics.bytesLoaded.set(this.cache.loadedBytes);
+        metrics.sharedGraphs.set(this.sessions.sharedCount);
         this.opts.onTableChange();
         break;
     }
