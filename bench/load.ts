@@ -1,0 +1,115 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { HelpRequested, parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { SAMPLE_WINE } from '../common/wine-model.js';
+import { GraphSessions } from '../replica/graph-sessions.js';
+import type { ModelSession } from '../replica/onnx-runtime.js';
+import { machineInfo, machineLine } from './lib/machine.js';
+import { fmt, mdTable } from './lib/markdown.js';
+import { ensureModelFiles } from './lib/model-set.js';
+
+/**
+ * `npm run bench:load`: the replica's load path alone, in one process. The same model files (page
+ * cache warm) are opened, run once and released in LRU order, with a session per model and with
+ * shared-graph sessions (ADR 0016), alternating rounds. Reports CPU and wall time per load.
+ * Writes bench/results/load.{json,md}.
+ */
+
+const schema = z.object({
+  models: intString(2, 10_000).default(40),
+  modelBytes: intString(1000, 1_000_000_000).default(5_000_000),
+  keep: intString(1, 1000).default(8),
+  steps: intString(1, 1_000_000).default(300),
+  rounds: intString(1, 100).default(3),
+  out: z.string().default('bench/results/load'),
+});
+type Options = z.infer<typeof schema>;
+const specs: OptionSpecs<typeof schema.shape> = {
+  models: { flag: 'models', help: 'Model files cycled through (default 40).' },
+  modelBytes: { flag: 'model-bytes', help: 'Size of each model file (default 5000000).' },
+  keep: { flag: 'keep', help: 'Models kept open, like --max-models; the oldest is released at each step (default 8).' },
+  steps: { flag: 'steps', help: 'Loads per variant per round (default 300).' },
+  rounds: { flag: 'rounds', help: 'Alternating rounds of the two variants (default 3).' },
+  out: { flag: 'out', help: 'Results path without extension (default bench/results/load).' },
+};
+
+type Variant = 'own_session' | 'shared_graph';
+interface Row {
+  variant: Variant;
+  round: number;
+  cpuMsPerLoad: number;
+  wallMsPerLoad: number;
+}
+
+async function round(variant: Variant, o: Options, path: (i: number) => string): Promise<{ cpu: number; wall: number }> {
+  const sessions = new GraphSessions('cpu', { graphOptimization: 'basic', prepackWeights: false, shareGraphs: variant === 'shared_graph' });
+  const input = [{ datatype: 'FP32' as const, dims: [1, SAMPLE_WINE.length], data: Float32Array.from(SAMPLE_WINE) }];
+  const open: ModelSession[] = [];
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (let i = 0; i < o.steps; i++) {
+    const m = await sessions.open(path(i % o.models));
+    await m.run(input);
+    open.push(m);
+    if (open.length > o.keep) await open.shift()?.release();
+  }
+  const wall = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  for (const m of open) await m.release();
+  return { cpu: (cpu.user + cpu.system) / 1000 / o.steps, wall: wall / o.steps };
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const o = parseConfig('bench load', 'Replica load path: a session per model vs shared-graph sessions.', schema, specs, argv, process.env);
+  const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '../..');
+  const dir = join(homedir(), '.cache/modelmux/bench-models', String(o.modelBytes));
+  await mkdir(dir, { recursive: true });
+  const ids = Array.from({ length: o.models }, (_, i) => `m${String(i).padStart(3, '0')}`);
+  await ensureModelFiles(dir, ids, o.modelBytes);
+  const path = (i: number): string => join(dir, ids[i] as string, 'model.onnx');
+  const rows: Row[] = [];
+  for (let r = 1; r <= o.rounds; r++) {
+    for (const variant of ['own_session', 'shared_graph'] as const) {
+      const { cpu, wall } = await round(variant, o, path);
+      rows.push({ variant, round: r, cpuMsPerLoad: cpu, wallMsPerLoad: wall });
+      process.stderr.write(`[bench:load] round ${r} ${variant}: ${cpu.toFixed(2)} ms CPU, ${wall.toFixed(2)} ms wall per load\n`);
+    }
+  }
+  const command = argv.length > 0 ? `npm run bench:load -- ${argv.join(' ')}` : 'npm run bench:load';
+  const of = (v: Variant) => rows.filter((x) => x.variant === v);
+  const md = [
+    '## Load path: a session per model vs shared-graph sessions',
+    '',
+    `Command: \`${command}\``,
+    '',
+    `Machine: ${machineLine(machineInfo())}`,
+    '',
+    `Setup: ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB read from local disk (page cache warm), ${o.keep} kept open; each step opens the next model, runs one row and releases the oldest; ${o.steps} steps per variant per round, variants alternating; one process, sessions with the replica's default options.`,
+    '',
+    mdTable(
+      ['round', 'own session: CPU ms / load', 'shared graph: CPU ms / load', 'ratio shared / own (CPU)', 'own session: wall ms / load', 'shared graph: wall ms / load'],
+      Array.from({ length: o.rounds }, (_, i) => {
+        const own = of('own_session')[i] as Row;
+        const shared = of('shared_graph')[i] as Row;
+        return [String(i + 1), fmt(own.cpuMsPerLoad, 2), fmt(shared.cpuMsPerLoad, 2), fmt(shared.cpuMsPerLoad / own.cpuMsPerLoad, 2), fmt(own.wallMsPerLoad, 2), fmt(shared.wallMsPerLoad, 2)];
+      }),
+    ),
+    '',
+  ].join('\n');
+  await writeFile(join(repoRoot, `${o.out}.json`), JSON.stringify({ machine: machineInfo(), options: o, command, rows }, null, 2) + '\n');
+  await writeFile(join(repoRoot, `${o.out}.md`), md);
+  process.stdout.write(md);
+}
+
+try {
+  await main(process.argv.slice(2));
+} catch (err) {
+  if (err instanceof HelpRequested) process.stdout.write(err.text);
+  else {
+    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  }
+}
