@@ -1,4 +1,4 @@
-import { open } from 'node:fs/promises';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import type ort from 'onnxruntime-node';
 import { Tensor } from 'onnxruntime-node';
 import { ModelmuxError } from '../common/errors.js';
@@ -25,6 +25,12 @@ export class GraphSessions {
   /** Graphs onnxruntime refused with weights as inputs: their models get sessions of their own. */
   private readonly refused = new Set<string>();
   private readonly buffers = new BufferPool(8, 256 * 1024 ** 2);
+  /**
+   * Where in its buffer each file was last read so its largest weight came out aligned: the
+   * next read of the same file lands there directly instead of moving megabytes after the read.
+   * Paths are unique per download, so a stale entry only costs that move once.
+   */
+  private readonly shifts = new Map<string, number>();
 
   constructor(
     private readonly provider: ExecutionProvider,
@@ -51,10 +57,11 @@ export class GraphSessions {
     };
     let kept = false;
     try {
-      const { file, pooled } = await readInto(path, (size) => take(size + 3));
+      const { file, pooled } = readInto(path, (size) => take(size + 3), this.shifts.get(path) ?? 0);
       const split = splitWeights(file);
       if (!split || this.refused.has(split.key)) return await this.own(file);
       const bytes = alignLargest(file, pooled, split.weights);
+      this.rememberShift(path, bytes.byteOffset - pooled.byteOffset);
       let session: ort.InferenceSession;
       try {
         session = await this.acquire(split.key, split.graph);
@@ -75,6 +82,11 @@ export class GraphSessions {
     } finally {
       if (!kept) giveBack();
     }
+  }
+
+  private rememberShift(path: string, shift: number): void {
+    if (this.shifts.size >= 10_000 && !this.shifts.has(path)) this.shifts.clear();
+    this.shifts.set(path, shift);
   }
 
   private async own(model: string | Uint8Array): Promise<ModelSession> {
@@ -111,35 +123,42 @@ export class GraphSessions {
   }
 }
 
-/** Reads a whole file into a buffer from `take` (at least 3 bytes longer, room for alignLargest). */
-async function readInto(path: string, take: (size: number) => Buffer): Promise<{ pooled: Buffer; file: Uint8Array }> {
-  const fh = await open(path, 'r');
+/**
+ * Reads a whole file into a buffer from `take` (at least 3 bytes longer, room for alignLargest),
+ * starting `shift` bytes (0–3) into it.
+ * Synchronously: the file is in the page cache (just downloaded or in the disk tier), so this is
+ * a memory copy of about a millisecond for 5 MB, where four hops through the thread pool would
+ * each wait a full turn of a busy event loop (docs/adr/0016-shared-graph-sessions.md).
+ */
+function readInto(path: string, take: (size: number) => Buffer, shift: number): { pooled: Buffer; file: Uint8Array } {
+  const fd = openSync(path, 'r');
   try {
-    const size = (await fh.stat()).size;
+    const size = fstatSync(fd).size;
     const pooled = take(size);
     let read = 0;
     while (read < size) {
-      const { bytesRead } = await fh.read(pooled, read, size - read, read);
-      if (bytesRead === 0) break;
-      read += bytesRead;
+      const n = readSync(fd, pooled, shift + read, size - read, read);
+      if (n === 0) break;
+      read += n;
     }
     if (read !== size) throw new ModelmuxError('model_load_failed', `the model file shrank while it was read (${read} of ${size} bytes)`);
-    return { pooled, file: pooled.subarray(0, size) };
+    return { pooled, file: pooled.subarray(shift, shift + size) };
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
 }
 
 /**
- * Moves the file by up to 3 bytes within its buffer so that the largest weight starts on a
- * 4-byte boundary: a Float32Array then views it in place instead of copying megabytes. Offsets
- * relative to the returned view are those relative to `file`.
+ * Moves the file to the one of the first 4 bytes of its buffer where its largest weight starts
+ * on a 4-byte boundary: a Float32Array then views it in place instead of copying megabytes.
+ * Offsets relative to the returned view are those relative to `file`.
  */
 function alignLargest(file: Uint8Array, buffer: Buffer, weights: readonly WeightRef[]): Uint8Array {
   const largest = weights.reduce((a, b) => (b.end - b.start > a.end - a.start ? b : a));
+  if ((file.byteOffset + largest.start) % 4 === 0) return file;
   const shift = (4 - ((buffer.byteOffset + largest.start) % 4)) % 4;
-  if (shift === 0) return file;
-  buffer.copyWithin(shift, 0, file.length);
+  const from = file.byteOffset - buffer.byteOffset;
+  buffer.copyWithin(shift, from, from + file.length);
   return buffer.subarray(shift, shift + file.length);
 }
 
