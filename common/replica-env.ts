@@ -24,6 +24,7 @@ export const REPLICA_ENV = {
   shareGraphs: 'MODELMUX_SHARE_GRAPHS',
   maxBodyBytes: 'MODELMUX_MAX_BODY_BYTES',
   maxConcurrentLoads: 'MODELMUX_MAX_CONCURRENT_LOADS',
+  cachePolicy: 'MODELMUX_CACHE_POLICY',
   /** Deadline of one inference request (queueing, load and run), answered 504 past it. */
   requestTimeoutMs: 'MODELMUX_REQUEST_TIMEOUT_MS',
   /** Shortest gap between two patches of the pod's table annotation. */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
+import { CACHE_POLICIES } from './model-cache.js';
 import { GRAPH_OPTIMIZATION_LEVELS } from './onnx-runtime.js';
 
 
@@ -24,6 +25,7 @@ export const replicaConfigSchema = z.object({
   shareGraphs: booleanString.default(true),
   maxBodyBytes: byteQuantityString.default(8 * 1024 * 1024),
   maxConcurrentLoads: intString(1, 64).default(2),
+  cachePolicy: z.enum(CACHE_POLICIES).default('frequency'),
   requestTimeoutMs: intString(1, 3_600_000).default(60_000),
   publishIntervalMs: intString(0, 60_000).default(300),
   replicaName: z.string().min(1).max(253).optional(),
@@ -59,6 +61,11 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   diskCacheBytes: { flag: 'disk-cache-bytes', env: REPLICA_ENV.diskCacheBytes, help: 'S3 stores: bytes of downloaded model files kept in --cache-dir for reloads, revalidated by ETag; 0 keeps none (default 2Gi).' },
   maxBodyBytes: { flag: 'max-body-bytes', env: REPLICA_ENV.maxBodyBytes, help: 'Largest request body; larger gets 413 (default 8Mi).' },
   maxConcurrentLoads: { flag: 'max-concurrent-loads', env: REPLICA_ENV.maxConcurrentLoads, help: 'Loads of different models running at the same time at most (default 2).' },
+  cachePolicy: {
+    flag: 'cache-policy',
+    env: REPLICA_ENV.cachePolicy,
+    help: "Which loaded models stay: lru (Ray Serve's) or frequency (default: a model enters a full cache only if asked for at least as often lately as the one it would evict).",
+  },
   requestTimeoutMs: { flag: 'request-timeout-ms', env: REPLICA_ENV.requestTimeoutMs, help: 'Deadline of one inference request, including its load; 504 past it (default 60000).' },
   publishIntervalMs: { flag: 'publish-interval-ms', env: REPLICA_ENV.publishIntervalMs, help: 'Shortest gap between two patches of the pod annotation (default 300).' },
   replicaName: { flag: 'replica-name', env: REPLICA_ENV.replicaName, help: 'Name in x-modelmux-replica and logs (default: POD_NAME, else host:port).' },

@@ -65,6 +65,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     maxModels: config.maxModels,
     ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
     maxConcurrentLoads: config.maxConcurrentLoads,
+    cachePolicy: config.cachePolicy,
     maxBatchSize: config.maxBatchSize,
     batchWaitMs: config.batchWaitMs,
     requestTimeoutMs: config.requestTimeoutMs,

@@ -41,7 +41,12 @@ export function createReplicaMetrics() {
       registers: r,
     }),
     sharedGraphs: new Gauge({ name: 'modelmux_replica_shared_graphs', help: 'Sessions shared by the loaded models of one graph (one per model shape).', registers: r }),
-    evictions: new Counter({ name: 'modelmux_replica_model_evictions_total', help: 'Models evicted from the LRU.', registers: r }),
+    evictions: new Counter({
+      name: 'modelmux_replica_model_evictions_total',
+      help: 'Models leaving the cache, by reason: capacity (evicted for a newcomer) or not_admitted (loaded for its requests, then let go).',
+      labelNames: ['reason'] as const,
+      registers: r,
+    }),
     releases: new Counter({ name: 'modelmux_replica_model_releases_total', help: 'Sessions released (after eviction, once no request used them).', registers: r }),
     modelsLoaded: new Gauge({ name: 'modelmux_replica_models_loaded', help: 'Models in the cache.', registers: r }),
     modelsLoading: new Gauge({ name: 'modelmux_replica_models_loading', help: 'Models being loaded.', registers: r }),

@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../common/clock.js';
 import { ModelmuxError } from '../common/errors.js';
+import { FrequencySketch } from './frequency-sketch.js';
 
 /** Something the cache holds and must free exactly once, e.g. an onnxruntime session. */
 export interface Releasable {
@@ -18,9 +19,16 @@ export type CacheEvent =
   | { type: 'load-start'; id: string }
   | { type: 'load-end'; id: string; ok: true; durationMs: number; bytes: number }
   | { type: 'load-end'; id: string; ok: false; durationMs: number; error: unknown }
-  | { type: 'evict'; id: string; inUse: number }
+  /** `not_admitted`: loaded for the requests that asked, then let go (policy `frequency`). */
+  | { type: 'evict'; id: string; inUse: number; reason: 'capacity' | 'not_admitted' }
   | { type: 'release'; id: string; durationMs: number; error?: unknown }
   | { type: 'change' };
+
+export const CACHE_POLICIES = ['lru', 'frequency'] as const;
+export type CachePolicy = (typeof CACHE_POLICIES)[number];
+
+/** Requests per cache slot between two halvings of the frequency counts. */
+const FREQUENCY_WINDOW_PER_SLOT = 32;
 
 export interface ModelCacheOptions<T> {
   /** Models kept loaded at most. */
@@ -29,6 +37,13 @@ export interface ModelCacheOptions<T> {
   maxBytes?: number;
   /** Loads of different ids running at once at most; further loads queue. */
   maxConcurrentLoads: number;
+  /**
+   * `lru` (Ray Serve's): every loaded model enters, evicting the least recently used.
+   * `frequency`: a loaded model enters a full cache only if it was asked for at least as often
+   * lately as the model it would evict; otherwise it serves the requests that asked for it and
+   * is released. Under skewed traffic a run of rare models no longer flushes the popular ones.
+   */
+  policy?: CachePolicy;
   load: (id: string) => Promise<Loaded<T>>;
   clock: Clock;
   onEvent?: (e: CacheEvent) => void;
@@ -71,15 +86,17 @@ export class ModelCache<T extends Releasable> {
   private readonly releases = new Set<Promise<void>>();
   private activeLoads = 0;
   private readonly loadQueue: (() => void)[] = [];
+  private readonly frequency: FrequencySketch | undefined;
   private versionValue = 0;
   private closed = false;
 
   constructor(private readonly opts: ModelCacheOptions<T>) {
+    this.frequency = opts.policy === 'frequency' ? new FrequencySketch(FREQUENCY_WINDOW_PER_SLOT * opts.maxModels) : undefined;
     this.lru = new LRUCache<string, Entry<T>>({
       max: opts.maxModels,
       ...(opts.maxBytes !== undefined ? { maxSize: opts.maxBytes, sizeCalculation: (e: Entry<T>) => Math.max(1, e.bytes) } : {}),
       dispose: (entry, _key, reason) => {
-        if (reason === 'evict' || reason === 'delete') this.retire(entry);
+        if (reason === 'evict' || reason === 'delete') this.retire(entry, 'capacity');
       },
     });
   }
@@ -115,14 +132,18 @@ export class ModelCache<T extends Releasable> {
   /** Returns the model, loading it if needed; rejects with the load's error (not cached). */
   async acquire(id: string): Promise<Lease<T>> {
     if (this.closed) throw new ModelmuxError('shutting_down', 'the replica is shutting down');
+    this.frequency?.add(id);
     const cached = this.lru.get(id);
     if (cached) return this.lease(cached, true);
     const back = this.draining.get(id);
     if (back) {
-      // Evicted while still in use and wanted again: keep the same session rather than load twice.
-      this.draining.delete(id);
-      back.evicted = false;
-      this.insert(back);
+      // Evicted while still in use and wanted again: keep the same session rather than load
+      // twice, and give it another chance to enter.
+      if (this.admits(id)) {
+        this.draining.delete(id);
+        back.evicted = false;
+        this.insert(back);
+      }
       return this.lease(back, true);
     }
     let pending = this.loading.get(id);
@@ -174,7 +195,12 @@ export class ModelCache<T extends Releasable> {
       const entry: Entry<T> = { id, value: loaded.value, bytes: loaded.bytes, refs: 0, evicted: false, released: false };
       this.emit({ type: 'load-end', id, ok: true, durationMs: this.opts.clock.now() - started, bytes: loaded.bytes });
       this.loading.delete(id);
-      this.insert(entry);
+      if (this.admits(id)) this.insert(entry);
+      else {
+        // Released once the requests waiting for it are served: each leases it before any
+        // lease can end, since they resume together when the load settles.
+        this.retire(entry, 'not_admitted');
+      }
       return entry;
     } catch (error) {
       this.emit({ type: 'load-end', id, ok: false, durationMs: this.opts.clock.now() - started, error });
@@ -191,11 +217,18 @@ export class ModelCache<T extends Releasable> {
     this.changed();
   }
 
-  /** Called by the LRU when an entry leaves it. */
-  private retire(entry: Entry<T>): void {
+  /** Whether `id` may enter now: always with room or under `lru`, else on its frequency. */
+  private admits(id: string): boolean {
+    if (!this.frequency || this.lru.size < this.opts.maxModels) return true;
+    const victim = this.lru.rkeys().next();
+    return victim.done === true || this.frequency.count(id) >= this.frequency.count(victim.value);
+  }
+
+  /** Called by the LRU when an entry leaves it, and for a load that was not admitted. */
+  private retire(entry: Entry<T>, reason: 'capacity' | 'not_admitted'): void {
     entry.evicted = true;
-    this.emit({ type: 'evict', id: entry.id, inUse: entry.refs });
-    if (entry.refs === 0) this.release(entry);
+    this.emit({ type: 'evict', id: entry.id, inUse: entry.refs, reason });
+    if (entry.refs === 0 && reason === 'capacity') this.release(entry);
     else this.draining.set(entry.id, entry);
     this.changed();
   }

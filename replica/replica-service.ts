@@ -7,7 +7,7 @@ import type { ModelTable } from '../common/model-table.js';
 import { Batcher } from './batcher.js';
 import { inferResponseBody, parseInferBody, type InferResponse } from './inference-body.js';
 import type { ReplicaMetrics } from './metrics.js';
-import { ModelCache, type CacheEvent } from './model-cache.js';
+import { ModelCache, type CacheEvent, type CachePolicy } from './model-cache.js';
 import type { ModelStore } from './model-store.js';
 import { GraphSessions } from './graph-sessions.js';
 import type { ExecutionProvider, ModelSession, SessionTuning } from './onnx-runtime.js';
@@ -20,6 +20,7 @@ export interface ReplicaServiceOptions {
   maxModels: number;
   maxModelBytes?: number;
   maxConcurrentLoads: number;
+  cachePolicy: CachePolicy;
   maxBatchSize: number;
   batchWaitMs: number;
   requestTimeoutMs: number;
@@ -51,6 +52,7 @@ export class ReplicaService {
       maxModels: opts.maxModels,
       ...(opts.maxModelBytes !== undefined ? { maxBytes: opts.maxModelBytes } : {}),
       maxConcurrentLoads: opts.maxConcurrentLoads,
+      policy: opts.cachePolicy,
       clock: opts.clock,
       load: (id) => this.load(id as ModelId),
       onEvent: (e) => this.onCacheEvent(e),
@@ -144,8 +146,13 @@ export class ReplicaService {
         }
         break;
       case 'evict':
-        metrics.evictions.inc();
-        log.info(`Unloading model '${e.id}'.`, { model: e.id, event: 'evict', inUse: e.inUse });
+        metrics.evictions.inc({ reason: e.reason });
+        log.info(e.reason === 'capacity' ? `Unloading model '${e.id}'.` : `Not keeping model '${e.id}': asked for less often than the model it would evict.`, {
+          model: e.id,
+          event: 'evict',
+          reason: e.reason,
+          inUse: e.inUse,
+        });
         break;
       case 'release':
         metrics.releases.inc();

@@ -54,7 +54,8 @@ afterAll(async () => {
 
 describe('replica sharing one session among models of one graph', () => {
   it('serves each model with its own weights from one shared session, and hides the weights from clients', async () => {
-    const r = await replica('--max-models', '2');
+    // LRU, so that which models stay loaded below depends on the order of requests alone.
+    const r = await replica('--max-models', '2', '--cache-policy', 'lru');
     expectClose(await infer(r, 'a'), want('a'));
     expectClose(await infer(r, 'b'), want('b'));
     expect(want('a')).not.toEqual(want('b'));
@@ -93,5 +94,17 @@ describe('replica sharing one session among models of one graph', () => {
     expect(m.get('modelmux_replica_model_opens_total{kind="own_session"}')).toBe(2);
     expect(m.get('modelmux_replica_model_opens_total{kind="shared_graph"}') ?? 0).toBe(0);
     expect(m.get('modelmux_replica_shared_graphs')).toBe(0);
+  });
+
+  it('keeps a popular model loaded when a rare one is asked for (the default frequency policy)', async () => {
+    const r = await replica('--max-models', '1');
+    for (let i = 0; i < 3; i++) expectClose(await infer(r, 'a'), want('a'));
+    expectClose(await infer(r, 'b'), want('b'));
+    expect((await get(`${r.url}/models`)).body.loaded).toEqual(['a']);
+    const m = await r.metrics();
+    expect(m.get('modelmux_replica_model_evictions_total{reason="not_admitted"}')).toBe(1);
+    expect(m.get('modelmux_replica_model_evictions_total{reason="capacity"}') ?? 0).toBe(0);
+    const hit = await post(`${r.url}/v2/models/a/infer`, v2Body(rows));
+    expect(hit.headers.get('x-modelmux-cache')).toBe('hit');
   });
 });

@@ -1,5 +1,5 @@
 import { ModelmuxError } from '../../../common/errors.js';
-import { ModelCache, type CacheEvent, type Loaded } from '../../../replica/model-cache.js';
+import { ModelCache, type CacheEvent, type CachePolicy, type Loaded } from '../../../replica/model-cache.js';
 
 class Fake {
   released = 0;
@@ -15,7 +15,7 @@ interface Deferred {
 }
 
 /** A loader whose loads finish when the test says so. */
-function harness(opts: { maxModels: number; maxBytes?: number; maxConcurrentLoads?: number }) {
+function harness(opts: { maxModels: number; maxBytes?: number; maxConcurrentLoads?: number; policy?: CachePolicy }) {
   const pending = new Map<string, Deferred[]>();
   const calls: string[] = [];
   const events: CacheEvent[] = [];
@@ -24,6 +24,7 @@ function harness(opts: { maxModels: number; maxBytes?: number; maxConcurrentLoad
     maxModels: opts.maxModels,
     ...(opts.maxBytes !== undefined ? { maxBytes: opts.maxBytes } : {}),
     maxConcurrentLoads: opts.maxConcurrentLoads ?? 4,
+    ...(opts.policy !== undefined ? { policy: opts.policy } : {}),
     clock: { now: () => t },
     onEvent: (e) => events.push(e),
     load: (id) => {
@@ -184,5 +185,66 @@ describe('model cache', () => {
     await h.cache.close();
     expect(a.released).toBe(1);
     await expect(h.cache.acquire('a')).rejects.toMatchObject({ code: 'shutting_down' });
+  });
+});
+
+describe('model cache, frequency policy', () => {
+  const evictions = (events: CacheEvent[]) => events.flatMap((e) => (e.type === 'evict' ? [`${e.id}:${e.reason}`] : []));
+
+  it('serves a rarely asked model without letting it push out a popular one, then releases it', async () => {
+    const h = harness({ maxModels: 2, policy: 'frequency' });
+    for (let i = 0; i < 3; i++) for (const id of ['a', 'b']) await h.use(id);
+    const p = h.cache.acquire('rare');
+    const rare = await h.finish('rare');
+    const lease = await p;
+    expect(lease.value).toBe(rare);
+    expect(h.cache.loadedIds).toEqual(['b', 'a']);
+    expect(h.cache.loadingIds).toEqual([]);
+    expect(evictions(h.events)).toEqual(['rare:not_admitted']);
+    expect(rare.released).toBe(0);
+    lease.done();
+    await h.flush();
+    expect(rare.released).toBe(1);
+    expect(h.cache.drainingIds).toEqual([]);
+  });
+
+  it('serves every request that waited for a load it does not keep, with one load', async () => {
+    const h = harness({ maxModels: 1, policy: 'frequency' });
+    for (let i = 0; i < 5; i++) await h.use('popular');
+    const waiting = [h.cache.acquire('rare'), h.cache.acquire('rare')];
+    const rare = await h.finish('rare');
+    const leases = await Promise.all(waiting);
+    expect(leases.map((l) => l.value)).toEqual([rare, rare]);
+    expect(h.calls.filter((c) => c === 'rare')).toHaveLength(1);
+    leases.forEach((l) => l.done());
+    await h.flush();
+    expect(rare.released).toBe(1);
+    expect(h.cache.loadedIds).toEqual(['popular']);
+  });
+
+  it('behaves as LRU when the newcomer was asked for as often as the victim', async () => {
+    const h = harness({ maxModels: 2, policy: 'frequency' });
+    for (const id of ['a', 'b', 'c']) await h.use(id);
+    expect(h.cache.loadedIds).toEqual(['c', 'b']);
+    expect(evictions(h.events)).toEqual(['a:capacity']);
+  });
+
+  it('lets a model in once it is asked for as often as the victim, without loading it again', async () => {
+    const h = harness({ maxModels: 1, policy: 'frequency' });
+    await h.use('a');
+    await h.use('a');
+    const p = h.cache.acquire('b');
+    const b = await h.finish('b');
+    const held = await p;
+    expect(h.cache.loadedIds).toEqual(['a']);
+    const again = await h.cache.acquire('b');
+    expect(again.value).toBe(b);
+    expect(h.cache.loadedIds).toEqual(['b']);
+    expect(h.calls.filter((c) => c === 'b')).toHaveLength(1);
+    held.done();
+    again.done();
+    await h.flush();
+    expect(b.released).toBe(0);
+    expect(evictions(h.events)).toEqual(['b:not_admitted', 'a:capacity']);
   });
 });
