@@ -24,7 +24,9 @@ export class GraphSessions {
   private readonly graphs = new Map<string, SharedGraph>();
   /** Graphs onnxruntime refused with weights as inputs: their models get sessions of their own. */
   private readonly refused = new Set<string>();
-  private readonly buffers = new BufferPool(8, 256 * 1024 ** 2);
+  // Room for the bursts of releases of a busy replica: with 8, the frequency policy's short-lived
+  // models overflowed it and every overflow came back as allocations and garbage collections.
+  private readonly buffers = new BufferPool(32, 256 * 1024 ** 2);
   /**
    * Where in its buffer each file was last read so its largest weight came out aligned: the
    * next read of the same file lands there directly instead of moving megabytes after the read.
