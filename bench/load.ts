@@ -1,15 +1,16 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { HelpRequested, parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { SAMPLE_WINE } from '../common/wine-model.js';
 import { GraphSessions } from '../replica/graph-sessions.js';
 import type { ModelSession } from '../replica/onnx-runtime.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { ensureModelFiles } from './lib/model-set.js';
+import { runBenchmark, writeResults } from './lib/entry.js';
 
 /**
  * `npm run bench:load`: the replica's load path alone, in one process. The same model files (page
@@ -99,17 +100,7 @@ export async function main(argv: string[]): Promise<void> {
     ),
     '',
   ].join('\n');
-  await writeFile(join(repoRoot, `${o.out}.json`), JSON.stringify({ machine: machineInfo(), options: o, command, rows }, null, 2) + '\n');
-  await writeFile(join(repoRoot, `${o.out}.md`), md);
-  process.stdout.write(md);
+  await writeResults(repoRoot, o.out, { machine: machineInfo(), options: o, command, rows }, md);
 }
 
-try {
-  await main(process.argv.slice(2));
-} catch (err) {
-  if (err instanceof HelpRequested) process.stdout.write(err.text);
-  else {
-    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exitCode = 1;
-  }
-}
+await runBenchmark(main);

@@ -1,10 +1,10 @@
 import { execFile } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { ConfigError, HelpRequested, booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { ConfigError, booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts, startS3Server, type S3Server } from '../test/helpers/s3-server.js';
 import { checkAnswer } from './lib/answer-check.js';
@@ -19,6 +19,7 @@ import { startModelmuxLocal } from './lib/modelmux-local.js';
 import { startRayServe } from './lib/ray-serve.js';
 import { idSampler, modelIds, PATTERN_LABELS, PATTERNS, type PatternName } from './lib/traffic.js';
 import { DEFAULT_PARAMS, type PolicyName } from './simulator/simulate.js';
+import { runBenchmark, writeResults } from './lib/entry.js';
 
 /**
  * `npm run bench:mux`: modelmux local mode against a Ray Serve multiplexed deployment, the same
@@ -326,17 +327,7 @@ export async function main(argv: string[]): Promise<void> {
   }
   const command = argv.length > 0 ? `npm run bench:mux -- ${argv.join(' ')}` : 'npm run bench:mux';
   const md = report(o, m, rows, patterns, command, sim);
-  await writeFile(join(repoRoot, `${o.out}.json`), JSON.stringify({ machine: m, options: o, command, rows }, null, 2) + '\n');
-  await writeFile(join(repoRoot, `${o.out}.md`), md);
-  process.stdout.write(md);
+  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows }, md);
 }
 
-try {
-  await main(process.argv.slice(2));
-} catch (err) {
-  if (err instanceof HelpRequested) process.stdout.write(err.text);
-  else {
-    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exitCode = 1;
-  }
-}
+await runBenchmark(main);

@@ -1,9 +1,9 @@
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { HelpRequested, parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts } from '../cli/local-processes.js';
 import { checkAnswer } from './lib/answer-check.js';
@@ -16,6 +16,7 @@ import { ensureModelFiles } from './lib/model-set.js';
 import { replicaLoads } from './lib/modelmux-local.js';
 import { startNginx } from './lib/nginx.js';
 import { childPids, totalCpuSeconds } from './lib/proc-cpu.js';
+import { runBenchmark, writeResults } from './lib/entry.js';
 
 /**
  * `npm run bench:proxy`: what the router adds in front of one replica, against nginx doing the
@@ -202,17 +203,7 @@ export async function main(argv: string[]): Promise<void> {
   }
   const command = argv.length > 0 ? `npm run bench:proxy -- ${argv.join(' ')}` : 'npm run bench:proxy';
   const md = report(o, rows, command);
-  await writeFile(join(repoRoot, `${o.out}.json`), JSON.stringify({ machine: machineInfo(), options: o, command, rows }, null, 2) + '\n');
-  await writeFile(join(repoRoot, `${o.out}.md`), md);
-  process.stdout.write(md);
+  await writeResults(repoRoot, o.out, { machine: machineInfo(), options: o, command, rows }, md);
 }
 
-try {
-  await main(process.argv.slice(2));
-} catch (err) {
-  if (err instanceof HelpRequested) process.stdout.write(err.text);
-  else {
-    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exitCode = 1;
-  }
-}
+await runBenchmark(main);

@@ -1,0 +1,23 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { HelpRequested } from '../../common/config.js';
+
+/** Writes `<out>.json` and `<out>.md` under the repository root and prints the markdown. */
+export async function writeResults(repoRoot: string, out: string, json: unknown, md: string): Promise<void> {
+  await writeFile(join(repoRoot, `${out}.json`), JSON.stringify(json, null, 2) + '\n');
+  await writeFile(join(repoRoot, `${out}.md`), md);
+  process.stdout.write(md);
+}
+
+/** Runs a benchmark's main with the command line: `--help` prints, a failure exits 1 with its stack. */
+export async function runBenchmark(main: (argv: string[]) => Promise<void>): Promise<void> {
+  try {
+    await main(process.argv.slice(2));
+  } catch (err) {
+    if (err instanceof HelpRequested) process.stdout.write(err.text);
+    else {
+      process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exitCode = 1;
+    }
+  }
+}
