@@ -75,7 +75,7 @@ export function modelSession(session: ort.InferenceSession, release: () => Promi
   // outputs beside them are still served. A non-tensor input cannot be fed, so it is refused.
   const outputs = specs(session.outputMetadata.filter((m) => m.isTensor), 'output');
   if (outputs.length === 0) throw new ModelmuxError('model_load_failed', 'the model has no tensor output');
-  const signature = { inputs: specs(session.inputMetadata.filter((m) => !(m.name in weights)), 'input'), outputs };
+  const signature = { inputs: specs(session.inputMetadata.filter((m) => !Object.hasOwn(weights, m.name)), 'input'), outputs };
   const fetches = outputs.map((o) => o.name);
   const batchable = [...signature.inputs, ...signature.outputs].every((s) => s.shape.length > 0 && s.shape[0] === -1);
   return {

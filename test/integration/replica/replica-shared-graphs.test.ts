@@ -32,7 +32,8 @@ async function infer(r: ReplicaProcess, id: string): Promise<number[]> {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'modelmux-shared-graphs-'));
-  const relu = encodeOnnxModel({ name: 'relu', opset: 13, inputs: [{ name: 'x', shape: [1, 2] }], outputs: [{ name: 'y', shape: [1, 2] }], initializers: [], nodes: [{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }] });
+  // An input named like an Object.prototype member: inputs are told from weights by own keys only.
+  const relu = encodeOnnxModel({ name: 'relu', opset: 13, inputs: [{ name: 'constructor', shape: [1, 2] }], outputs: [{ name: 'y', shape: [1, 2] }], initializers: [], nodes: [{ opType: 'Relu', inputs: ['constructor'], outputs: ['y'] }] });
   const files: [string, Uint8Array][] = [
     ['a', wineModelBytes('a', HIDDEN)],
     ['b', wineModelBytes('b', HIDDEN)],
@@ -75,7 +76,7 @@ describe('replica sharing one session among models of one graph', () => {
 
   it('opens a model with no weights to share with a session of its own, and refuses a broken file without keeping it', async () => {
     const r = await replica('--max-models', '2');
-    const relu = await post(`${r.url}/v2/models/relu/infer`, { inputs: [{ name: 'x', shape: [1, 2], datatype: 'FP32', data: [-1, 2] }] });
+    const relu = await post(`${r.url}/v2/models/relu/infer`, { inputs: [{ name: 'constructor', shape: [1, 2], datatype: 'FP32', data: [-1, 2] }] });
     expect(relu.status).toBe(200);
     expect(v2Outputs(relu)).toEqual([0, 2]);
     expect((await r.metrics()).get('modelmux_replica_model_opens_total{kind="own_session"}')).toBe(1);
