@@ -58,6 +58,7 @@ const SESSION_OPTIONS = (provider: ExecutionProvider, tuning: SessionTuning): or
 /** Creates a session from a file path or model bytes; a model onnxruntime refuses is `model_load_failed` (422). */
 export async function createSession(model: string | Uint8Array, provider: ExecutionProvider, tuning: SessionTuning): Promise<ort.InferenceSession> {
   try {
+    // Two calls only because create's overloads take a path or bytes, not their union.
     return await (typeof model === 'string'
       ? ort.InferenceSession.create(model, SESSION_OPTIONS(provider, tuning))
       : ort.InferenceSession.create(model, SESSION_OPTIONS(provider, tuning)));

@@ -16,7 +16,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const config = parseRouterConfig(argv, env);
   const log = createLogger({ component: 'router' });
   const metrics = new RouterMetrics();
-  // Access lines are batched per event-loop turn; whatever is buffered goes out before exit.
+  // Access lines are written in batches (at most 50 ms late, errors at once); whatever is
+  // buffered goes out before exit.
   const access = new AccessLog({ component: 'router' });
   process.once('exit', () => access.flush());
   const routes = new RouteTable(
