@@ -139,7 +139,7 @@ export class ModelCache<T extends Releasable> {
     if (back) {
       // Evicted while still in use and wanted again: keep the same session rather than load
       // twice, and give it another chance to enter.
-      if (this.admits(id)) {
+      if (this.admits(id, back.bytes)) {
         this.draining.delete(id);
         back.evicted = false;
         this.insert(back);
@@ -195,7 +195,7 @@ export class ModelCache<T extends Releasable> {
       const entry: Entry<T> = { id, value: loaded.value, bytes: loaded.bytes, refs: 0, evicted: false, released: false };
       this.emit({ type: 'load-end', id, ok: true, durationMs: this.opts.clock.now() - started, bytes: loaded.bytes });
       this.loading.delete(id);
-      if (this.admits(id)) this.insert(entry);
+      if (this.admits(id, loaded.bytes)) this.insert(entry);
       else {
         // Released once the requests waiting for it are served: each leases it before any
         // lease can end, since they resume together when the load settles.
@@ -217,11 +217,26 @@ export class ModelCache<T extends Releasable> {
     this.changed();
   }
 
-  /** Whether `id` may enter now: always with room or under `lru`, else on its frequency. */
-  private admits(id: string): boolean {
-    if (!this.frequency || this.lru.size < this.opts.maxModels) return true;
-    const victim = this.lru.rkeys().next();
-    return victim.done === true || this.frequency.count(id) >= this.frequency.count(victim.value);
+  /**
+   * Whether `id` (weighing `bytes`) may enter now: always under `lru` or with room, else only
+   * if it was asked for at least as often as every model its entry would evict: the least
+   * recently used ones, as many as the model count and the byte bound need.
+   */
+  private admits(id: string, bytes: number): boolean {
+    if (!this.frequency) return true;
+    const maxBytes = this.opts.maxBytes;
+    let models = this.lru.size + 1;
+    // The LRU's own size function, so this walks exactly the entries its set() will evict.
+    let size = maxBytes === undefined ? 0 : this.lru.calculatedSize + Math.max(1, bytes);
+    const wanted = this.frequency.count(id);
+    for (const victim of this.lru.rvalues()) {
+      if (victim === undefined) break;
+      if (models <= this.opts.maxModels && (maxBytes === undefined || size <= maxBytes)) break;
+      if (this.frequency.count(victim.id) > wanted) return false;
+      models--;
+      size -= Math.max(1, victim.bytes);
+    }
+    return true;
   }
 
   /** Called by the LRU when an entry leaves it, and for a load that was not admitted. */

@@ -229,6 +229,24 @@ describe('model cache, frequency policy', () => {
     expect(evictions(h.events)).toEqual(['a:capacity']);
   });
 
+  it('weighs a newcomer against every model the byte bound would evict, not only the model count', async () => {
+    const h = harness({ maxModels: 10, maxBytes: 100, policy: 'frequency' });
+    await h.use('c', 20);
+    for (let i = 0; i < 3; i++) {
+      await h.use('a', 40);
+      await h.use('b', 40);
+    }
+    // Three of ten models, but 60 bytes more means evicting c and then a, asked for three times.
+    await h.use('big', 60);
+    await h.use('big', 60);
+    expect(h.cache.loadedIds).toEqual(['b', 'a', 'c']);
+    expect(evictions(h.events)).toEqual(['big:not_admitted', 'big:not_admitted']);
+    // Asked for as often as both, it enters, and only the models it needs the room of go.
+    await h.use('big', 60);
+    expect(h.cache.loadedIds).toEqual(['big', 'b']);
+    expect(evictions(h.events).slice(2)).toEqual(['c:capacity', 'a:capacity']);
+  });
+
   it('lets a model in once it is asked for as often as the victim, without loading it again', async () => {
     const h = harness({ maxModels: 1, policy: 'frequency' });
     await h.use('a');
