@@ -1,3 +1,5 @@
+import { LineBatch, type LineSink } from './line-batch.js';
+
 /** One JSON object per line on stdout: what log shippers in a cluster expect. */
 export type LogFields = Record<string, unknown>;
 
@@ -8,9 +10,25 @@ export interface Logger {
   child(fields: LogFields): Logger;
 }
 
-export function createLogger(base: LogFields = {}, write: (line: string) => void = (l) => process.stdout.write(l + '\n')): Logger {
+const stdoutBatch = new LineBatch((chunk) => void process.stdout.write(chunk));
+let flushOnExit = false;
+
+/**
+ * The process's stdout in batches: info lines up to 50 ms late, warnings and errors at once,
+ * everything buffered written on exit (a SIGKILL can lose the last 50 ms of info lines). The
+ * exit hook is added on first use, so a module that only imports this adds no listener.
+ */
+export const stdoutSink: LineSink = (line, urgent) => {
+  if (!flushOnExit) {
+    flushOnExit = true;
+    process.once('exit', stdoutBatch.flush);
+  }
+  stdoutBatch.add(line, urgent);
+};
+
+export function createLogger(base: LogFields = {}, write: LineSink = stdoutSink): Logger {
   const emit = (level: string, msg: string, fields?: LogFields): void => {
-    write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...base, ...fields }));
+    write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...base, ...fields }), level !== 'info');
   };
   return {
     info: (m, f) => emit('info', m, f),

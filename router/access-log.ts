@@ -1,10 +1,12 @@
+import { stdoutSink } from '../common/log.js';
+import type { LineSink } from '../common/line-batch.js';
+
 /**
  * The router's access log: one JSON line per request, the same shape as common/log.ts lines
  * (`time`, `level`, `msg: "request"`, the base fields, then the request's), written without
- * building an object for JSON.stringify, and in batches: a line waits at most `flushMs` (or
- * until `maxBufferedChars` are buffered) so that one write carries many lines, instead of one
- * write per request. A line with an error code goes out at once, with what was buffered before
- * it. Every request is logged; nothing is sampled. `flush()` before the process exits.
+ * building an object for JSON.stringify, into the same sink as the other log lines (batched on
+ * stdout: common/line-batch.ts). A line with an error code is urgent. Every request is logged;
+ * nothing is sampled.
  */
 
 /**
@@ -33,21 +35,14 @@ export interface AccessEntry {
 const q = JSON.stringify as (s: string) => string;
 
 export class AccessLog {
-  private buffer = '';
-  private timer: NodeJS.Timeout | undefined;
   private lastMs = 0;
   private lastIso = '';
   private readonly prefix: string;
 
-  /**
-   * `base` are the logger's fixed fields (e.g. `{ component: 'router' }`); `write` gets whole
-   * lines, newline-terminated. Wall time comes from `Date.now`, like every other log line.
-   */
+  /** `base` are the logger's fixed fields (e.g. `{ component: 'router' }`). */
   constructor(
     base: Record<string, string>,
-    private readonly write: (chunk: string) => void = (s) => void process.stdout.write(s),
-    private readonly flushMs = 50,
-    private readonly maxBufferedChars = 64 * 1024,
+    private readonly write: LineSink = stdoutSink,
   ) {
     let p = '","level":"info","msg":"request"';
     for (const [k, v] of Object.entries(base)) p += `,${q(k)}:${q(v)}`;
@@ -68,25 +63,7 @@ export class AccessLog {
     if (e.waitedMs !== undefined) line += `,"waitedMs":${e.waitedMs}`;
     if (e.tries !== undefined) line += `,"tries":${e.tries}`;
     if (e.error !== undefined) line += `,"error":"${e.error}"`;
-    line += `,"status":${e.status},"durationMs":${e.durationMs}}\n`;
-    this.buffer += line;
-    if (e.error !== undefined || this.buffer.length >= this.maxBufferedChars) this.flush();
-    else if (this.timer === undefined) {
-      this.timer = setTimeout(this.flush, this.flushMs);
-      // Buffered lines never keep the process alive: the exit handler flushes them.
-      this.timer.unref();
-    }
+    line += `,"status":${e.status},"durationMs":${e.durationMs}}`;
+    this.write(line, e.error !== undefined);
   }
-
-  /** Writes what is buffered now. */
-  readonly flush = (): void => {
-    if (this.timer !== undefined) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-    }
-    if (this.buffer === '') return;
-    const chunk = this.buffer;
-    this.buffer = '';
-    this.write(chunk);
-  };
 }

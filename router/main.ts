@@ -16,10 +16,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const config = parseRouterConfig(argv, env);
   const log = createLogger({ component: 'router' });
   const metrics = new RouterMetrics();
-  // Access lines are written in batches (at most 50 ms late, errors at once); whatever is
-  // buffered goes out before exit.
+  // Access lines share stdout's batches with the other log lines (common/log.ts).
   const access = new AccessLog({ component: 'router' });
-  process.once('exit', () => access.flush());
   const routes = new RouteTable(
     { recentMs: config.recentMs, tableLagMs: config.pollIntervalMs * 2 + 1000, maxQueue: config.maxQueue, connectionsPerReplica: config.connectionsPerReplica },
     systemClock,

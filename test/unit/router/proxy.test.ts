@@ -45,7 +45,7 @@ async function rig(replicas: Stub[]): Promise<Rig> {
   const routes = new RouteTable({ recentMs: 5000, tableLagMs: 2000, maxQueue: 8, connectionsPerReplica: 4 }, systemClock, systemRandom, systemSetTimer, silentLogger);
   routes.apply([{ prefix: '/wine', maxOngoingRequests: 4, matchTimeoutMs: 1000, replicas: replicas.map((s) => ({ name: s.url, url: s.url, table: undefined })) }]);
   const written: string[] = [];
-  const access = new AccessLog({ component: 'router' }, (s) => void written.push(s), 1);
+  const access = new AccessLog({ component: 'router' }, (line) => void written.push(line));
   const metrics = new RouterMetrics();
   const proxy = new RouterProxy(routes, { maxBodyBytes: 1024, requestTimeoutMs: 2000, tryTimeoutMs: 300, ejectMs: 1000 }, metrics, silentLogger, systemClock, access);
   const server = new RouterServer(proxy, routes, metrics, silentLogger);
@@ -54,8 +54,7 @@ async function rig(replicas: Stub[]): Promise<Rig> {
     url: `http://127.0.0.1:${address.port}`,
     routes,
     lines: () => {
-      access.flush();
-      return written.join('').trimEnd().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+      return written.map((l) => JSON.parse(l) as Record<string, unknown>);
     },
     close: async () => {
       await server.drain(1000);
