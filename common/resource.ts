@@ -18,6 +18,13 @@ const quantity = z
   ])
   .transform(String);
 
+/**
+ * How a full replica cache picks what stays (ADR 0017). Declared here because the resource and
+ * the replica's own flags both accept it and must agree.
+ */
+export const CACHE_POLICIES = ['lru', 'frequency'] as const;
+export type CachePolicy = (typeof CACHE_POLICIES)[number];
+
 export const resourceListSchema = z.record(z.string().min(1).max(253), quantity);
 
 export const modelSourceSchema = z
@@ -67,6 +74,13 @@ export const multiplexedDeploymentSpecSchema = z
     maxModelsPerReplica: z.number().int().min(1).max(10000).default(3),
     /** Byte bound of the loaded models of one replica, as a quantity (e.g. 4Gi). */
     maxModelBytesPerReplica: quantity.optional(),
+    /**
+     * `frequency` lets a model into a full cache only if it was asked for at least as often lately
+     * as the one it would evict, so rare models do not push out popular ones; `lru` is Ray Serve's.
+     */
+    cachePolicy: z.enum(CACHE_POLICIES).default('frequency'),
+    /** Loads of different models at once per replica; more make each S3 download slower (bench/RESULTS.md). */
+    maxConcurrentLoads: z.number().int().min(1).max(64).default(2),
     maxOngoingRequests: z.number().int().min(1).max(100000).default(16),
     matchTimeoutSeconds: z.number().min(0).max(60).default(1),
     batching: batchingSchema.default({ maxBatchSize: 1, batchWaitTimeoutMs: 0 }),
@@ -78,6 +92,11 @@ export const multiplexedDeploymentSpecSchema = z
     // prefault, not default: the default goes through the transform and so shows in the CRD schema.
     modelCacheSize: quantity.prefault('10Gi'),
     executionProvider: z.enum(['cpu', 'cuda']).default('cpu'),
+    /**
+     * Models of one graph share one onnxruntime session, so a load creates none (ADR 0016); false
+     * restores per-model sessions for models that need optimisations folding constant weights.
+     */
+    shareGraphs: z.boolean().default(true),
     autoscaling: autoscalingSchema.optional(),
   })
   .strict();

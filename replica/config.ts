@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
+import { CACHE_POLICIES } from '../common/resource.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
-import { CACHE_POLICIES } from './model-cache.js';
 import { GRAPH_OPTIMIZATION_LEVELS } from './onnx-runtime.js';
 
 

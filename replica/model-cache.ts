@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../common/clock.js';
 import { ModelmuxError } from '../common/errors.js';
+import type { CachePolicy } from '../common/resource.js';
 import { FrequencySketch } from './frequency-sketch.js';
 
 /** Something the cache holds and must free exactly once, e.g. an onnxruntime session. */
@@ -24,8 +25,6 @@ export type CacheEvent =
   | { type: 'release'; id: string; durationMs: number; error?: unknown }
   | { type: 'change' };
 
-export const CACHE_POLICIES = ['lru', 'frequency'] as const;
-export type CachePolicy = (typeof CACHE_POLICIES)[number];
 
 /** Requests per cache slot between two halvings of the frequency counts. */
 const FREQUENCY_WINDOW_PER_SLOT = 32;

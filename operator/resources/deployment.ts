@@ -71,11 +71,14 @@ export function replicaEnv(spec: MultiplexedDeploymentSpec): V1EnvVar[] {
   env.push(value(REPLICA_ENV.s3ForcePathStyle, String(pathStyle)));
   env.push(
     value(REPLICA_ENV.maxModels, String(spec.maxModelsPerReplica)),
+    value(REPLICA_ENV.cachePolicy, spec.cachePolicy),
+    value(REPLICA_ENV.maxConcurrentLoads, String(spec.maxConcurrentLoads)),
     value(REPLICA_ENV.maxOngoingRequests, String(spec.maxOngoingRequests)),
     value(REPLICA_ENV.maxBatchSize, String(spec.batching.maxBatchSize)),
     value(REPLICA_ENV.batchWaitMs, String(spec.batching.batchWaitTimeoutMs)),
     value(REPLICA_ENV.cacheDir, CACHE_MOUNT_PATH),
     value(REPLICA_ENV.executionProvider, spec.executionProvider),
+    value(REPLICA_ENV.shareGraphs, String(spec.shareGraphs)),
   );
   if (spec.maxModelBytesPerReplica !== undefined) env.push(value(REPLICA_ENV.maxModelBytes, spec.maxModelBytesPerReplica));
   const diskCache = diskCacheBytes(spec.modelCacheSize);

@@ -40,6 +40,7 @@ describe('the MultiplexedDeployment CRD in a real API server', () => {
     expect(obj.spec['maxModelsPerReplica']).toBe(3);
     expect(obj.spec['modelCacheSize']).toBe('10Gi');
     expect(obj.spec['batching']).toEqual({ maxBatchSize: 1, batchWaitTimeoutMs: 0 });
+    expect(obj.spec).toMatchObject({ cachePolicy: 'frequency', shareGraphs: true, maxConcurrentLoads: 2 });
     expect(obj.spec['resources']).toEqual({ limits: { 'nvidia.com/gpu': 1, memory: '1Gi' } });
     const table = await cp.kubectl(['get', 'modelmux']);
     expect(table).toMatch(/NAME\s+REPLICAS\s+READY\s+MODELS\/REPLICA\s+AGE/);
@@ -65,6 +66,12 @@ describe('the MultiplexedDeployment CRD in a real API server', () => {
     expect(err).toContain('spec.maxModelsPerReplica');
     expect(err).toContain('should be greater than or equal to 1');
     expect(err).toContain('spec.resources.limits.memory');
+  });
+
+  it('refuses a cache policy the replica does not know', async () => {
+    const err = await refusal(cp, sample('bad-policy', '  routePrefix: /p\n  modelSource: { uri: "file:///m" }\n  cachePolicy: lfu'));
+    expect(err).toContain('spec.cachePolicy');
+    expect(err).toContain('Unsupported value: "lfu"');
   });
 
   it('refuses a model source that is neither s3:// nor file://', async () => {

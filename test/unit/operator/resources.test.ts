@@ -7,6 +7,7 @@ import { ownerReference, selectorString, type StoredMultiplexedDeployment } from
 import { buildReplicaRole, buildReplicaRoleBinding, buildReplicaServiceAccount } from '../../../operator/resources/replica-rbac.js';
 import { buildService } from '../../../operator/resources/service.js';
 import { OPERATOR_CLUSTER_RULES } from '../../../operator/rbac-rules.js';
+import { parseReplicaConfig } from '../../../replica/config.js';
 
 function mxd(spec: Partial<MultiplexedDeploymentSpecInput> = {}): StoredMultiplexedDeployment {
   return {
@@ -64,6 +65,23 @@ describe('buildDeployment', () => {
     expect(fieldOf(REPLICA_ENV.podName)).toBe('metadata.name');
     expect(fieldOf(REPLICA_ENV.podNamespace)).toBe('metadata.namespace');
     expect(fieldOf(REPLICA_ENV.podIp)).toBe('status.podIP');
+  });
+
+  it('passes the cache policy, graph sharing and load concurrency, defaults included', () => {
+    const defaults = container(mxd());
+    expect(envValue(defaults, REPLICA_ENV.cachePolicy)).toBe('frequency');
+    expect(envValue(defaults, REPLICA_ENV.shareGraphs)).toBe('true');
+    expect(envValue(defaults, REPLICA_ENV.maxConcurrentLoads)).toBe('2');
+    const set = container(mxd({ cachePolicy: 'lru', shareGraphs: false, maxConcurrentLoads: 4 }));
+    expect(envValue(set, REPLICA_ENV.cachePolicy)).toBe('lru');
+    expect(envValue(set, REPLICA_ENV.shareGraphs)).toBe('false');
+    expect(envValue(set, REPLICA_ENV.maxConcurrentLoads)).toBe('4');
+  });
+
+  it('writes an env the replica reads back as the spec', () => {
+    const spec = mxd({ cachePolicy: 'lru', shareGraphs: false, maxConcurrentLoads: 4, maxModelsPerReplica: 5 }).spec;
+    const env = Object.fromEntries(replicaEnv(spec).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
+    expect(parseReplicaConfig([], env)).toMatchObject({ cachePolicy: 'lru', shareGraphs: false, maxConcurrentLoads: 4, maxModels: 5 });
   });
 
   it('takes AWS credentials from the named Secret, never as literal values', () => {

@@ -1,5 +1,6 @@
 import { ModelmuxError } from '../../../common/errors.js';
-import { ModelCache, type CacheEvent, type CachePolicy, type Loaded } from '../../../replica/model-cache.js';
+import type { CachePolicy } from '../../../common/resource.js';
+import { ModelCache, type CacheEvent, type Loaded } from '../../../replica/model-cache.js';
 
 class Fake {
   released = 0;
