@@ -1,4 +1,5 @@
 import { DeleteObjectCommand } from '@aws-sdk/client-s3';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
 import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
@@ -108,6 +109,7 @@ describe('replica over a real S3-compatible store', () => {
     const four = await post(`${r.url}/v2/models/m4/infer`, v2Body(rows));
     expectClose(v2Outputs(four), expected('m4', rows));
     expect(await loaded(r)).toEqual(['m1', 'm3', 'm4']);
+    // Info lines reach stdout in batches, up to 50 ms after the event.
     await eventually(() => r.logLines().some((l) => l.msg === "Unloading model 'm2'."));
     expect(r.logLines().filter((l) => l.event === 'evict').map((l) => l.model)).toEqual(['m2']);
     const m = await r.metrics();
@@ -130,6 +132,8 @@ describe('replica over a real S3-compatible store', () => {
     expect(m.get('modelmux_replica_model_loads_total')).toBe(1);
     expect((m.get('modelmux_replica_cache_misses_total') ?? 0) + (m.get('modelmux_replica_cache_hits_total') ?? 0)).toBe(50);
     expect(m.get('modelmux_replica_cache_misses_total')).toBeGreaterThan(1);
+    await eventually(() => r.logLines().some((l) => l.event === 'load-end' && l.model === 'hot'));
+    // The load's start and end lines are out; a second load would have written its start first.
     expect(r.logLines().filter((l) => l.msg === "Loading model 'hot'.")).toHaveLength(1);
   });
 
@@ -141,8 +145,10 @@ describe('replica over a real S3-compatible store', () => {
     const other = await post(`${r.url}/v2/models/other/infer`, v2Body(rows));
     expect(other.status).toBe(200);
     expect(await loaded(r)).toEqual(['other']);
-    expect(r.logLines().some((l) => l.msg === "Unloading model 'slow'." && l.inUse === 1)).toBe(true);
-    // Still in use: not released yet.
+    await eventually(() => r.logLines().some((l) => l.msg === "Unloading model 'slow'." && l.inUse === 1));
+    // Still in use: not released yet. Past the 50 ms batching of info lines, a release line
+    // written by now would show.
+    await sleep(200);
     expect(r.logLines().some((l) => l.event === 'release' && l.model === 'slow')).toBe(false);
     const answer = await slow;
     expect(answer.status).toBe(200);
@@ -156,7 +162,9 @@ describe('replica over a real S3-compatible store', () => {
     const [a, b] = await Promise.all([post(`${r.url}/v2/models/cold-a/infer`, v2Body(rows)), post(`${r.url}/v2/models/cold-b/infer`, v2Body(rows))]);
     expect(a.status).toBe(200);
     expect(b.status).toBe(200);
-    const events = r.logLines().filter((l) => l.event === 'load-start' || l.event === 'load-end').map((l) => `${String(l.event)} ${String(l.model)}`);
+    const loadEvents = (): string[] => r.logLines().filter((l) => l.event === 'load-start' || l.event === 'load-end').map((l) => `${String(l.event)} ${String(l.model)}`);
+    await eventually(() => loadEvents().length === 4);
+    const events = loadEvents();
     // Both loads started before either finished: they overlapped.
     expect(events.slice(0, 2).sort()).toEqual(['load-start cold-a', 'load-start cold-b']);
     expect(events.slice(2).sort()).toEqual(['load-end cold-a', 'load-end cold-b']);
