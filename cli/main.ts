@@ -7,7 +7,7 @@ import { ConfigError, HelpRequested } from '../common/config.js';
  */
 const SUBCOMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> }> }> = {
   local: { summary: 'Run a router and N replicas on this machine (no Kubernetes).', load: () => import('./local.js') },
-  replica: { summary: 'Serve many ONNX models from an LRU cache (one per pod).', load: () => import('../replica/main.js') },
+  replica: { summary: 'Serve many ONNX models from a bounded model cache (one per pod).', load: () => import('../replica/main.js') },
   router: { summary: 'Route each request to a replica that holds its model.', load: () => import('../router/main.js') },
   operator: { summary: 'Reconcile MultiplexedDeployment resources.', load: () => import('../operator/main.js') },
   models: { summary: 'Write the deterministic example models to a folder or bucket.', load: () => import('./models.js') },

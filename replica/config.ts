@@ -76,7 +76,7 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   testLoadDelayMs: { flag: 'test-load-delay-ms', env: REPLICA_ENV.testLoadDelayMs, help: 'TESTS ONLY: extra milliseconds added to every model load.' },
 };
 
-const SUMMARY = 'Serve many same-shaped ONNX models from an LRU cache fed by a model store (one process per pod).';
+const SUMMARY = 'Serve many same-shaped ONNX models from a bounded model cache fed by a model store (one process per pod).';
 
 export function parseReplicaConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ReplicaConfig {
   return parseConfig('replica', SUMMARY, replicaConfigSchema, specs, argv, env);
