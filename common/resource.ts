@@ -25,6 +25,9 @@ const quantity = z
 export const CACHE_POLICIES = ['lru', 'frequency'] as const;
 export type CachePolicy = (typeof CACHE_POLICIES)[number];
 
+/** Loads of different models at once per replica: the resource's field and the replica's flag. */
+export const CONCURRENT_LOADS = { min: 1, max: 64, default: 2 } as const;
+
 export const resourceListSchema = z.record(z.string().min(1).max(253), quantity);
 
 export const modelSourceSchema = z
@@ -80,7 +83,7 @@ export const multiplexedDeploymentSpecSchema = z
      */
     cachePolicy: z.enum(CACHE_POLICIES).default('frequency'),
     /** Loads of different models at once per replica; more make each S3 download slower (bench/RESULTS.md). */
-    maxConcurrentLoads: z.number().int().min(1).max(64).default(2),
+    maxConcurrentLoads: z.number().int().min(CONCURRENT_LOADS.min).max(CONCURRENT_LOADS.max).default(CONCURRENT_LOADS.default),
     maxOngoingRequests: z.number().int().min(1).max(100000).default(16),
     matchTimeoutSeconds: z.number().min(0).max(60).default(1),
     batching: batchingSchema.default({ maxBatchSize: 1, batchWaitTimeoutMs: 0 }),

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
-import { CACHE_POLICIES } from '../common/resource.js';
+import { CACHE_POLICIES, CONCURRENT_LOADS } from '../common/resource.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 import { GRAPH_OPTIMIZATION_LEVELS } from './onnx-runtime.js';
 
@@ -24,7 +24,7 @@ export const replicaConfigSchema = z.object({
   prepackWeights: booleanString.default(false),
   shareGraphs: booleanString.default(true),
   maxBodyBytes: byteQuantityString.default(8 * 1024 * 1024),
-  maxConcurrentLoads: intString(1, 64).default(2),
+  maxConcurrentLoads: intString(CONCURRENT_LOADS.min, CONCURRENT_LOADS.max).default(CONCURRENT_LOADS.default),
   cachePolicy: z.enum(CACHE_POLICIES).default('frequency'),
   requestTimeoutMs: intString(1, 3_600_000).default(60_000),
   publishIntervalMs: intString(0, 60_000).default(300),

@@ -25,7 +25,6 @@ export type CacheEvent =
   | { type: 'release'; id: string; durationMs: number; error?: unknown }
   | { type: 'change' };
 
-
 /** Requests per cache slot between two halvings of the frequency counts. */
 const FREQUENCY_WINDOW_PER_SLOT = 32;
 
