@@ -80,6 +80,7 @@ interface Row {
   result: Omit<LoadResult, 'sequence'>;
   loads: number;
   loadsPer1000: number;
+  downloadsPer1000: number;
   idealLoadsPer1000: number;
   /** Mean time of one model load (download + session) during the measured part. */
   meanLoadMs: number;
@@ -170,7 +171,7 @@ async function simulatorTable(o: Options, patterns: readonly PatternName[], repo
 function report(o: Options, m: MachineInfo, rows: readonly Row[], patterns: readonly PatternName[], command: string, sim: string | undefined): string {
   const get = (s: System, p: PatternName): Row | undefined => rows.find((r) => r.system === s && r.pattern === p);
   const measured = mdTable(
-    ['pattern', 'system', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'loads / 1000 req', 'ideal global LRU loads / 1000', 'mean load ms (as each system times it)', 'system CPU s / 1000 req', 'load generator CPU s'],
+    ['pattern', 'system', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'loads / 1000 req', 'ideal global LRU loads / 1000', 'downloads / 1000 req', 'mean load ms (as each system times it)', 'system CPU s / 1000 req', 'load generator CPU s'],
     rows.map((r) => [
       PATTERN_LABELS[r.pattern],
       r.system,
@@ -181,6 +182,7 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], patterns: read
       fmt(r.result.latency.p99Ms, 2),
       fmt(r.loadsPer1000),
       fmt(r.idealLoadsPer1000),
+      fmt(r.downloadsPer1000),
       fmt(r.meanLoadMs, 0),
       fmt(r.cpuSPer1000, 2),
       fmt(r.clientCpuS, 2),
@@ -299,6 +301,7 @@ export async function main(argv: string[]): Promise<void> {
             result,
             loads,
             loadsPer1000: (1000 * loads) / Math.max(1, run.requests),
+            downloadsPer1000: (1000 * (after.downloads - before.downloads)) / Math.max(1, run.requests),
             idealLoadsPer1000: (1000 * ideal.misses) / Math.max(1, ideal.requests),
             meanLoadMs: loads > 0 ? (1000 * loadSeconds) / loads : Number.NaN,
             cpuSPer1000: (1000 * cpuS) / Math.max(1, run.ok),

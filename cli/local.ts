@@ -1,4 +1,6 @@
-import { resolve } from 'node:path';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
@@ -53,7 +55,7 @@ const specs: OptionSpecs<typeof schema.shape> = {
 };
 
 /** Environment of replica `i`: the same variables the operator writes into a pod. */
-function replicaEnv(config: LocalConfig, modelSource: string, port: number, i: number, base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+function replicaEnv(config: LocalConfig, modelSource: string, sharedCacheDir: string | undefined, port: number, i: number, base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     ...base,
     [REPLICA_ENV.host]: '127.0.0.1',
@@ -66,6 +68,7 @@ function replicaEnv(config: LocalConfig, modelSource: string, port: number, i: n
     [REPLICA_ENV.s3Region]: config.s3Region,
     [REPLICA_ENV.replicaName]: `replica-${i}`,
   };
+  if (sharedCacheDir !== undefined) env[REPLICA_ENV.sharedCacheDir] = sharedCacheDir;
   if (config.s3Endpoint !== undefined) env[REPLICA_ENV.s3Endpoint] = config.s3Endpoint;
   if (config.s3ForcePathStyle !== undefined) env[REPLICA_ENV.s3ForcePathStyle] = String(config.s3ForcePathStyle);
   // Local processes are not pods: a stray POD_NAME would make a replica try to patch its pod.
@@ -118,6 +121,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const mainScript = fileURLToPath(new URL('./main.js', import.meta.url));
   const children: Child[] = [];
   let stopping: Promise<void> | undefined;
+  // The replicas share one machine, so each S3 download serves all of them (PeerFiles).
+  const sharedCacheDir = modelSource.startsWith('s3://') ? await mkdtemp(join(tmpdir(), 'modelmux-shared-')) : undefined;
 
   const stopAll = (): Promise<void> => {
     // The router first, so it stops taking requests before the replicas behind it go.
@@ -125,6 +130,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       const [router, ...replicas] = [...children].reverse();
       if (router) await router.stop();
       await Promise.all(replicas.map((c) => c.stop()));
+      if (sharedCacheDir !== undefined) await rm(sharedCacheDir, { recursive: true, force: true });
     })();
     return stopping;
   };
@@ -139,7 +145,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   for (let i = 0; i < config.replicas; i++) {
     const port = ports[i] ?? 0;
     replicaUrls.push(`http://127.0.0.1:${port}`);
-    children.push(startChild(`replica-${i}`, mainScript, ['replica'], replicaEnv(config, modelSource, port, i, env), config.verbose, onChildExit));
+    children.push(startChild(`replica-${i}`, mainScript, ['replica'], replicaEnv(config, modelSource, sharedCacheDir, port, i, env), config.verbose, onChildExit));
   }
   const routerUrl = `http://${displayHost(config.host)}:${routerPort}`;
 

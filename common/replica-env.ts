@@ -15,6 +15,8 @@ export const REPLICA_ENV = {
   maxBatchSize: 'MODELMUX_MAX_BATCH_SIZE',
   batchWaitMs: 'MODELMUX_BATCH_WAIT_MS',
   cacheDir: 'MODELMUX_CACHE_DIR',
+  /** Shared by the replicas of one machine: each links the others' downloads (local mode). */
+  sharedCacheDir: 'MODELMUX_SHARED_CACHE_DIR',
   executionProvider: 'MODELMUX_EXECUTION_PROVIDER',
   graphOptimization: 'MODELMUX_GRAPH_OPTIMIZATION',
   /** Bytes of downloaded model files kept in the cache folder after loading. */

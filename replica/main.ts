@@ -12,6 +12,7 @@ import { HotnessMeter } from './hotness.js';
 import { createReplicaMetrics } from './metrics.js';
 import type { ModelStore } from './model-store.js';
 import { checkExecutionProvider } from './onnx-runtime.js';
+import { PeerFiles } from './peer-files.js';
 import { PublishCoalescer } from './publish-coalescer.js';
 import { ReplicaService } from './replica-service.js';
 import { S3ModelStore } from './s3-model-store.js';
@@ -38,6 +39,16 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   let s3: S3ModelStore | undefined;
   let store: ModelStore;
   if (config.modelSource.startsWith('s3://')) {
+    let peers: PeerFiles | undefined;
+    if (config.sharedCacheDir !== undefined) {
+      const shared = config.sharedCacheDir;
+      const crossDevice = (): void => baseLog.warn('the shared cache folder is on another filesystem than the cache folder: every model is downloaded again', { sharedCacheDir: shared, cacheDir });
+      try {
+        peers = new PeerFiles(shared, crossDevice);
+      } catch (err) {
+        throw new ConfigError('replica', [`--shared-cache-dir/${REPLICA_ENV.sharedCacheDir}: ${err instanceof Error ? err.message : String(err)}`]);
+      }
+    }
     const cacheDir = config.cacheDir ?? (ownCacheDir = await mkdtemp(join(tmpdir(), 'modelmux-cache-')));
     s3 = new S3ModelStore({
       uri: config.modelSource,
@@ -45,6 +56,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       cacheDir,
       diskCacheBytes: config.diskCacheBytes,
       revalidateAfterMs: config.revalidateAfterMs,
+      ...(peers !== undefined ? { peers } : {}),
       clock,
       onFetch: (source) => metrics.fetches.inc({ source }),
       ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),

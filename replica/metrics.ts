@@ -30,7 +30,7 @@ export function createReplicaMetrics() {
     }),
     fetches: new Counter({
       name: 'modelmux_replica_model_fetches_total',
-      help: 'Model files fetched for a load from an S3 store, by source (store|disk|disk_unverified).',
+      help: 'Model files fetched for a load from an S3 store, by source (store|disk|peer|disk_unverified).',
       labelNames: ['source'] as const,
       registers: r,
     }),

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, rmSync } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
+import { rename, rm } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
@@ -10,12 +10,14 @@ import type { Clock } from '../common/clock.js';
 import type { ModelId } from '../common/model-id.js';
 import { DiskFileCache, type CachedFile } from './disk-file-cache.js';
 import { modelKey, type LocalModelFile, type ModelStore } from './model-store.js';
+import type { PeerFiles } from './peer-files.js';
 
 /**
  * Where a load got its file: a fresh download, the disk cache after the store confirmed the
- * version, or the disk cache while the store could not be asked (served rather than failing).
+ * version, a neighbour replica's download (PeerFiles), or a disk copy while the store could
+ * not be asked (served rather than failing).
  */
-export type FetchSource = 'store' | 'disk' | 'disk_unverified';
+export type FetchSource = 'store' | 'disk' | 'peer' | 'disk_unverified';
 
 export interface S3StoreOptions {
   uri: string;
@@ -28,6 +30,11 @@ export interface S3StoreOptions {
   diskCacheBytes: number;
   /** A disk copy the store confirmed less than this long ago is used without asking again. */
   revalidateAfterMs: number;
+  /**
+   * The downloads of the other replicas of this machine, in a folder on the filesystem of
+   * `cacheDir`: a model one of them downloaded is linked from there rather than downloaded again.
+   */
+  peers?: PeerFiles;
   clock: Clock;
   maxFileBytes?: number;
   onFetch?: (source: FetchSource) => void;
@@ -57,16 +64,20 @@ export class S3ModelStore implements ModelStore {
   private readonly prefix: string;
   private readonly dir: string;
   private readonly files: DiskFileCache;
+  private readonly peers: PeerFiles | undefined;
 
   constructor(private readonly opts: S3StoreOptions) {
     this.uri = opts.uri;
     const u = new URL(opts.uri);
     this.bucket = u.hostname;
     this.prefix = decodeURIComponent(u.pathname);
-    this.dir = join(opts.cacheDir, 'files');
+    // Absolute: the path is written into records that other processes read (PeerFiles).
+    this.dir = resolve(opts.cacheDir, 'files');
     // Files left by an earlier process are not in the index and would fill the volume unseen.
     rmSync(this.dir, { recursive: true, force: true });
+    mkdirSync(this.dir, { recursive: true });
     this.files = new DiskFileCache(opts.diskCacheBytes, (path) => void rm(path, { force: true }).catch(() => undefined));
+    this.peers = opts.peers;
     this.client = new S3Client({
       region: opts.region,
       ...(opts.endpoint !== undefined ? { endpoint: opts.endpoint } : {}),
@@ -79,14 +90,22 @@ export class S3ModelStore implements ModelStore {
 
   async fetch(id: ModelId): Promise<LocalModelFile> {
     const key = modelKey(this.prefix, id);
-    const cached = this.files.checkout(id);
+    let cached = this.files.checkout(id);
+    let source: FetchSource = 'disk';
+    if (cached === undefined && this.peers !== undefined) {
+      const borrowed = this.peers.borrow(id, this.newPath(id));
+      if (borrowed !== undefined) {
+        cached = this.files.admit(id, borrowed);
+        source = 'peer';
+      }
+    }
     if (cached !== undefined) {
       const now = this.opts.clock.now();
       // Within the window, a reload costs no request to the store: a HEAD through the SDK
       // costs more CPU than creating the session (docs/adr/0015-replica-load-path.md).
       if (now - cached.checkedAt < this.opts.revalidateAfterMs) {
-        this.opts.onFetch?.('disk');
-        return this.local(id, cached);
+        this.opts.onFetch?.(source);
+        return this.local(id, cached, source === 'peer');
       }
       let etag: string;
       try {
@@ -98,22 +117,38 @@ export class S3ModelStore implements ModelStore {
           throw err;
         }
         this.opts.onFetch?.('disk_unverified');
-        return this.local(id, cached);
+        return this.local(id, cached, false);
       }
       if (etag !== '' && etag === cached.etag) {
         this.files.confirm(cached, now);
-        this.opts.onFetch?.('disk');
-        return this.local(id, cached);
+        this.opts.onFetch?.(source);
+        return this.local(id, cached, true);
       }
       this.files.settle(id, cached, false);
     }
     const file = this.files.admit(id, await this.download(key, id));
     this.opts.onFetch?.('store');
-    return this.local(id, file);
+    return this.local(id, file, true);
   }
 
-  private local(id: ModelId, file: CachedFile): LocalModelFile {
-    return { path: file.path, bytes: file.bytes, settle: (ok) => this.files.settle(id, file, ok) };
+  /**
+   * `share`: once onnxruntime accepts the file, name it to the neighbours (PeerFiles) as the
+   * holder of a version the store confirmed, so they link it instead of downloading it.
+   */
+  private local(id: ModelId, file: CachedFile, share: boolean): LocalModelFile {
+    return {
+      path: file.path,
+      bytes: file.bytes,
+      settle: (ok) => {
+        if (ok && share) this.peers?.publish(id, file);
+        this.files.settle(id, file, ok);
+      },
+    };
+  }
+
+  /** A name of its own per file: deleting an old version can never hit a newer one. */
+  private newPath(id: ModelId): string {
+    return join(this.dir, `${id}.${randomBytes(6).toString('hex')}.onnx`);
   }
 
   /** The object's version as HEAD reports it; '' when the store gives none (never matches). */
@@ -144,10 +179,8 @@ export class S3ModelStore implements ModelStore {
       body.destroy();
       throw new ModelmuxError('model_too_large', `model "${id}" weighs ${length} bytes, more than the ${max} allowed`);
     }
-    // A name of its own per download: deleting an old version can never hit a newer one.
-    const name = `${id}.${randomBytes(6).toString('hex')}`;
-    const path = join(this.dir, `${name}.onnx`);
-    const tmp = join(this.dir, `.${name}.tmp`);
+    const path = this.newPath(id);
+    const tmp = `${path}.tmp`;
     let bytes = 0;
     const limit = new Transform({
       highWaterMark: DOWNLOAD_BUFFER_BYTES,
@@ -158,7 +191,6 @@ export class S3ModelStore implements ModelStore {
       },
     });
     try {
-      await mkdir(this.dir, { recursive: true });
       await pipeline(body, limit, createWriteStream(tmp, { mode: 0o600, highWaterMark: DOWNLOAD_BUFFER_BYTES }));
       await rename(tmp, path);
     } catch (err) {

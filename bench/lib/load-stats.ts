@@ -2,4 +2,6 @@
 export interface LoadStats {
   count: number;
   totalSeconds: number;
+  /** Model files fetched from the store so far: a load can instead read a copy on local disk. */
+  downloads: number;
 }

@@ -43,6 +43,7 @@ export async function replicaLoads(replicaUrls: readonly string[]): Promise<Load
     count: texts.reduce((sum, t) => sum + sumMetric(t, 'modelmux_replica_model_loads_total', { result: 'success' }), 0),
     // The histogram covers failed loads too; with a healthy store there are none.
     totalSeconds: texts.reduce((sum, t) => sum + sumMetric(t, 'modelmux_replica_model_load_duration_seconds_sum'), 0),
+    downloads: texts.reduce((sum, t) => sum + sumMetric(t, 'modelmux_replica_model_fetches_total', { source: 'store' }), 0),
   };
 }
 

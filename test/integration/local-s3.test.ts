@@ -19,7 +19,7 @@ describe('modelmux local with an s3:// store', () => {
     s3 = await startS3Server();
     const env = { ...process.env, ...s3.awsEnv, MODELMUX_S3_ENDPOINT: s3.endpoint };
     await run(process.execPath, [MAIN, 'models', '--out', `s3://${s3.bucket}/team-a`, '--count', '3'], { env });
-    local = spawn(process.execPath, [MAIN, 'local', '--port', '0', '--replicas', '1', '--model-source', `s3://${s3.bucket}/team-a`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    local = spawn(process.execPath, [MAIN, 'local', '--port', '0', '--replicas', '2', '--model-source', `s3://${s3.bucket}/team-a`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     exited = new Promise((resolve) => local?.once('exit', (code) => resolve(code)));
     local.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     local.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
@@ -61,5 +61,27 @@ describe('modelmux local with an s3:// store', () => {
     });
     expect(res.status).toBe(404);
     expect(await res.json()).toMatchObject({ error: 'model_not_found' });
+  }, 60_000);
+
+  it('lets the second replica link the file the first one downloaded instead of downloading it again', async () => {
+    const replicas = (/^\s+replicas\s+(.+)$/m.exec(stdout)?.[1] ?? '').split(' ');
+    expect(replicas).toHaveLength(2);
+    const fetches = async (url: string, source: string): Promise<number> => {
+      const line = (await (await fetch(`${url}/metrics`)).text()).split('\n').find((l) => l.startsWith(`modelmux_replica_model_fetches_total{source="${source}"}`));
+      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    const [first, second] = replicas as [string, string];
+    const before = { first: await fetches(first, 'store'), second: await fetches(second, 'store') };
+    for (const url of replicas) {
+      const res = await fetch(`${url}/v2/models/wine-1/infer`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, 11], datatype: 'FP32', data: SAMPLE_WINE }] }),
+      });
+      expect(res.status).toBe(200);
+    }
+    // The earlier tests sent wine-2 through the router; wine-1 is new to both replicas.
+    expect(await fetches(first, 'store')).toBe(before.first + 1);
+    expect({ store: await fetches(second, 'store'), peer: await fetches(second, 'peer') }).toEqual({ store: before.second, peer: 1 });
   }, 60_000);
 });

@@ -1,4 +1,7 @@
 import { DeleteObjectCommand } from '@aws-sdk/client-s3';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
@@ -28,7 +31,7 @@ const loaded = async (r: ReplicaProcess): Promise<string[]> => ((await get(`${r.
 
 beforeAll(async () => {
   s3 = await startS3Server();
-  await upload('m1', 'm2', 'm3', 'm4', 'hot', 'slow', 'other', 'cold-a', 'cold-b', 'p', 'q', 'r1', 'disk-a', 'disk-b', 'w1', 'w2');
+  await upload('m1', 'm2', 'm3', 'm4', 'hot', 'slow', 'other', 'cold-a', 'cold-b', 'p', 'q', 'r1', 'disk-a', 'disk-b', 'w1', 'w2', 'n1', 'n2', 'n3');
 }, 600_000);
 
 afterAll(async () => {
@@ -249,6 +252,60 @@ describe('replica over a real S3-compatible store', () => {
     // Confirmed by its download moments ago: the replica does not ask, so it keeps the old version.
     expectClose(v2Outputs(await ask('w1')), expected('w1', rows));
     expect((await r.metrics()).get('modelmux_replica_model_fetches_total{source="disk"}')).toBe(1);
+  });
+});
+
+describe('replicas of one machine sharing a folder', () => {
+  let shared: string;
+  beforeAll(async () => {
+    shared = await mkdtemp(join(tmpdir(), 'modelmux-shared-test-'));
+  });
+  afterAll(async () => {
+    await rm(shared, { recursive: true, force: true });
+  });
+
+  const fetches = async (r: ReplicaProcess, source: string): Promise<number> => (await r.metrics()).get(`modelmux_replica_model_fetches_total{source="${source}"}`) ?? 0;
+
+  it('link the download of a neighbour instead of downloading again, and keep it when the neighbour goes', async () => {
+    const a = await replica(['--shared-cache-dir', shared]);
+    const b = await replica(['--shared-cache-dir', shared, '--max-models', '1']);
+    const rows = wineRows(2);
+    const ask = (r: ReplicaProcess, id: string) => post(`${r.url}/v2/models/${id}/infer`, v2Body(rows));
+
+    expectClose(v2Outputs(await ask(a, 'n1')), expected('n1', rows));
+    expect(await fetches(a, 'store')).toBe(1);
+    const linked = await ask(b, 'n1');
+    expect(linked.status).toBe(200);
+    expectClose(v2Outputs(linked), expected('n1', rows));
+    expect(await fetches(b, 'peer')).toBe(1);
+    expect(await fetches(b, 'store')).toBe(0);
+
+    // The owner exits and deletes its folder; b's link still holds the bytes for a reload.
+    await a.stop();
+    expect((await ask(b, 'n2')).status).toBe(200);
+    const reloaded = await ask(b, 'n1');
+    expect(reloaded.headers.get('x-modelmux-cache')).toBe('miss');
+    expectClose(v2Outputs(reloaded), expected('n1', rows));
+    expect(await fetches(b, 'disk')).toBe(1);
+    expect(await fetches(b, 'store')).toBe(1); // n2 only
+  });
+
+  it('revalidate the file of a neighbour by ETag, and download a version the store has replaced', async () => {
+    const a = await replica(['--shared-cache-dir', shared]);
+    const rows = wineRows(2);
+    expect((await post(`${a.url}/v2/models/n3/infer`, v2Body(rows))).status).toBe(200);
+    await s3.put('wine/n3/model.onnx', wineModelBytes('n3-new'));
+
+    const b = await replica(['--shared-cache-dir', shared, '--revalidate-after-ms', '0']);
+    expectClose(v2Outputs(await post(`${b.url}/v2/models/n3/infer`, v2Body(rows))), expected('n3-new', rows));
+    expect(await fetches(b, 'store')).toBe(1);
+    expect(await fetches(b, 'peer')).toBe(0);
+
+    // b's download is now the record: a third replica links it, after the store confirms it.
+    const c = await replica(['--shared-cache-dir', shared, '--revalidate-after-ms', '0']);
+    expectClose(v2Outputs(await post(`${c.url}/v2/models/n3/infer`, v2Body(rows))), expected('n3-new', rows));
+    expect(await fetches(c, 'peer')).toBe(1);
+    expect(await fetches(c, 'store')).toBe(0);
   });
 });
 
