@@ -28,6 +28,9 @@ export type CachePolicy = (typeof CACHE_POLICIES)[number];
 /** Loads of different models at once per replica: the resource's field and the replica's flag. */
 export const CONCURRENT_LOADS = { min: 1, max: 64, default: 2 } as const;
 
+/** Where a replica runs its models: the resource's field and the replica's flag. */
+export const EXECUTION_PROVIDERS = ['cpu', 'cuda'] as const;
+
 export const resourceListSchema = z.record(z.string().min(1).max(253), quantity);
 
 export const modelSourceSchema = z
@@ -94,7 +97,7 @@ export const multiplexedDeploymentSpecSchema = z
     /** sizeLimit of the emptyDir that caches downloaded model files. */
     // prefault, not default: the default goes through the transform and so shows in the CRD schema.
     modelCacheSize: quantity.prefault('10Gi'),
-    executionProvider: z.enum(['cpu', 'cuda']).default('cpu'),
+    executionProvider: z.enum(EXECUTION_PROVIDERS).default('cpu'),
     /**
      * Models of one graph share one onnxruntime session, so a load creates none (ADR 0016); false
      * restores per-model sessions for models that need optimisations folding constant weights.

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
-import { CACHE_POLICIES, CONCURRENT_LOADS } from '../common/resource.js';
+import { CACHE_POLICIES, CONCURRENT_LOADS, EXECUTION_PROVIDERS } from '../common/resource.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 import { GRAPH_OPTIMIZATION_LEVELS } from './onnx-runtime.js';
 
@@ -18,7 +18,7 @@ export const replicaConfigSchema = z.object({
   batchWaitMs: intString(0, 10000).default(0),
   cacheDir: z.string().min(1).optional(),
   sharedCacheDir: z.string().min(1).optional(),
-  executionProvider: z.enum(['cpu', 'cuda']).default('cpu'),
+  executionProvider: z.enum(EXECUTION_PROVIDERS).default('cpu'),
   graphOptimization: z.enum(GRAPH_OPTIMIZATION_LEVELS).default('basic'),
   diskCacheBytes: byteQuantityString.default(2 * 1024 ** 3),
   revalidateAfterMs: intString(0, 86_400_000).default(10_000),
