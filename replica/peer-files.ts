@@ -13,7 +13,6 @@ const recordSchema = z.object({
   checkedAt: z.number().finite(),
 });
 
-
 /**
  * The downloads of the replicas of one machine, shared through a folder they all write: one
  * small record per model naming the file that holds its latest version and that version's ETag.

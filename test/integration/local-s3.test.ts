@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { HEADER_SAGEMAKER_MODEL } from '../../common/names.js';
 import { SAMPLE_WINE, wineForward, wineWeights } from '../../common/wine-model.js';
+import { parsePrometheus } from '../helpers/modelmux-process.js';
 import { startS3Server, type S3Server } from '../helpers/s3-server.js';
 
 const run = promisify(execFile);
@@ -66,10 +67,8 @@ describe('modelmux local with an s3:// store', () => {
   it('lets the second replica link the file the first one downloaded instead of downloading it again', async () => {
     const replicas = (/^\s+replicas\s+(.+)$/m.exec(stdout)?.[1] ?? '').split(' ');
     expect(replicas).toHaveLength(2);
-    const fetches = async (url: string, source: string): Promise<number> => {
-      const line = (await (await fetch(`${url}/metrics`)).text()).split('\n').find((l) => l.startsWith(`modelmux_replica_model_fetches_total{source="${source}"}`));
-      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
-    };
+    const fetches = async (url: string, source: string): Promise<number> =>
+      parsePrometheus(await (await fetch(`${url}/metrics`)).text()).get(`modelmux_replica_model_fetches_total{source="${source}"}`) ?? 0;
     const [first, second] = replicas as [string, string];
     const before = { first: await fetches(first, 'store'), second: await fetches(second, 'store') };
     for (const url of replicas) {
