@@ -31,7 +31,7 @@ const schema = z.object({
   durationSeconds: z.coerce.number().min(1).max(3600).default(8),
   modelBytes: intString(0, 1_000_000_000).default(0),
   nginxWorkers: intString(1, 64).default(1),
-  targets: z.string().default('direct,router,nginx'),
+  targets: z.string().default('direct,router,router-node,nginx'),
   out: z.string().default('bench/results/proxy'),
 });
 type Options = z.infer<typeof schema>;
@@ -40,13 +40,20 @@ const specs: OptionSpecs<typeof schema.shape> = {
   durationSeconds: { flag: 'duration-seconds', help: 'Measured seconds per target per concurrency (default 8).' },
   modelBytes: { flag: 'model-bytes', help: 'Size of the hot model; 0 = the small example model, so proxy cost is not hidden (default 0).' },
   nginxWorkers: { flag: 'nginx-workers', help: 'nginx worker_processes (default 1, like the one router process).' },
-  targets: { flag: 'targets', help: 'Comma list of direct, router, nginx (default all three).' },
+  targets: { flag: 'targets', help: 'Comma list of direct, router, router-node (the router with --fast-path false), nginx (default all four).' },
   out: { flag: 'out', help: 'Results path without extension (default bench/results/proxy).' },
 };
 
 const ROUTE = '/wine';
 const HOT = 'm000';
-type Target = 'direct' | 'router' | 'nginx';
+type Target = 'direct' | 'router' | 'router-node' | 'nginx';
+
+const PATH_NAMES: Record<Target, string> = {
+  direct: 'replica directly',
+  router: 'modelmux router → replica',
+  'router-node': 'modelmux router, node:http reader (`--fast-path false`) → replica',
+  nginx: 'nginx → replica',
+};
 
 interface Row {
   target: Target;
@@ -82,7 +89,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
       const direct = r.target === 'direct';
       return [
         String(r.concurrency),
-        r.target === 'direct' ? 'replica directly' : r.target === 'router' ? 'modelmux router → replica' : 'nginx → replica',
+        PATH_NAMES[r.target],
         String(r.result.requests),
         String(r.result.requests - r.result.ok),
         fmt(r.result.throughputRps),
@@ -97,13 +104,14 @@ function report(o: Options, rows: readonly Row[], command: string): string {
     }),
   );
   const ratios = mdTable(
-    ['concurrency', 'router/nginx throughput', 'router/nginx req per proxy CPU-second (target ≥ 0.5)', 'router/nginx added p50', 'router/nginx added p99'],
+    ['concurrency', 'router/nginx throughput', 'router/nginx req per proxy CPU-second (target ≥ 0.5)', 'router/nginx added p50', 'router/nginx added p99', 'router with node:http reader/nginx req per proxy CPU-second'],
     levels.map((c) => {
       const r = get('router', c);
       const n = get('nginx', c);
       const d = get('direct', c);
       const pr = perCore(r);
       const pn = perCore(n);
+      const prn = perCore(get('router-node', c));
       const ratio = pr !== undefined && pn !== undefined ? pr / pn : undefined;
       const added = (x: Row | undefined, k: 'p50Ms' | 'p99Ms'): number | undefined => (x && d ? x.result.latency[k] - d.result.latency[k] : undefined);
       const a50 = added(r, 'p50Ms');
@@ -116,6 +124,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
         ratio === undefined ? 'n/a' : `${fmt(ratio, 2)} (${ratio >= 0.5 ? 'met' : '**missed**'})`,
         a50 !== undefined && n50 !== undefined && n50 > 0 ? fmt(a50 / n50, 2) : 'n/a',
         a99 !== undefined && n99 !== undefined && n99 > 0 ? fmt(a99 / n99, 2) : 'n/a',
+        prn !== undefined && pn !== undefined ? fmt(prn / pn, 2) : 'n/a',
       ];
     }),
   );
@@ -127,7 +136,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
     `Machine: ${machineLine(machineInfo())}`,
     '',
     `Setup: one \`modelmux replica\` (file store, hot model ${HOT} of ${o.modelBytes === 0 ? 'the small example size' : `${(o.modelBytes / 1e6).toFixed(1)} MB`} loaded before measuring); ` +
-      `\`modelmux router --discovery static\` with that one replica; Debian nginx (${o.nginxWorkers} worker, upstream keep-alive) proxying ${ROUTE}/ to it. ` +
+      `\`modelmux router --discovery static\` with that one replica (also with \`--fast-path false\`: node:http reads every request, ADR 0019); Debian nginx (${o.nginxWorkers} worker, upstream keep-alive) proxying ${ROUTE}/ to it. ` +
       `Closed loop, one row per request in the Ray Serve form, ${o.durationSeconds} s per row after 1 s unmeasured. ` +
       'Load generator, proxy and replica share the same cores, so absolute throughput is the machine\'s; ' +
       '"req per proxy CPU-second" = successful requests / (user+system CPU seconds of the proxy processes from /proc), the throughput per core.',
@@ -151,7 +160,7 @@ export async function main(argv: string[]): Promise<void> {
   await rm(work, { recursive: true, force: true });
   await mkdir(work, { recursive: true });
 
-  const [replicaPort, routerPort, nginxPort] = await freePorts(3);
+  const [replicaPort, routerPort, routerNodePort, nginxPort] = await freePorts(4);
   const replicaUrl = `http://127.0.0.1:${replicaPort}`;
   const children: Child[] = [];
   const rows: Row[] = [];
@@ -165,17 +174,20 @@ export async function main(argv: string[]): Promise<void> {
     const wanted = new Set(o.targets.split(',').map((s) => s.trim()));
     const targets: { target: Target; url: string; pids: () => Promise<number[]> }[] = [];
     if (wanted.has('direct')) targets.push({ target: 'direct', url: `${replicaUrl}/`, pids: async () => [] });
-    if (wanted.has('router')) {
-      log('starting the router');
+    const startRouter = async (target: 'router' | 'router-node', port: number, extra: string[]): Promise<void> => {
+      if (!wanted.has(target)) return;
+      log(`starting ${target}`);
       const router = await startChild(
-      process.execPath,
-      [cli, 'router', '--discovery', 'static', '--host', '127.0.0.1', '--port', String(routerPort), '--routes', `${ROUTE}=${replicaUrl}`, '--max-ongoing-requests', '1024'],
-      { readyTimeoutMs: 60_000 },
+        process.execPath,
+        [cli, 'router', '--discovery', 'static', '--host', '127.0.0.1', '--port', String(port), '--routes', `${ROUTE}=${replicaUrl}`, '--max-ongoing-requests', '1024', ...extra],
+        { readyTimeoutMs: 60_000 },
       );
       children.push(router);
-      await waitHttpReady(`http://127.0.0.1:${routerPort}/readyz`, 60_000, router);
-      targets.push({ target: 'router', url: `http://127.0.0.1:${routerPort}${ROUTE}/`, pids: async () => [router.pid] });
-    }
+      await waitHttpReady(`http://127.0.0.1:${port}/readyz`, 60_000, router);
+      targets.push({ target, url: `http://127.0.0.1:${port}${ROUTE}/`, pids: async () => [router.pid] });
+    };
+    await startRouter('router', routerPort ?? 0, []);
+    await startRouter('router-node', routerNodePort ?? 0, ['--fast-path', 'false']);
     if (wanted.has('nginx')) {
       log('starting nginx');
       const nginx = await startNginx(work, nginxPort ?? 0, ROUTE, `127.0.0.1:${replicaPort}`, o.nginxWorkers);

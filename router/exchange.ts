@@ -1,30 +1,33 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { errors as undiciErrors, type Dispatcher } from 'undici';
 import { ModelmuxError, toModelmuxError, type ErrorBody, type ErrorCode } from '../common/errors.js';
 import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
 import type { AcquireResult, Lease } from './balancer.js';
 import type { Expiring } from './deadlines.js';
+import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { endToEndHeaders, scanRequestHeaders } from './hop-headers.js';
+import type { HeaderRecord } from './http1-syntax.js';
 import type { RouteMetrics } from './metrics.js';
 import type { RouterProxy } from './proxy.js';
 import { MODEL_HEADERS, parseRequestForm, type RequestForm } from './request-form.js';
 import type { Route } from './route-table.js';
+import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
 
 /** A request id we pass on as given: bounded and printable, so it cannot break a log line. */
 const REQUEST_ID = /^[A-Za-z0-9._:@=+-]{1,128}$/;
 
-const CONNECTION_FAILURE_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED']);
+/** Socket failures before any byte of the response (UPSTREAM_CLOSED: upstream-pool.ts). */
+const CONNECTION_FAILURE_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'UPSTREAM_CLOSED']);
 
-/** Errors that mean the request never reached a replica's application, so another may take it. */
+/** Errors that mean the request got no answer from a replica's application, so another may take it. */
 function isConnectionFailure(err: unknown): boolean {
-  if (err instanceof undiciErrors.ConnectTimeoutError || err instanceof undiciErrors.SocketError) return true;
   const code = (err as { code?: unknown } | undefined)?.code;
   return typeof code === 'string' && CONNECTION_FAILURE_CODES.has(code);
 }
 
-function isTimeout(err: unknown): boolean {
-  return err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError;
+/** An upstream failure for a message: its code first when it has one (ECONNRESET, HTTP_PROTOCOL_ERROR…). */
+function describe(err: Error): string {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' ? `${code}: ${err.message}` : err.message;
 }
 
 /** The first try excludes no replica; shared so acquire() does not build a set per request. */
@@ -40,12 +43,12 @@ const NO_EXCLUDE: ReadonlySet<string> = new Set();
 type Phase = 'body' | 'waiting' | 'upstream' | 'responding' | 'done';
 
 /**
- * One proxied request, start to end, as a callback state machine that is also the undici
- * dispatch handler of its tries. Its request and try deadlines are one entry in the proxy's
+ * One proxied request, start to end, as a callback state machine that is also the upstream
+ * handler of its tries. Its request and try deadlines are one entry in the proxy's
  * shared `Deadlines` (no timer of its own). One `close` listener per request notices a client
  * that goes away.
  */
-export class Exchange implements Dispatcher.DispatchHandler, Expiring {
+export class Exchange implements UpstreamHandler, Expiring {
   private readonly started: number;
   private phase: Phase = 'body';
   private requestId = '';
@@ -68,8 +71,8 @@ export class Exchange implements Dispatcher.DispatchHandler, Expiring {
   deadlineAt = Number.POSITIVE_INFINITY;
   private cancelWait: (() => void) | undefined;
   private lease: Lease | undefined;
-  private controller: Dispatcher.DispatchController | undefined;
-  /** A try was handed to undici and has not ended: undici gives its slot back, not `fail`. */
+  private controller: UpstreamController | undefined;
+  /** A try was handed to the pool and has not ended: its end gives the slot back, not `fail`. */
   private dispatched = false;
   private exclude: ReadonlySet<string> = NO_EXCLUDE;
   private tries = 0;
@@ -84,8 +87,8 @@ export class Exchange implements Dispatcher.DispatchHandler, Expiring {
 
   constructor(
     private readonly proxy: RouterProxy,
-    private readonly req: IncomingMessage,
-    private readonly res: ServerResponse,
+    private readonly req: DownstreamRequest,
+    private readonly res: DownstreamResponse,
   ) {
     this.started = proxy.clock.now();
   }
@@ -191,20 +194,9 @@ export class Exchange implements Dispatcher.DispatchHandler, Expiring {
     this.controller = undefined;
     this.tryStart = this.proxy.clock.now();
     this.deadlineAt = Math.min(this.requestDeadline, this.tryStart + this.proxy.limits.tryTimeoutMs);
-    const method = (this.req.method ?? 'GET') as Dispatcher.HttpMethod;
+    const method = this.req.method ?? 'GET';
     this.dispatched = true;
-    pool.dispatch(
-      {
-        method,
-        path: this.upstreamPath,
-        headers: this.headers,
-        body: method === 'GET' || method === 'HEAD' ? null : this.body,
-        // The try deadline is `deadlineAt`; undici's own (1 s resolution) is the backstop.
-        headersTimeout: this.proxy.limits.tryTimeoutMs,
-        bodyTimeout: this.proxy.limits.requestTimeoutMs,
-      },
-      this,
-    );
+    pool.dispatch({ method, path: this.upstreamPath, headers: this.headers, body: method === 'GET' || method === 'HEAD' ? null : this.body }, this);
   }
 
   /** The try is over (answered, failed or aborted): its slot goes back to the balancer. */
@@ -228,15 +220,15 @@ export class Exchange implements Dispatcher.DispatchHandler, Expiring {
     this.place();
   }
 
-  // --- undici dispatch handler ----------------------------------------------------------------
+  // --- upstream handler ----------------------------------------------------------------------
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
+  onRequestStart(controller: UpstreamController): void {
     // A request that was given up while queued in the pool stops as soon as it starts.
     if (this.phase !== 'upstream') return controller.abort(new ModelmuxError('timeout', 'the request was given up'));
     this.controller = controller;
   }
 
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+  onResponseStart(_controller: UpstreamController, statusCode: number, headers: HeaderRecord): void {
     if (this.phase !== 'upstream' || statusCode < 200) return;
     this.deadlineAt = this.requestDeadline;
     (this.routeMetrics as RouteMetrics).upstreamLatency((this.proxy.clock.now() - this.tryStart) / 1000);
@@ -257,7 +249,7 @@ export class Exchange implements Dispatcher.DispatchHandler, Expiring {
     this.res.writeHead(statusCode, out);
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(controller: UpstreamController, chunk: Buffer): void {
     if (this.phase !== 'responding') return;
     if (!this.res.write(chunk)) {
       controller.pause();
@@ -277,7 +269,7 @@ export class Exchange implements Dispatcher.DispatchHandler, Expiring {
     }
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+  onResponseError(_controller: UpstreamController, err: Error): void {
     this.endTry();
     const phase = this.phase;
     if (phase === 'done') return;
@@ -286,11 +278,10 @@ export class Exchange implements Dispatcher.DispatchHandler, Expiring {
       if (phase === 'upstream') {
         if (this.tries === 1 && this.discarding) return this.retry('overloaded');
         if (this.tries === 1 && isConnectionFailure(err)) return this.retry('connect_error');
-        if (isTimeout(err)) return this.fail(new ModelmuxError('timeout', `replica ${replica} did not answer in time`, { cause: err }));
-        return this.fail(new ModelmuxError('upstream_unavailable', `replica ${replica} failed: ${err.message}`, { cause: err }));
+        return this.fail(new ModelmuxError('upstream_unavailable', `replica ${replica} failed: ${describe(err)}`, { cause: err }));
       }
       // The response broke off while streaming: the client sees a cut connection.
-      this.fail(new ModelmuxError(isTimeout(err) ? 'timeout' : 'upstream_unavailable', `replica ${replica} broke off its response: ${err.message}`, { cause: err }));
+      this.fail(new ModelmuxError('upstream_unavailable', `replica ${replica} broke off its response: ${describe(err)}`, { cause: err }));
     } catch (again) {
       this.guard(again);
     }
@@ -323,7 +314,7 @@ export class Exchange implements Dispatcher.DispatchHandler, Expiring {
 
   /**
    * The last guard of a callback: an unexpected throw answers `internal` (or cuts the
-   * response) instead of escaping into undici, the balancer's queue or the event loop.
+   * response) instead of escaping into the upstream pool, the balancer's queue or the event loop.
    */
   private guard(err: unknown): void {
     try {
@@ -348,7 +339,7 @@ export class Exchange implements Dispatcher.DispatchHandler, Expiring {
       this.cancelWait();
       this.cancelWait = undefined;
     }
-    // undici then calls onResponseError, which gives the slot back.
+    // The pool then calls onResponseError, which gives the slot back.
     if (this.controller !== undefined) this.controller.abort(e);
     else if (!this.dispatched) this.endTry();
     const res = this.res;

@@ -43,7 +43,7 @@ export function endToEndHeaders(headers: HeaderBag, drop: readonly string[] = []
 /** What one pass over a request's raw headers found. */
 export interface ScannedRequestHeaders {
   /**
-   * End-to-end headers as a flat `[name, value, …]` list for undici, names lowercased, without
+   * End-to-end headers as a flat `[name, value, …]` list for the upstream pool, names lowercased, without
    * hop-by-hop headers, those Connection names, and the ones the proxy sets itself (host,
    * content-length, x-request-id, x-forwarded-for) or has already answered (expect).
    */

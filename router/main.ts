@@ -26,7 +26,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     log,
   );
   const proxy = new RouterProxy(routes, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs, tryTimeoutMs: config.tryTimeoutMs, ejectMs: 2000 }, metrics, log, systemClock, access);
-  const server = new RouterServer(proxy, routes, metrics, log);
+  const server = new RouterServer(proxy, routes, metrics, log, { fastPath: config.fastPath });
   const discovery: Discovery =
     config.discovery === 'kube'
       ? new KubeDiscovery(config.namespace, log)

@@ -1,9 +1,9 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from '../common/clock.js';
 import type { Logger } from '../common/log.js';
 import { AccessLog } from './access-log.js';
 import { systemSetTimer } from './balancer.js';
 import { Deadlines, deadlineResolutionMs } from './deadlines.js';
+import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { Exchange } from './exchange.js';
 import type { RouterMetrics } from './metrics.js';
 import type { RouteTable } from './route-table.js';
@@ -38,7 +38,7 @@ export class RouterProxy {
   ) {}
 
   /** Answers `req` on `res`; never throws for a request's own failures (they are answered). */
-  handle(req: IncomingMessage, res: ServerResponse): void {
+  handle(req: DownstreamRequest, res: DownstreamResponse): void {
     new Exchange(this, req, res).start();
   }
 }

@@ -1,9 +1,9 @@
-import { Pool } from 'undici';
 import type { Clock, Random } from '../common/clock.js';
 import type { Logger } from '../common/log.js';
 import { Balancer, type SetTimer } from './balancer.js';
 import type { RouteState } from './discovery.js';
 import { defaultPlacementPolicy } from './placement.js';
+import { UpstreamPool } from './upstream-pool.js';
 
 /** Knobs of every route's balancer that do not come from the resource. */
 export interface RouteDefaults {
@@ -19,12 +19,12 @@ export interface Route {
   prefix: string;
   balancer: Balancer;
   /** Replica name → its connection pool. */
-  pools: Map<string, Pool>;
+  pools: Map<string, UpstreamPool>;
 }
 
 /**
  * Route prefix → balancer and keep-alive pools, kept in step with discovery snapshots. A
- * replica that leaves has its pool closed after its in-flight requests end (Pool.close waits).
+ * replica that leaves has its pool closed after its in-flight requests end (UpstreamPool.close waits).
  */
 export class RouteTable {
   private readonly routes = new Map<string, Route>();
@@ -64,7 +64,7 @@ export class RouteTable {
         }
       }
       for (const r of s.replicas) {
-        if (!route.pools.has(r.name)) route.pools.set(r.name, new Pool(r.url, { connections: this.defaults.connectionsPerReplica, keepAliveTimeout: 10_000 }));
+        if (!route.pools.has(r.name)) route.pools.set(r.name, new UpstreamPool(r.url, { connections: this.defaults.connectionsPerReplica, keepAliveTimeoutMs: 10_000 }));
       }
       route.balancer.setReplicas([...names]);
       for (const r of s.replicas) route.balancer.setTable(r.name, r.table);

@@ -1,6 +1,8 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../common/log.js';
+import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
+import { FastPath } from './fast-path.js';
 import type { RouterMetrics } from './metrics.js';
 import type { RouterProxy } from './proxy.js';
 import type { RouteTable } from './route-table.js';
@@ -12,6 +14,7 @@ import type { RouteTable } from './route-table.js';
  */
 export class RouterServer {
   private readonly server: Server;
+  private readonly fast: FastPath | undefined;
   private draining = false;
   private discoveryReady = false;
 
@@ -20,8 +23,14 @@ export class RouterServer {
     private readonly routes: RouteTable,
     private readonly metrics: RouterMetrics,
     private readonly log: Logger,
+    options: { fastPath: boolean } = { fastPath: true },
   ) {
-    this.server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => this.dispatch(req, res));
+    const keepAliveTimeoutMs = 65_000;
+    const headersTimeoutMs = 60_000;
+    const maxHeadBytes = 16 * 1024;
+    this.server = createServer({ keepAliveTimeout: keepAliveTimeoutMs, headersTimeout: headersTimeoutMs, maxHeaderSize: maxHeadBytes, requestTimeout: 0 }, (req, res) => this.dispatch(req, res));
+    // Plain requests are read by the fast path; node:http takes the connections it hands over.
+    this.fast = options.fastPath ? new FastPath(this.server, (req, res) => this.dispatch(req, res), { keepAliveTimeoutMs, headersTimeoutMs, maxHeadBytes }) : undefined;
   }
 
   markDiscoveryReady(): void {
@@ -44,15 +53,20 @@ export class RouterServer {
     this.draining = true;
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     // Keep-alive connections become idle as their last response ends: close them as they do.
+    // The fast path closes its connections after their response from now on.
+    this.fast?.drain();
     const sweeper = setInterval(() => this.server.closeIdleConnections(), 100);
     this.server.closeIdleConnections();
-    const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
+    const timer = setTimeout(() => {
+      this.server.closeAllConnections();
+      this.fast?.closeAll();
+    }, graceMs);
     await closed;
     clearInterval(sweeper);
     clearTimeout(timer);
   }
 
-  private dispatch(req: IncomingMessage, res: ServerResponse): void {
+  private dispatch(req: DownstreamRequest, res: DownstreamResponse): void {
     try {
       if (this.draining) res.setHeader('connection', 'close');
       if (req.method === 'GET') {
@@ -68,13 +82,13 @@ export class RouterServer {
   }
 
   /** The proxy answers its own errors; this is the last guard so no request kills the process. */
-  private guard(err: unknown, res: ServerResponse): void {
+  private guard(err: unknown, res: DownstreamResponse): void {
     this.log.error('unhandled request error', { reason: err instanceof Error ? err.message : String(err) });
     if (!res.headersSent) json(res, 500, { error: 'internal', message: 'unexpected router error' });
     else res.destroy();
   }
 
-  private async own(path: string, res: ServerResponse): Promise<void> {
+  private async own(path: string, res: DownstreamResponse): Promise<void> {
     if (path === '/healthz') return void json(res, 200, { status: 'ok' });
     if (path === '/readyz') {
       const ready = this.discoveryReady && !this.draining;
@@ -95,6 +109,6 @@ export class RouterServer {
   }
 }
 
-function json(res: ServerResponse, status: number, body: unknown): void {
+function json(res: DownstreamResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }

@@ -41,14 +41,14 @@ interface Rig {
   close(): Promise<void>;
 }
 
-async function rig(replicas: Stub[]): Promise<Rig> {
+async function rig(replicas: Stub[], fastPath: boolean): Promise<Rig> {
   const routes = new RouteTable({ recentMs: 5000, tableLagMs: 2000, maxQueue: 8, connectionsPerReplica: 4 }, systemClock, systemRandom, systemSetTimer, silentLogger);
   routes.apply([{ prefix: '/wine', maxOngoingRequests: 4, matchTimeoutMs: 1000, replicas: replicas.map((s) => ({ name: s.url, url: s.url, table: undefined })) }]);
   const written: string[] = [];
   const access = new AccessLog({ component: 'router' }, (line) => void written.push(line));
   const metrics = new RouterMetrics();
   const proxy = new RouterProxy(routes, { maxBodyBytes: 1024, requestTimeoutMs: 2000, tryTimeoutMs: 300, ejectMs: 1000 }, metrics, silentLogger, systemClock, access);
-  const server = new RouterServer(proxy, routes, metrics, silentLogger);
+  const server = new RouterServer(proxy, routes, metrics, silentLogger, { fastPath });
   const address = await server.listen(0, '127.0.0.1');
   return {
     url: `http://127.0.0.1:${address.port}`,
@@ -80,10 +80,14 @@ function abandon(url: string, headers: Record<string, string>, send: (req: Clien
   });
 }
 
-describe('RouterProxy', () => {
+// Every case runs on both readers of client requests: the fast path and node:http.
+describe.each([
+  ['fast path', true],
+  ['node:http only', false],
+])('RouterProxy, %s', (_reader, fastPath) => {
   it('forwards a request below its prefix without hop-by-hop headers and streams the answer back with the request id', async () => {
     const s = await stub();
-    const r = await rig([s]);
+    const r = await rig([s], fastPath);
     try {
       const res = await fetch(`${r.url}/wine/?q=1`, { method: 'POST', headers: { serve_multiplexed_model_id: 'm1', 'x-request-id': 'trace-1', te: 'trailers', 'x-forwarded-for': '10.0.0.9' }, body: '{"rows":[1]}' });
       expect(res.status).toBe(200);
@@ -104,7 +108,7 @@ describe('RouterProxy', () => {
 
   it('ends a try that gets no response headers within the try timeout with 504 timeout, and frees its slot', async () => {
     const s = await stub();
-    const r = await rig([s]);
+    const r = await rig([s], fastPath);
     try {
       const t0 = Date.now();
       const res = await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', headers: { 'x-stub-delay-ms': '1500' }, body: '{}' });
@@ -124,7 +128,7 @@ describe('RouterProxy', () => {
   it('retries a request once on another replica when the first says it is overloaded', async () => {
     const busy = await stub(true);
     const free = await stub();
-    const r = await rig([busy, free]);
+    const r = await rig([busy, free], fastPath);
     try {
       for (let i = 0; i < 6; i++) {
         const res = await fetch(`${r.url}/wine/v2/models/m${i}/infer`, { method: 'POST', body: '{}' });
@@ -142,7 +146,7 @@ describe('RouterProxy', () => {
 
   it('gives back the slot of a request whose client goes away', async () => {
     const s = await stub();
-    const r = await rig([s]);
+    const r = await rig([s], fastPath);
     try {
       await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'x-stub-delay-ms': '250' }, (req) => req.end('{}'), 100);
       await new Promise((x) => setTimeout(x, 50));
@@ -155,7 +159,7 @@ describe('RouterProxy', () => {
 
   it('survives a client that goes away halfway through its body, and keeps answering', async () => {
     const s = await stub();
-    const r = await rig([s]);
+    const r = await rig([s], fastPath);
     try {
       await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'content-length': '100' }, (req) => req.write('{"half":'), 50);
       await new Promise((x) => setTimeout(x, 50));

@@ -1,0 +1,81 @@
+import { splitHeaderLine } from './http1-syntax.js';
+
+/** A request head the router's own HTTP/1.1 reader accepted. */
+export interface RequestHead {
+  method: string;
+  /** Origin-form target, as sent. */
+  url: string;
+  /** Flat `[name, value, …]` as sent, like node's `req.rawHeaders`. */
+  rawHeaders: string[];
+  /** 0 when the request has no Content-Length. */
+  contentLength: number;
+  /** The client asked to close the connection after this response. */
+  close: boolean;
+}
+
+export type HeadScan =
+  | { kind: 'incomplete' }
+  /** Not in the subset read here: node:http takes the connection over (and answers errors). */
+  | { kind: 'other'; reason: string }
+  | { kind: 'head'; head: RequestHead; bytes: number };
+
+const HEAD_END = Buffer.from('\r\n\r\n');
+const REQUEST_LINE = /^(GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS) (\/[\x21-\x7e]*) HTTP\/1\.1$/;
+const INCOMPLETE: HeadScan = { kind: 'incomplete' };
+
+function other(reason: string): HeadScan {
+  return { kind: 'other', reason };
+}
+
+/**
+ * Reads a request head at the start of `buf` if it is in the plain subset that the proxy's hot
+ * path serves: an HTTP/1.1 request line with a known method and an origin-form target, one
+ * Host, at most one Content-Length, and no Transfer-Encoding, Expect or Upgrade. Anything else,
+ * malformed or merely unusual, is `other`: the connection goes to node:http, which serves
+ * it or answers the error, so this reader never has to decide a hard case (ADR 0019). Pure.
+ */
+export function scanRequestHead(buf: Buffer, maxHeadBytes: number): HeadScan {
+  const end = buf.indexOf(HEAD_END);
+  if (end === -1) return buf.length > maxHeadBytes ? other('head too large') : INCOMPLETE;
+  if (end + 4 > maxHeadBytes) return other('head too large');
+  const lines = buf.toString('latin1', 0, end).split('\r\n');
+  const m = REQUEST_LINE.exec(lines[0] as string);
+  if (m === null) return other('not a plain HTTP/1.1 request line');
+  const rawHeaders: string[] = [];
+  let hosts = 0;
+  let contentLength = -1;
+  let close = false;
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] as string;
+    let name: string;
+    let value: string;
+    try {
+      [name, value] = splitHeaderLine(line);
+    } catch {
+      return other('malformed header line');
+    }
+    switch (name.toLowerCase()) {
+      case 'host':
+        hosts++;
+        break;
+      case 'content-length':
+        if (contentLength !== -1 || !/^[0-9]{1,15}$/.test(value)) return other('Content-Length repeated or not a number');
+        contentLength = Number(value);
+        break;
+      case 'transfer-encoding':
+      case 'expect':
+      case 'upgrade':
+        return other(`${name} header`);
+      case 'connection':
+        for (const t of value.toLowerCase().split(',')) {
+          const token = t.trim();
+          if (token === 'close') close = true;
+          else if (token === 'upgrade') return other('Connection: upgrade');
+        }
+        break;
+    }
+    rawHeaders.push(name, value);
+  }
+  if (hosts !== 1) return other('Host missing or repeated');
+  return { kind: 'head', head: { method: m[1] as string, url: m[2] as string, rawHeaders, contentLength: Math.max(0, contentLength), close }, bytes: end + 4 };
+}

@@ -1,0 +1,195 @@
+import { ProtocolError, parseHeaderLines, type HeaderRecord } from './http1-syntax.js';
+
+/** What a parsed response head says about the body and the connection. */
+export interface ResponseHead {
+  status: number;
+  headers: HeaderRecord;
+  /** The connection may carry another request after this response. */
+  reusable: boolean;
+  /** The server's `Keep-Alive: timeout=N`, in ms, if it sent one. */
+  keepAliveMs: number | undefined;
+}
+
+export interface ResponseSink {
+  onHead(head: ResponseHead): void;
+  onBody(chunk: Buffer): void;
+  onComplete(): void;
+}
+
+type State = 'head' | 'length' | 'chunk-size' | 'chunk-data' | 'chunk-crlf' | 'trailers' | 'until-close' | 'done';
+
+const CRLF = Buffer.from('\r\n');
+const HEAD_END = Buffer.from('\r\n\r\n');
+/** A chunk-size line: hex digits, optional extensions (ignored). */
+const CHUNK_SIZE = /^([0-9A-Fa-f]{1,15})(?:[ \t]*;.*)?$/;
+const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9][0-9]{2})(?: [^\r\n]*)?$/;
+
+/**
+ * Incremental HTTP/1.1 response parser for the router's upstream connections (RFC 9112): status
+ * line and header block, then a body framed by Content-Length, chunked coding or the end of the
+ * connection. Strict where a lenient reading could desynchronise the connection: both
+ * Content-Length and Transfer-Encoding, differing Content-Lengths, folded header lines, a head
+ * larger than the limit and bytes after a complete response are protocol errors. Pure: it
+ * never touches a socket, the caller feeds bytes and reads the sink's calls.
+ */
+export class ResponseParser {
+  private state: State = 'head';
+  private buf: Buffer | null = null;
+  private remaining = 0;
+  private noBody = false;
+
+  constructor(
+    private readonly sink: ResponseSink,
+    private readonly maxHeadBytes: number,
+  ) {}
+
+  /** Starts a new response; `headRequest` responses have no body whatever their headers say. */
+  reset(headRequest: boolean): void {
+    this.state = 'head';
+    this.buf = null;
+    this.remaining = 0;
+    this.noBody = headRequest;
+  }
+
+  get complete(): boolean {
+    return this.state === 'done';
+  }
+
+  /** The body runs to the end of the connection (no length, not chunked). */
+  get untilClose(): boolean {
+    return this.state === 'until-close';
+  }
+
+  /** Feeds bytes; calls the sink; throws ProtocolError on a malformed response. */
+  execute(data: Buffer): void {
+    let chunk: Buffer | null = this.buf === null ? data : Buffer.concat([this.buf, data]);
+    this.buf = null;
+    while (chunk !== null && chunk.length > 0) chunk = this.step(chunk);
+  }
+
+  /** The connection ended: completes a body that runs to the close, else it was cut. */
+  end(): void {
+    if (this.state === 'until-close') {
+      this.state = 'done';
+      this.sink.onComplete();
+      return;
+    }
+    if (this.state !== 'done') throw new ProtocolError(this.state === 'head' && this.buf === null ? 'closed before a response' : 'the response was cut off');
+  }
+
+  /** Consumes a prefix of `data`; returns what is left for the next state (null: wait for more). */
+  private step(data: Buffer): Buffer | null {
+    switch (this.state) {
+      case 'head':
+        return this.head(data);
+      case 'length': {
+        const n = Math.min(this.remaining, data.length);
+        this.remaining -= n;
+        this.sink.onBody(n === data.length ? data : data.subarray(0, n));
+        if (this.remaining === 0) this.done();
+        return n === data.length ? null : data.subarray(n);
+      }
+      case 'chunk-size': {
+        const eol = data.indexOf(CRLF);
+        if (eol === -1) return this.keep(data, 1024, 'chunk size line too long');
+        const m = CHUNK_SIZE.exec(data.toString('latin1', 0, eol));
+        if (m === null) throw new ProtocolError('bad chunk size line');
+        this.remaining = parseInt(m[1] as string, 16);
+        this.state = this.remaining === 0 ? 'trailers' : 'chunk-data';
+        return data.subarray(eol + 2);
+      }
+      case 'chunk-data': {
+        const n = Math.min(this.remaining, data.length);
+        this.remaining -= n;
+        this.sink.onBody(n === data.length ? data : data.subarray(0, n));
+        if (this.remaining === 0) this.state = 'chunk-crlf';
+        return n === data.length ? null : data.subarray(n);
+      }
+      case 'chunk-crlf': {
+        if (data.length < 2) return this.keep(data, 2, '');
+        if (data[0] !== 13 || data[1] !== 10) throw new ProtocolError('chunk data not followed by CRLF');
+        this.state = 'chunk-size';
+        return data.subarray(2);
+      }
+      case 'trailers': {
+        // Trailer fields are not forwarded: skip lines up to the empty one.
+        const eol = data.indexOf(CRLF);
+        if (eol === -1) return this.keep(data, this.maxHeadBytes, 'trailers too large');
+        if (eol === 0) {
+          this.done();
+          return data.subarray(2);
+        }
+        return data.subarray(eol + 2);
+      }
+      case 'until-close':
+        this.sink.onBody(data);
+        return null;
+      case 'done':
+        throw new ProtocolError('bytes after the end of the response');
+    }
+  }
+
+  private head(data: Buffer): Buffer | null {
+    const end = data.indexOf(HEAD_END);
+    if (end === -1) return this.keep(data, this.maxHeadBytes, 'response head too large');
+    if (end + 4 > this.maxHeadBytes) throw new ProtocolError('response head too large');
+    const lines = data.toString('latin1', 0, end).split('\r\n');
+    const m = STATUS_LINE.exec(lines[0] as string);
+    if (m === null) throw new ProtocolError('bad status line');
+    const status = Number(m[2]);
+    const http10 = m[1] === '0';
+    const rest = data.subarray(end + 4);
+    if (status < 200) {
+      if (status === 101) throw new ProtocolError('unexpected protocol switch');
+      // An interim response (100 Continue, 103 Early Hints): the real one follows.
+      return rest;
+    }
+    const headers = parseHeaderLines(lines, 1);
+    const te = headers['transfer-encoding'];
+    const cl = headers['content-length'];
+    const conn = headers['connection'];
+    const connTokens = conn === undefined ? '' : (Array.isArray(conn) ? conn.join(',') : conn).toLowerCase();
+    let reusable = !http10 && !/(?:^|,)\s*close\s*(?:,|$)/.test(connTokens);
+    if (te !== undefined && cl !== undefined) throw new ProtocolError('both Transfer-Encoding and Content-Length');
+    let length = -1;
+    if (cl !== undefined) {
+      const values = Array.isArray(cl) ? cl : [cl];
+      if (!values.every((v) => v === values[0]) || !/^[0-9]{1,15}$/.test(values[0] as string)) throw new ProtocolError('bad Content-Length');
+      length = Number(values[0]);
+    }
+    const noBody = this.noBody || status === 204 || status === 304;
+    this.state = 'done';
+    if (!noBody) {
+      if (te !== undefined) {
+        const codings = (Array.isArray(te) ? te.join(',') : te).toLowerCase().split(',');
+        if ((codings[codings.length - 1] as string).trim() === 'chunked') this.state = 'chunk-size';
+        else this.state = 'until-close';
+      } else if (length > 0) {
+        this.state = 'length';
+        this.remaining = length;
+      } else if (length === -1) this.state = 'until-close';
+    }
+    if (this.state === 'until-close') reusable = false;
+    this.sink.onHead({ status, headers, reusable, keepAliveMs: keepAliveHint(headers['keep-alive']) });
+    if (this.state === 'done') this.sink.onComplete();
+    return rest;
+  }
+
+  private done(): void {
+    this.state = 'done';
+    this.sink.onComplete();
+  }
+
+  /** Keeps a partial unit until more bytes arrive, refusing one that grows past `limit`. */
+  private keep(data: Buffer, limit: number, message: string): null {
+    if (data.length > limit) throw new ProtocolError(message);
+    this.buf = data;
+    return null;
+  }
+}
+
+function keepAliveHint(value: string | string[] | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const m = /(?:^|[,\s])timeout=([0-9]{1,6})/i.exec(Array.isArray(value) ? value.join(',') : value);
+  return m === null ? undefined : Number(m[1]) * 1000;
+}

@@ -1,0 +1,241 @@
+import { createServer, IncomingMessage, request, type Server } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import type { DownstreamRequest, DownstreamResponse } from '../../../router/downstream.js';
+import { FastPath, type FastPathOptions } from '../../../router/fast-path.js';
+
+/**
+ * A server whose handler echoes what it got and says which side served it: `fast` (the fast
+ * path) or `node` (a connection node:http took over). `x-mode` picks an answer shape.
+ */
+interface Harness {
+  port: number;
+  server: Server;
+  fast: FastPath;
+  closed: string[];
+}
+
+function handler(closed: string[]) {
+  return (req: DownstreamRequest, res: DownstreamResponse): void => {
+    const by = req instanceof IncomingMessage ? 'node' : 'fast';
+    const raw = req.rawHeaders;
+    const mode = raw[raw.findIndex((h, i) => i % 2 === 0 && h.toLowerCase() === 'x-mode') + 1];
+    res.on('close', () => void closed.push(req.url ?? ''));
+    if (mode === 'ignore-body') return void res.writeHead(200, { 'x-served-by': by }).end('ignored');
+    if (mode === 'hang') return;
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => void chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString();
+      if (mode === 'stream') {
+        res.writeHead(200, { 'x-served-by': by });
+        res.write(Buffer.from('one,'));
+        setTimeout(() => {
+          res.write(Buffer.from('two'));
+          res.end();
+        }, 10);
+        return;
+      }
+      const answer = (): void => void res.writeHead(200, { 'content-type': 'application/json', 'x-served-by': by }).end(JSON.stringify({ method: req.method, url: req.url, body }));
+      if (mode === 'slow') setTimeout(answer, 100);
+      else answer();
+    });
+  };
+}
+
+const open: Harness[] = [];
+async function harness(options: Partial<FastPathOptions> = {}): Promise<Harness> {
+  const closed: string[] = [];
+  const handle = handler(closed);
+  const server = createServer({ keepAliveTimeout: 65_000, maxHeaderSize: 1024 }, (req, res) => handle(req, res));
+  const fast = new FastPath(server, handle, { maxHeadBytes: 1024, keepAliveTimeoutMs: 65_000, headersTimeoutMs: 60_000, ...options });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const h = { port: (server.address() as AddressInfo).port, server, fast, closed };
+  open.push(h);
+  return h;
+}
+afterEach(async () => {
+  for (const h of open.splice(0)) {
+    h.fast.closeAll();
+    h.server.closeAllConnections();
+    await new Promise((r) => h.server.close(r));
+  }
+});
+
+/** A raw client connection that collects everything the server sends. */
+class Raw {
+  readonly socket: Socket;
+  text = '';
+  closed = false;
+  private waiters: (() => void)[] = [];
+  constructor(port: number) {
+    this.socket = connect({ port, host: '127.0.0.1' });
+    this.socket.setEncoding('latin1');
+    this.socket.on('data', (d: string) => {
+      this.text += d;
+      this.wake();
+    });
+    this.socket.on('close', () => {
+      this.closed = true;
+      this.wake();
+    });
+    this.socket.on('error', () => undefined);
+  }
+  send(text: string): this {
+    this.socket.write(text, 'latin1');
+    return this;
+  }
+  /** Resolves once `test` holds for what was received (or fails after 3 s). */
+  async until(test: (r: Raw) => boolean): Promise<string> {
+    const deadline = Date.now() + 3000;
+    while (!test(this)) {
+      if (Date.now() > deadline) throw new Error(`timed out; received so far: ${JSON.stringify(this.text)}`);
+      await new Promise<void>((resolve) => {
+        this.waiters.push(resolve);
+        setTimeout(resolve, 50);
+      });
+    }
+    return this.text;
+  }
+  responses(): number {
+    return this.text.split('HTTP/1.1 ').length - 1;
+  }
+  private wake(): void {
+    for (const w of this.waiters.splice(0)) w();
+  }
+}
+
+const GET = (path: string, extra = ''): string => `GET ${path} HTTP/1.1\r\nHost: x\r\n${extra}\r\n`;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe('FastPath', () => {
+  it('serves pipelined keep-alive requests in order on one connection', async () => {
+    const h = await harness();
+    const c = new Raw(h.port).send(GET('/a') + GET('/b?q=1') + `POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello`);
+    const text = await c.until((r) => r.responses() === 3 && r.text.endsWith('}'));
+    const bodies = [...text.matchAll(/\{[^}]*\}/g)].map((m) => JSON.parse(m[0]) as unknown);
+    expect(bodies).toEqual([
+      { method: 'GET', url: '/a', body: '' },
+      { method: 'GET', url: '/b?q=1', body: '' },
+      { method: 'POST', url: '/c', body: 'hello' },
+    ]);
+    expect(text).toContain('x-served-by: fast');
+    expect(text).not.toContain('x-served-by: node');
+    expect(text).toMatch(/content-length: \d+\r\n/);
+    expect(text).toMatch(/\r\ndate: /);
+    expect(c.closed).toBe(false);
+    expect(h.fast.size).toBe(1);
+  });
+
+  it('takes a body in pieces, byte by byte, and a head split anywhere', async () => {
+    const h = await harness();
+    const c = new Raw(h.port);
+    const msg = `POST /split HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\nhello world`;
+    for (const ch of msg) {
+      c.send(ch);
+      await sleep(1);
+    }
+    const text = await c.until((r) => r.text.endsWith('}'));
+    expect(JSON.parse(text.slice(text.indexOf('{')))).toEqual({ method: 'POST', url: '/split', body: 'hello world' });
+  });
+
+  it('answers with a chunked body when the handler streams without a length', async () => {
+    const h = await harness();
+    const got = await new Promise<{ headers: IncomingMessage['headers']; body: string }>((resolve, reject) => {
+      const r = request({ port: h.port, host: '127.0.0.1', path: '/s', headers: { 'x-mode': 'stream' } }, (res) => {
+        let body = '';
+        res.setEncoding('latin1');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ headers: res.headers, body }));
+      });
+      r.on('error', reject);
+      r.end();
+    });
+    expect(got.body).toBe('one,two');
+    expect(got.headers['transfer-encoding']).toBe('chunked');
+    expect(got.headers['x-served-by']).toBe('fast');
+  });
+
+  it('hands the connection to node:http at the first request outside its subset, bytes and all', async () => {
+    const h = await harness();
+    const c = new Raw(h.port).send(GET('/first') + `POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n` + GET('/after'));
+    // node:http chunks its answers: the last one ends with the last-chunk.
+    const text = await c.until((r) => r.text.includes('"url":"/after"') && r.text.endsWith('0\r\n\r\n'));
+    const served = [...text.matchAll(/x-served-by: (\w+)/g)].map((m) => m[1]);
+    expect(served).toEqual(['fast', 'node', 'node']);
+    expect(text).toContain('"url":"/chunked","body":"hello"');
+    expect(h.fast.size).toBe(0);
+  });
+
+  it('leaves HTTP/1.0, Expect and malformed requests to node:http', async () => {
+    const h = await harness();
+    const old = new Raw(h.port).send('GET /old HTTP/1.0\r\n\r\n');
+    expect(await old.until((r) => r.closed)).toMatch(/^HTTP\/1\.1 200[\s\S]*x-served-by: node/);
+    const expect100 = new Raw(h.port).send(`POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n`);
+    await expect100.until((r) => r.text.includes('100 Continue'));
+    expect100.send('ok');
+    expect(await expect100.until((r) => r.text.endsWith('0\r\n\r\n'))).toContain('"body":"ok"');
+    for (const bad of ['GET /x HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n', 'GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n', 'GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n']) {
+      const c = new Raw(h.port).send(bad);
+      expect(await c.until((r) => r.closed)).toMatch(/^HTTP\/1\.1 400 /);
+    }
+    const big = new Raw(h.port).send(`GET /big HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(2000)}\r\n\r\n`);
+    expect(await big.until((r) => r.closed)).toMatch(/^HTTP\/1\.1 431 /);
+  });
+
+  it('closes after the response when the client asks, and drops a body the handler did not read', async () => {
+    const h = await harness();
+    const c = new Raw(h.port).send(`POST /ignored HTTP/1.1\r\nHost: x\r\nX-Mode: ignore-body\r\nContent-Length: 10\r\n\r\n0123456789` + GET('/next', 'Connection: close\r\n'));
+    const text = await c.until((r) => r.closed);
+    expect(c.responses()).toBe(2);
+    expect(text).toContain('ignored');
+    expect(text).toContain('"url":"/next"');
+    expect(text).toMatch(/connection: close\r\n/);
+  });
+
+  it('answers HEAD without a body', async () => {
+    const h = await harness();
+    const c = new Raw(h.port).send(`HEAD /h HTTP/1.1\r\nHost: x\r\nX-Mode: ignore-body\r\n\r\n` + GET('/after-head'));
+    const text = await c.until((r) => r.responses() === 2 && r.text.endsWith('}'));
+    expect(text.indexOf('ignored')).toBe(-1);
+    expect(text).toContain('"url":"/after-head"');
+  });
+
+  it("tells the handler when the client goes away before its answer", async () => {
+    const h = await harness();
+    const c = new Raw(h.port).send(GET('/hang', 'X-Mode: hang\r\n'));
+    await sleep(50);
+    c.socket.destroy();
+    await sleep(50);
+    expect(h.closed).toEqual(['/hang']);
+    expect(h.fast.size).toBe(0);
+  });
+
+  it('closes idle connections after the keep-alive timeout and stalled heads after the headers timeout', async () => {
+    const h = await harness({ keepAliveTimeoutMs: 1200, headersTimeoutMs: 1200 });
+    const idle = new Raw(h.port).send(GET('/once'));
+    await idle.until((r) => r.text.endsWith('}'));
+    const stalled = new Raw(h.port).send('GET /slow HTTP/1.1\r\nHo');
+    await sleep(300);
+    expect(idle.closed || stalled.closed).toBe(false);
+    await idle.until((r) => r.closed);
+    await stalled.until((r) => r.closed);
+    expect(stalled.text).toBe('');
+  });
+
+  it('on drain closes idle connections at once and busy ones after their response', async () => {
+    const h = await harness();
+    const idle = new Raw(h.port).send(GET('/idle'));
+    await idle.until((r) => r.text.endsWith('}'));
+    const busy = new Raw(h.port).send(GET('/busy', 'X-Mode: stream\r\n'));
+    await busy.until((r) => r.text.includes('one,'));
+    h.fast.drain();
+    await idle.until((r) => r.closed);
+    // Its head went out before the drain: the close comes after the whole response.
+    expect(await busy.until((r) => r.closed)).toMatch(/one,\r\n3\r\ntwo\r\n0\r\n\r\n$/);
+    // A request under way whose head has not gone out is told that the connection closes.
+    const late = new Raw(h.port).send(GET('/late', 'X-Mode: slow\r\n'));
+    await sleep(30);
+    h.fast.drain();
+    expect(await late.until((r) => r.closed)).toMatch(/connection: close\r\n[\s\S]*"url":"\/late"/);
+  });
+});

@@ -1,0 +1,183 @@
+import { ResponseParser, type ResponseHead, type ResponseSink } from '../../../router/http1-response.js';
+import { ProtocolError, parseHeaderLines } from '../../../router/http1-syntax.js';
+
+/** Records what the parser reports, in order. */
+class Recorder implements ResponseSink {
+  heads: ResponseHead[] = [];
+  body: Buffer[] = [];
+  completions = 0;
+  onHead(head: ResponseHead): void {
+    this.heads.push(head);
+  }
+  onBody(chunk: Buffer): void {
+    this.body.push(Buffer.from(chunk));
+  }
+  onComplete(): void {
+    this.completions++;
+  }
+  get text(): string {
+    return Buffer.concat(this.body).toString('latin1');
+  }
+}
+
+function parser(headRequest = false, maxHeadBytes = 1024): { p: ResponseParser; r: Recorder } {
+  const r = new Recorder();
+  const p = new ResponseParser(r, maxHeadBytes);
+  p.reset(headRequest);
+  return { p, r };
+}
+
+/** Feeds `text` in pieces of `size` bytes, so every state boundary is crossed mid-buffer. */
+function feed(p: ResponseParser, text: string, size: number): void {
+  const bytes = Buffer.from(text, 'latin1');
+  for (let i = 0; i < bytes.length; i += size) p.execute(bytes.subarray(i, i + size));
+}
+
+const CHUNKED = 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Trailer: t\r\n\r\n';
+
+describe('ResponseParser', () => {
+  it('parses a Content-Length response fed in any split, keeping repeated fields in order', () => {
+    const text = 'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nSet-Cookie: a=1\r\nset-cookie: b=2\r\nContent-Length: 11\r\nKeep-Alive: timeout=5, max=100\r\n\r\n{"ok":true}';
+    for (const size of [1, 2, 7, 64, text.length]) {
+      const { p, r } = parser();
+      feed(p, text, size);
+      expect(r.heads).toHaveLength(1);
+      expect(r.heads[0]).toEqual({
+        status: 200,
+        headers: { 'content-type': 'application/json', 'set-cookie': ['a=1', 'b=2'], 'content-length': '11', 'keep-alive': 'timeout=5, max=100' },
+        reusable: true,
+        keepAliveMs: 5000,
+      });
+      expect(r.text).toBe('{"ok":true}');
+      expect(r.completions).toBe(1);
+      expect(p.complete).toBe(true);
+    }
+  });
+
+  it('decodes chunked bodies across splits and skips trailers', () => {
+    for (const size of [1, 3, 10, CHUNKED.length]) {
+      const { p, r } = parser();
+      feed(p, CHUNKED, size);
+      expect(r.text).toBe('hello, world');
+      expect(r.heads[0]?.reusable).toBe(true);
+      expect(r.heads[0]?.headers['x-trailer']).toBeUndefined();
+      expect(r.completions).toBe(1);
+    }
+  });
+
+  it('runs a body without length to the end of the connection, which is then not reusable', () => {
+    const { p, r } = parser();
+    feed(p, 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npart one, ', 5);
+    p.execute(Buffer.from('part two'));
+    expect(p.untilClose).toBe(true);
+    expect(r.completions).toBe(0);
+    p.end();
+    expect(r.text).toBe('part one, part two');
+    expect(r.heads[0]?.reusable).toBe(false);
+    expect(r.completions).toBe(1);
+  });
+
+  it('knows the responses that have no body: 204, 304, answers to HEAD and Content-Length 0', () => {
+    for (const [text, head] of [
+      ['HTTP/1.1 204 No Content\r\n\r\n', false],
+      ['HTTP/1.1 304 Not Modified\r\nContent-Length: 50\r\n\r\n', false],
+      ['HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n', true],
+      ['HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n', false],
+    ] as const) {
+      const { p, r } = parser(head);
+      p.execute(Buffer.from(text));
+      expect(r.completions).toBe(1);
+      expect(r.body).toHaveLength(0);
+      expect(r.heads[0]?.reusable).toBe(true);
+    }
+  });
+
+  it('skips interim 1xx responses and refuses a protocol switch', () => {
+    const { p, r } = parser();
+    p.execute(Buffer.from('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok'));
+    expect(r.heads.map((h) => h.status)).toEqual([201]);
+    expect(r.text).toBe('ok');
+    expect(() => parser().p.execute(Buffer.from('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n'))).toThrow(ProtocolError);
+  });
+
+  it('marks Connection: close and HTTP/1.0 answers as not reusable', () => {
+    for (const text of ['HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 0\r\n\r\n', 'HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n']) {
+      const { p, r } = parser();
+      p.execute(Buffer.from(text));
+      expect(r.heads[0]?.reusable).toBe(false);
+    }
+    const { p, r } = parser();
+    p.execute(Buffer.from('HTTP/1.1 200 OK\r\nConnection: x-closeish\r\nContent-Length: 0\r\n\r\n'));
+    expect(r.heads[0]?.reusable).toBe(true);
+  });
+
+  it('refuses what could desynchronise the connection', () => {
+    const bad = [
+      'HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n',
+      'HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n',
+      'HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n',
+      'HTTP/1.1 200 OK\r\nContent-Length: 0x10\r\n\r\n',
+      'HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 0\r\n\r\n',
+      'HTTP/1.1 200 OK\r\nX-A : 1\r\n\r\n',
+      'HTTP/1.1 200 OK\r\nX-A: a\x00b\r\n\r\n',
+      'HTTP/2 200 OK\r\n\r\n',
+      'HTTP/1.1 2000 OK\r\n\r\n',
+      'HTTP/1.1 099 Low\r\n\r\n',
+      'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
+      'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY',
+    ];
+    for (const text of bad) expect(() => parser().p.execute(Buffer.from(text))).toThrow(ProtocolError);
+  });
+
+  it('accepts identical repeated Content-Length values', () => {
+    const { p, r } = parser();
+    p.execute(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok'));
+    expect(r.text).toBe('ok');
+  });
+
+  it('bounds the head, including one that never ends', () => {
+    const { p } = parser(false, 64);
+    expect(() => p.execute(Buffer.from(`HTTP/1.1 200 OK\r\nX-Big: ${'a'.repeat(100)}`))).toThrow(/head too large/);
+    const q = parser(false, 64);
+    expect(() => q.p.execute(Buffer.from(`HTTP/1.1 200 OK\r\nX-Big: ${'a'.repeat(60)}\r\n\r\n`))).toThrow(/head too large/);
+  });
+
+  it('refuses bytes after a complete response', () => {
+    const { p, r } = parser();
+    expect(() => p.execute(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA'))).toThrow(/after the end/);
+    // The response itself was whole before the stray bytes.
+    expect(r.text).toBe('ok');
+    expect(r.completions).toBe(1);
+  });
+
+  it('tells a connection closed before any byte from one that cut the response off', () => {
+    const a = parser();
+    expect(() => a.p.end()).toThrow(/closed before a response/);
+    const b = parser();
+    b.p.execute(Buffer.from('HTTP/1.1 200 OK\r\nContent-Le'));
+    expect(() => b.p.end()).toThrow(/cut off/);
+    const c = parser();
+    c.p.execute(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabc'));
+    expect(() => c.p.end()).toThrow(/cut off/);
+  });
+
+  it('parses the next response on the same parser after reset', () => {
+    const { p, r } = parser();
+    p.execute(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na'));
+    p.reset(false);
+    feed(p, CHUNKED, 4);
+    expect(r.heads).toHaveLength(2);
+    expect(r.text).toBe('ahello, world');
+    expect(r.completions).toBe(2);
+  });
+});
+
+describe('parseHeaderLines', () => {
+  it('trims optional whitespace and lowercases names', () => {
+    expect(parseHeaderLines(['ignored', 'X-One:  a b \t', 'x-one:c', 'Empty:'], 1)).toEqual({ 'x-one': ['a b', 'c'], empty: '' });
+  });
+  it('refuses lines without a name', () => {
+    expect(() => parseHeaderLines([': v'], 0)).toThrow(ProtocolError);
+    expect(() => parseHeaderLines(['novalue'], 0)).toThrow(ProtocolError);
+  });
+});
