@@ -68,9 +68,9 @@ export class FastPath {
     this.connections.delete(c);
   }
 
-  handOff(c: ClientConnection, socket: Socket): void {
+  handOff(c: ClientConnection): void {
     this.connections.delete(c);
-    this.nodeListener.call(this.server, socket);
+    this.nodeListener.call(this.server, c.socket);
   }
 
   private expire(now: number): void {
@@ -124,7 +124,7 @@ class ClientConnection {
     // The client half-closed: like node:http, it gave up whatever is under way.
     this.closing = true;
     this.socket.end();
-    this.abandon();
+    this.abandon()?.clientGone();
   };
 
   private readonly onError = (): void => {
@@ -133,26 +133,25 @@ class ClientConnection {
 
   private readonly onClose = (): void => {
     this.path.forget(this);
-    this.abandon();
+    this.abandon()?.clientGone();
   };
 
-  private abandon(): void {
+  /** Drops the request under way and whatever was read after it; returns its response. */
+  private abandon(): FastResponse | undefined {
     const res = this.res;
     this.req = undefined;
     this.res = undefined;
     this.buf = null;
-    res?.clientGone();
+    return res;
   }
 
   /** A response was written to its end. */
   responseEnded(keepAlive: boolean): void {
     if (!keepAlive) {
-      // Unread body and pipelined requests are dropped with the connection.
+      // Unread body and pipelined requests are dropped with the connection. It stays tracked
+      // until it closes, so a client that never closes its side is still timed out and drained.
       this.closing = true;
-      this.req = undefined;
-      this.res = undefined;
-      this.buf = null;
-      this.path.forget(this);
+      this.abandon();
       this.socket.end();
       return;
     }
@@ -218,7 +217,7 @@ class ClientConnection {
     s.pause();
     if (this.buf !== null) s.unshift(this.buf);
     this.buf = null;
-    this.path.handOff(this, s);
+    this.path.handOff(this);
     // Flows again into node:http's parser, the unshifted bytes first.
     s.resume();
   }

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { fieldTokens } from './http1-syntax.js';
 
 /** RFC 9110 §7.6.1 connection-specific headers, never forwarded by a proxy. */
 const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
@@ -7,12 +8,7 @@ type HeaderBag = IncomingHttpHeaders | Record<string, string | string[] | undefi
 
 /** Adds the header names a Connection header value lists (lowercased) to `into`. */
 function addConnectionTokens(value: string | string[], into: Set<string>): void {
-  for (const v of Array.isArray(value) ? value : [value]) {
-    for (const t of v.split(',')) {
-      const name = t.trim().toLowerCase();
-      if (name !== '' && name !== 'close' && !HOP_BY_HOP.has(name)) into.add(name);
-    }
-  }
+  for (const name of fieldTokens(value)) if (name !== 'close' && !HOP_BY_HOP.has(name)) into.add(name);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { splitHeaderLine } from './http1-syntax.js';
+import { fieldTokens, splitHeaderLine } from './http1-syntax.js';
 
 /** A request head the router's own HTTP/1.1 reader accepted. */
 export interface RequestHead {
@@ -67,8 +67,7 @@ export function scanRequestHead(buf: Buffer, maxHeadBytes: number): HeadScan {
       case 'upgrade':
         return other(`${name} header`);
       case 'connection':
-        for (const t of value.toLowerCase().split(',')) {
-          const token = t.trim();
+        for (const token of fieldTokens(value)) {
           if (token === 'close') close = true;
           else if (token === 'upgrade') return other('Connection: upgrade');
         }

@@ -1,4 +1,4 @@
-import { ProtocolError, parseHeaderLines, type HeaderRecord } from './http1-syntax.js';
+import { ProtocolError, fieldTokens, parseHeaderLines, type HeaderRecord } from './http1-syntax.js';
 
 /** What a parsed response head says about the body and the connection. */
 export interface ResponseHead {
@@ -148,8 +148,7 @@ export class ResponseParser {
     const te = headers['transfer-encoding'];
     const cl = headers['content-length'];
     const conn = headers['connection'];
-    const connTokens = conn === undefined ? '' : (Array.isArray(conn) ? conn.join(',') : conn).toLowerCase();
-    let reusable = !http10 && !/(?:^|,)\s*close\s*(?:,|$)/.test(connTokens);
+    let reusable = !http10 && (conn === undefined || !fieldTokens(conn).includes('close'));
     if (te !== undefined && cl !== undefined) throw new ProtocolError('both Transfer-Encoding and Content-Length');
     let length = -1;
     if (cl !== undefined) {

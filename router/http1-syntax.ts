@@ -26,6 +26,18 @@ export function splitHeaderLine(line: string): [string, string] {
   return [name, value];
 }
 
+/** The members of a comma-separated field such as Connection: lowercased, trimmed, empty ones dropped. */
+export function fieldTokens(value: string | readonly string[]): string[] {
+  const out: string[] = [];
+  for (const v of typeof value === 'string' ? [value] : value) {
+    for (const t of v.split(',')) {
+      const token = t.trim().toLowerCase();
+      if (token !== '') out.push(token);
+    }
+  }
+  return out;
+}
+
 /** Parses `lines[from..]` (already split on CRLF) into a record, by `splitHeaderLine`'s rules. */
 export function parseHeaderLines(lines: readonly string[], from: number): HeaderRecord {
   const out: HeaderRecord = {};

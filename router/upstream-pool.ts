@@ -90,11 +90,8 @@ export class UpstreamPool {
 
   dispatch(request: UpstreamRequest, handler: UpstreamHandler): void {
     const attempt = new Attempt(this, request, handler);
-    if (this.closing) {
-      handler.onRequestStart(attempt);
-      return attempt.fail(new UpstreamClosedError('the replica left the route'));
-    }
     handler.onRequestStart(attempt);
+    if (this.closing) return attempt.fail(new UpstreamClosedError('the replica left the route'));
     if (attempt.state !== 'queued') return;
     const conn = this.takeIdle(Date.now());
     if (conn !== undefined) return conn.send(attempt);
@@ -224,7 +221,6 @@ class Connection implements ResponseSink {
   private readonly parser: ResponseParser;
   private attempt: Attempt | undefined;
   private head: ResponseHead | undefined;
-  private completed = false;
   private dead = false;
   idleSince = 0;
   idleLimitMs: number;
@@ -243,7 +239,6 @@ class Connection implements ResponseSink {
     if (attempt.state !== 'queued') return this.pool.released(this, Date.now());
     this.attempt = attempt;
     this.head = undefined;
-    this.completed = false;
     attempt.conn = this;
     attempt.state = 'sent';
     const r = attempt.request;
@@ -283,9 +278,8 @@ class Connection implements ResponseSink {
     if (a !== undefined) a.handler.onResponseData(a, chunk);
   }
 
-  onComplete(): void {
-    this.completed = true;
-  }
+  /** Read from `parser.complete` once `execute` returns, so the try ends outside the parser. */
+  onComplete(): void {}
 
   // --- socket events ---------------------------------------------------------------------------
 
@@ -298,10 +292,10 @@ class Connection implements ResponseSink {
       this.parser.execute(chunk);
     } catch (err) {
       // Bytes after a complete response: the response stands, the connection goes.
-      if (this.completed) return this.finish(false);
+      if (this.parser.complete) return this.finish(false);
       return this.failAttempt(err as Error);
     }
-    if (this.completed) this.finish(this.head?.reusable === true && !this.dead);
+    if (this.parser.complete) this.finish(this.head?.reusable === true && !this.dead);
   };
 
   private readonly onEnd = (): void => {

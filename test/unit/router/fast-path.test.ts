@@ -67,8 +67,8 @@ class Raw {
   text = '';
   closed = false;
   private waiters: (() => void)[] = [];
-  constructor(port: number) {
-    this.socket = connect({ port, host: '127.0.0.1' });
+  constructor(port: number, allowHalfOpen = false) {
+    this.socket = connect({ port, host: '127.0.0.1', allowHalfOpen });
     this.socket.setEncoding('latin1');
     this.socket.on('data', (d: string) => {
       this.text += d;
@@ -190,6 +190,18 @@ describe('FastPath', () => {
     expect(text).toContain('ignored');
     expect(text).toContain('"url":"/next"');
     expect(text).toMatch(/connection: close\r\n/);
+  });
+
+  it('keeps a closing connection tracked until the client closes its side too, so a drain still ends it', async () => {
+    const h = await harness();
+    // A client that never closes its side after the server's end.
+    const c = new Raw(h.port, true).send(GET('/last', 'Connection: close\r\n'));
+    await c.until((r) => r.text.endsWith('}'));
+    await sleep(50);
+    expect(h.fast.size).toBe(1);
+    h.fast.drain();
+    await sleep(50);
+    expect(h.fast.size).toBe(0);
   });
 
   it('answers HEAD without a body', async () => {
