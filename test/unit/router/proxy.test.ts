@@ -130,7 +130,9 @@ describe.each([
     const free = await stub();
     const r = await rig([busy, free], fastPath);
     try {
-      for (let i = 0; i < 6; i++) {
+      // Placement hashes model ids over replica names (random ports): keep asking for new models
+      // until one has been placed on the busy replica, so the retry is always exercised.
+      for (let i = 0; i < 6 || (busy.seen.length === 0 && i < 40); i++) {
         const res = await fetch(`${r.url}/wine/v2/models/m${i}/infer`, { method: 'POST', body: '{}' });
         expect(res.status).toBe(200);
       }
