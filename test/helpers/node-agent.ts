@@ -129,7 +129,14 @@ interface WatchHandlers {
   event(type: string, pod: V1Pod): void;
 }
 
-/** List, then watch from the list's resourceVersion; any end of the watch (410 Gone, a restarting API server) relists. */
+/**
+ * List, then watch from the list's resourceVersion; any end of the watch (410 Gone, a restarting
+ * API server) relists. The watch also ends every 10 s, so the agent resyncs like a kubelet: a pod
+ * being deleted whose runner ended without deleting it (its last event came earlier) gets a
+ * runner again, which finishes the deletion.
+ */
+const RESYNC_SECONDS = 10;
+
 async function runWatch(kc: KubeConfig, core: CoreV1Api, nodeName: string, signal: AbortSignal, on: WatchHandlers): Promise<void> {
   const fieldSelector = `spec.nodeName=${nodeName}`;
   const watch = new Watch(kc);
@@ -144,7 +151,7 @@ async function runWatch(kc: KubeConfig, core: CoreV1Api, nodeName: string, signa
         };
         const controller = watch.watch(
           '/api/v1/pods',
-          { fieldSelector, resourceVersion: list.metadata?.resourceVersion, allowWatchBookmarks: true },
+          { fieldSelector, resourceVersion: list.metadata?.resourceVersion, allowWatchBookmarks: true, timeoutSeconds: RESYNC_SECONDS },
           (type, obj: V1Pod) => {
             if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') on.event(type, obj);
           },

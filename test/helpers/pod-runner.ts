@@ -378,6 +378,7 @@ export class PodRunner {
       } catch (err) {
         const code = statusCode(err);
         if (code === 404 || code === 409) return;
+        if (attempt === 19) process.stderr.write(`node agent: pod ${this.ns}/${this.name}: delete failed 20 times (${errorText(err)}); the next resync tries again\n`);
         await sleep(500);
       }
     }
