@@ -29,29 +29,38 @@ import { runBenchmark, writeResults } from './lib/entry.js';
 const schema = z.object({
   concurrency: z.string().default('1,16'),
   durationSeconds: z.coerce.number().min(1).max(3600).default(8),
+  warmupSeconds: z.coerce.number().min(0).max(600).default(5),
   modelBytes: intString(0, 1_000_000_000).default(0),
   nginxWorkers: intString(1, 64).default(1),
-  targets: z.string().default('direct,router,router-node,nginx'),
+  targets: z.string().default('direct,router,router-node,node-relay,nginx'),
   out: z.string().default('bench/results/proxy'),
 });
 type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
   concurrency: { flag: 'concurrency', help: 'Comma list of closed-loop client counts (default 1,16: latency, then throughput).' },
   durationSeconds: { flag: 'duration-seconds', help: 'Measured seconds per target per concurrency (default 8).' },
+  warmupSeconds: {
+    flag: 'warmup-seconds',
+    help: 'Unmeasured seconds of the same load before each row (default 5: after 1 s, V8 was still compiling the router during the measured seconds).',
+  },
   modelBytes: { flag: 'model-bytes', help: 'Size of the hot model; 0 = the small example model, so proxy cost is not hidden (default 0).' },
   nginxWorkers: { flag: 'nginx-workers', help: 'nginx worker_processes (default 1, like the one router process).' },
-  targets: { flag: 'targets', help: 'Comma list of direct, router, router-node (the router with --fast-path false), nginx (default all four).' },
+  targets: {
+    flag: 'targets',
+    help: 'Comma list of direct, router, router-node (the router with --fast-path false), node-relay (a Node byte relay without HTTP: the floor of a Node proxy), nginx (default all five).',
+  },
   out: { flag: 'out', help: 'Results path without extension (default bench/results/proxy).' },
 };
 
 const ROUTE = '/wine';
 const HOT = 'm000';
-type Target = 'direct' | 'router' | 'router-node' | 'nginx';
+type Target = 'direct' | 'router' | 'router-node' | 'node-relay' | 'nginx';
 
 const PATH_NAMES: Record<Target, string> = {
   direct: 'replica directly',
   router: 'modelmux router → replica',
   'router-node': 'modelmux router, node:http reader (`--fast-path false`) → replica',
+  'node-relay': 'Node byte relay, no HTTP (bench/node-relay.ts) → replica',
   nginx: 'nginx → replica',
 };
 
@@ -66,8 +75,8 @@ interface Row {
 
 async function measure(target: Target, url: string, concurrency: number, o: Options, proxyPids: () => Promise<number[]>, replicaPid: number): Promise<Row> {
   const body = JSON.stringify({ instances: [SAMPLE_WINE] });
-  // A short unmeasured burst: connections open, JIT warm, the same for every target.
-  await runLoad({ url, nextModel: () => HOT, concurrency, body, durationMs: 1000, maxRequests: Number.MAX_SAFE_INTEGER });
+  // Unmeasured load first, the same for every target: connections open, JIT done compiling.
+  if (o.warmupSeconds > 0) await runLoad({ url, nextModel: () => HOT, concurrency, body, durationMs: o.warmupSeconds * 1000, maxRequests: Number.MAX_SAFE_INTEGER });
   const pids = await proxyPids();
   const p0 = await totalCpuSeconds(pids);
   const r0 = await totalCpuSeconds([replicaPid]);
@@ -104,7 +113,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
     }),
   );
   const ratios = mdTable(
-    ['concurrency', 'router/nginx throughput', 'router/nginx req per proxy CPU-second (target ≥ 0.5)', 'router/nginx added p50', 'router/nginx added p99', 'router with node:http reader/nginx req per proxy CPU-second'],
+    ['concurrency', 'router/nginx throughput', 'router/nginx req per proxy CPU-second (target ≥ 0.5)', 'router/nginx added p50', 'router/nginx added p99', 'router with node:http reader/nginx req per proxy CPU-second', 'Node byte relay/nginx req per proxy CPU-second'],
     levels.map((c) => {
       const r = get('router', c);
       const n = get('nginx', c);
@@ -112,6 +121,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
       const pr = perCore(r);
       const pn = perCore(n);
       const prn = perCore(get('router-node', c));
+      const relay = perCore(get('node-relay', c));
       const ratio = pr !== undefined && pn !== undefined ? pr / pn : undefined;
       const added = (x: Row | undefined, k: 'p50Ms' | 'p99Ms'): number | undefined => (x && d ? x.result.latency[k] - d.result.latency[k] : undefined);
       const a50 = added(r, 'p50Ms');
@@ -125,6 +135,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
         a50 !== undefined && n50 !== undefined && n50 > 0 ? fmt(a50 / n50, 2) : 'n/a',
         a99 !== undefined && n99 !== undefined && n99 > 0 ? fmt(a99 / n99, 2) : 'n/a',
         prn !== undefined && pn !== undefined ? fmt(prn / pn, 2) : 'n/a',
+        relay !== undefined && pn !== undefined ? fmt(relay / pn, 2) : 'n/a',
       ];
     }),
   );
@@ -137,7 +148,8 @@ function report(o: Options, rows: readonly Row[], command: string): string {
     '',
     `Setup: one \`modelmux replica\` (file store, hot model ${HOT} of ${o.modelBytes === 0 ? 'the small example size' : `${(o.modelBytes / 1e6).toFixed(1)} MB`} loaded before measuring); ` +
       `\`modelmux router --discovery static\` with that one replica (also with \`--fast-path false\`: node:http reads every request, ADR 0019); Debian nginx (${o.nginxWorkers} worker, upstream keep-alive) proxying ${ROUTE}/ to it. ` +
-      `Closed loop, one row per request in the Ray Serve form, ${o.durationSeconds} s per row after 1 s unmeasured. ` +
+      `A Node byte relay (bench/node-relay.ts: one upstream connection per client connection, no HTTP read) as the floor of any Node proxy. ` +
+      `Closed loop, one row per request in the Ray Serve form, ${o.durationSeconds} s per row after ${o.warmupSeconds} s unmeasured. ` +
       'Load generator, proxy and replica share the same cores, so absolute throughput is the machine\'s; ' +
       '"req per proxy CPU-second" = successful requests / (user+system CPU seconds of the proxy processes from /proc), the throughput per core.',
     '',
@@ -160,7 +172,7 @@ export async function main(argv: string[]): Promise<void> {
   await rm(work, { recursive: true, force: true });
   await mkdir(work, { recursive: true });
 
-  const [replicaPort, routerPort, routerNodePort, nginxPort] = await freePorts(4);
+  const [replicaPort, routerPort, routerNodePort, relayPort, nginxPort] = await freePorts(5);
   const replicaUrl = `http://127.0.0.1:${replicaPort}`;
   const children: Child[] = [];
   const rows: Row[] = [];
@@ -188,6 +200,12 @@ export async function main(argv: string[]): Promise<void> {
     };
     await startRouter('router', routerPort ?? 0, []);
     await startRouter('router-node', routerNodePort ?? 0, ['--fast-path', 'false']);
+    if (wanted.has('node-relay')) {
+      log('starting node-relay');
+      const relay = await startChild(process.execPath, [join(repoRoot, 'dist/bench/node-relay.js'), String(relayPort), String(replicaPort)], { ready: /listening/, readyTimeoutMs: 10_000 });
+      children.push(relay);
+      targets.push({ target: 'node-relay', url: `http://127.0.0.1:${relayPort}/`, pids: async () => [relay.pid] });
+    }
     if (wanted.has('nginx')) {
       log('starting nginx');
       const nginx = await startNginx(work, nginxPort ?? 0, ROUTE, `127.0.0.1:${replicaPort}`, o.nginxWorkers);

@@ -5,25 +5,40 @@
 export type LineSink = (line: string, urgent: boolean) => void;
 
 /**
- * Lines gathered into one write: a line waits at most `flushMs`, or until `maxBufferedChars`
+ * Lines gathered into one write: a line waits at most `flushMs`, or until `maxBufferedBytes`
  * are buffered, so that a busy process makes one write per batch instead of one per line (a
  * write per line cost the router ~5% and a replica 3–5% of its CPU under load). An urgent line
  * (a warning, an error, a failed request) goes out at once with what was buffered before it,
  * so order is kept. Whoever owns the batch flushes it before the process exits.
+ *
+ * Each line is encoded into the batch's buffer as it comes, so the line string dies young:
+ * kept as a string until the flush (up to 50 ms), every line outlived a young-generation
+ * collection and cost the router ~15 µs of its ~125 µs of CPU per request at 16 clients
+ * (measured A/B, the same as not logging at all once encoded at once).
  */
 export class LineBatch {
-  private buffer = '';
+  private buffer: Buffer;
+  private used = 0;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly write: (chunk: string) => void,
+    private readonly write: (chunk: Buffer) => void,
     private readonly flushMs = 50,
-    private readonly maxBufferedChars = 64 * 1024,
-  ) {}
+    private readonly maxBufferedBytes = 64 * 1024,
+  ) {
+    this.buffer = Buffer.allocUnsafe(maxBufferedBytes);
+  }
 
   readonly add: LineSink = (line, urgent) => {
-    this.buffer += line + '\n';
-    if (urgent || this.buffer.length >= this.maxBufferedChars) this.flush();
+    // UTF-8 takes at most 3 bytes per UTF-16 code unit: check the worst case, not the exact length.
+    const worst = 3 * line.length + 1;
+    if (this.used + worst > this.buffer.length) {
+      this.flush();
+      if (worst > this.buffer.length) return this.write(Buffer.from(`${line}\n`));
+    }
+    this.used += this.buffer.write(line, this.used);
+    this.buffer[this.used++] = 0x0a;
+    if (urgent || this.used >= this.maxBufferedBytes) this.flush();
     else if (this.timer === undefined) {
       this.timer = setTimeout(this.flush, this.flushMs);
       // Buffered lines never keep the process alive: the exit hook flushes them.
@@ -31,15 +46,16 @@ export class LineBatch {
     }
   };
 
-  /** Writes what is buffered now. */
+  /** Writes what is buffered now. The written bytes are the writer's: the batch fills a new buffer. */
   readonly flush = (): void => {
     if (this.timer !== undefined) {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-    if (this.buffer === '') return;
-    const chunk = this.buffer;
-    this.buffer = '';
+    if (this.used === 0) return;
+    const chunk = this.buffer.subarray(0, this.used);
+    this.buffer = Buffer.allocUnsafe(this.maxBufferedBytes);
+    this.used = 0;
     this.write(chunk);
   };
 }

@@ -1,4 +1,4 @@
-import { fieldTokens, splitHeaderLine } from './http1-syntax.js';
+import { fieldTokens, headerFields } from './http1-syntax.js';
 
 /** A request head the router's own HTTP/1.1 reader accepted. */
 export interface RequestHead {
@@ -38,22 +38,22 @@ export function scanRequestHead(buf: Buffer, maxHeadBytes: number): HeadScan {
   const end = buf.indexOf(HEAD_END);
   if (end === -1) return buf.length > maxHeadBytes ? other('head too large') : INCOMPLETE;
   if (end + 4 > maxHeadBytes) return other('head too large');
-  const lines = buf.toString('latin1', 0, end).split('\r\n');
-  const m = REQUEST_LINE.exec(lines[0] as string);
+  const text = buf.toString('latin1', 0, end);
+  const eol = text.indexOf('\r\n');
+  const m = REQUEST_LINE.exec(eol === -1 ? text : text.slice(0, eol));
   if (m === null) return other('not a plain HTTP/1.1 request line');
-  const rawHeaders: string[] = [];
+  let rawHeaders: string[];
+  try {
+    rawHeaders = headerFields(eol === -1 ? '' : text.slice(eol + 2));
+  } catch {
+    return other('malformed header line');
+  }
   let hosts = 0;
   let contentLength = -1;
   let close = false;
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i] as string;
-    let name: string;
-    let value: string;
-    try {
-      [name, value] = splitHeaderLine(line);
-    } catch {
-      return other('malformed header line');
-    }
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string;
+    const value = rawHeaders[i + 1] as string;
     switch (name.toLowerCase()) {
       case 'host':
         hosts++;
@@ -73,7 +73,6 @@ export function scanRequestHead(buf: Buffer, maxHeadBytes: number): HeadScan {
         }
         break;
     }
-    rawHeaders.push(name, value);
   }
   if (hosts !== 1) return other('Host missing or repeated');
   return { kind: 'head', head: { method: m[1] as string, url: m[2] as string, rawHeaders, contentLength: Math.max(0, contentLength), close }, bytes: end + 4 };

@@ -1,4 +1,4 @@
-import { ProtocolError, fieldTokens, parseHeaderLines, type HeaderRecord } from './http1-syntax.js';
+import { ProtocolError, fieldTokens, parseHeaderBlock, type HeaderRecord } from './http1-syntax.js';
 
 /** What a parsed response head says about the body and the connection. */
 export interface ResponseHead {
@@ -133,8 +133,9 @@ export class ResponseParser {
     const end = data.indexOf(HEAD_END);
     if (end === -1) return this.keep(data, this.maxHeadBytes, 'response head too large');
     if (end + 4 > this.maxHeadBytes) throw new ProtocolError('response head too large');
-    const lines = data.toString('latin1', 0, end).split('\r\n');
-    const m = STATUS_LINE.exec(lines[0] as string);
+    const text = data.toString('latin1', 0, end);
+    const eol = text.indexOf('\r\n');
+    const m = STATUS_LINE.exec(eol === -1 ? text : text.slice(0, eol));
     if (m === null) throw new ProtocolError('bad status line');
     const status = Number(m[2]);
     const http10 = m[1] === '0';
@@ -144,7 +145,7 @@ export class ResponseParser {
       // An interim response (100 Continue, 103 Early Hints): the real one follows.
       return rest;
     }
-    const headers = parseHeaderLines(lines, 1);
+    const headers = parseHeaderBlock(eol === -1 ? '' : text.slice(eol + 2));
     const te = headers['transfer-encoding'];
     const cl = headers['content-length'];
     const conn = headers['connection'];

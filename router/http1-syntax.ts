@@ -6,10 +6,13 @@ export class ProtocolError extends Error {
   readonly code = 'HTTP_PROTOCOL_ERROR';
 }
 
-/** RFC 9110 §5.6.2 token: what a field name (and a method) may hold. */
-export const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** RFC 9110 §5.6.2 token characters: what a field name (and a method) may hold. */
+const TOKEN_CHAR = "[!#$%&'*+.^_`|~0-9A-Za-z-]";
 /** Field value characters: visible ASCII, obs-text, space and tab (no CR, LF or NUL). */
-const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const VALUE_CHAR = '[\\t\\x20-\\x7e\\x80-\\xff]';
+export const TOKEN = new RegExp(`^${TOKEN_CHAR}+$`);
+const FIELD_VALUE = new RegExp(`^${VALUE_CHAR}*$`);
+const FIELD_LINE = `${TOKEN_CHAR}+:${VALUE_CHAR}*`;
 
 /**
  * One `name: value` line as `[name, value]`, the name as sent and the value trimmed. Refuses
@@ -38,12 +41,39 @@ export function fieldTokens(value: string | readonly string[]): string[] {
   return out;
 }
 
-/** Parses `lines[from..]` (already split on CRLF) into a record, by `splitHeaderLine`'s rules. */
-export function parseHeaderLines(lines: readonly string[], from: number): HeaderRecord {
+/** Every line of a header block as `splitHeaderLine` accepts it (its value untrimmed), CRLF-separated. */
+const FIELD_LINES = new RegExp(`^(?:${FIELD_LINE}\\r\\n)*${FIELD_LINE}$`);
+
+/**
+ * The fields of a header block (the lines between the start line and the empty line, CRLF
+ * between them) as a flat `[name, value, …]`, by `splitHeaderLine`'s rules. One regular
+ * expression checks the whole block, so each line costs only its split: on the hot path the
+ * two tests per line were a tenth of the parse. A bad block throws at its first bad line.
+ */
+export function headerFields(block: string): string[] {
+  const out: string[] = [];
+  if (block === '') return out;
+  if (!FIELD_LINES.test(block)) {
+    for (const line of block.split('\r\n')) splitHeaderLine(line);
+    throw new ProtocolError('malformed header block');
+  }
+  for (let start = 0; start < block.length; ) {
+    let eol = block.indexOf('\r\n', start);
+    if (eol === -1) eol = block.length;
+    const colon = block.indexOf(':', start);
+    out.push(block.slice(start, colon), block.slice(colon + 1, eol).trim());
+    start = eol + 2;
+  }
+  return out;
+}
+
+/** A header block (see `headerFields`) as a record by lowercased name. */
+export function parseHeaderBlock(block: string): HeaderRecord {
   const out: HeaderRecord = {};
-  for (let i = from; i < lines.length; i++) {
-    const [name, value] = splitHeaderLine(lines[i] as string);
-    const key = name.toLowerCase();
+  const fields = headerFields(block);
+  for (let i = 0; i < fields.length; i += 2) {
+    const key = (fields[i] as string).toLowerCase();
+    const value = fields[i + 1] as string;
     const had = out[key];
     if (had === undefined) out[key] = value;
     else if (Array.isArray(had)) had.push(value);

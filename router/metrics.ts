@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
+import { BoundCounter, BoundHistogram, type CounterChild, type HistogramChild } from '../common/bound-metrics.js';
 import type { PlacementKind } from './placement.js';
 
 /**
@@ -7,31 +8,32 @@ import type { PlacementKind } from './placement.js';
  */
 export class RouterMetrics {
   readonly registry = new Registry();
-  readonly requests = new Counter({ name: 'modelmux_router_requests_total', help: 'Requests answered, by route and status class.', labelNames: ['route', 'code'] as const, registers: [this.registry] });
-  readonly requestDuration = new Histogram({
-    name: 'modelmux_router_request_duration_seconds',
-    help: 'Time from request to the end of the response, waiting included.',
-    labelNames: ['route'] as const,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [this.registry],
-  });
-  readonly upstreamLatency = new Histogram({
-    name: 'modelmux_router_upstream_latency_seconds',
-    help: 'Time from sending to a replica to its response headers, per try.',
-    labelNames: ['route'] as const,
-    buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
-  });
-  readonly placements = new Counter({ name: 'modelmux_router_placements_total', help: 'Placement decisions by kind.', labelNames: ['route', 'kind'] as const, registers: [this.registry] });
-  readonly placementWait = new Histogram({
-    name: 'modelmux_router_placement_wait_seconds',
-    help: 'Time a request waited in the router for a replica slot.',
-    labelNames: ['route'] as const,
-    buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4],
-    registers: [this.registry],
-  });
+  // Per-request metrics count without prom-client's per-call label hashing (common/bound-metrics.ts).
+  readonly requests = new BoundCounter('modelmux_router_requests_total', 'Requests answered, by route and status class.', ['route', 'code'], this.registry);
+  readonly requestDuration = new BoundHistogram(
+    'modelmux_router_request_duration_seconds',
+    'Time from request to the end of the response, waiting included.',
+    ['route'],
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    this.registry,
+  );
+  readonly upstreamLatency = new BoundHistogram(
+    'modelmux_router_upstream_latency_seconds',
+    'Time from sending to a replica to its response headers, per try.',
+    ['route'],
+    [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    this.registry,
+  );
+  readonly placements = new BoundCounter('modelmux_router_placements_total', 'Placement decisions by kind.', ['route', 'kind'], this.registry);
+  readonly placementWait = new BoundHistogram(
+    'modelmux_router_placement_wait_seconds',
+    'Time a request waited in the router for a replica slot.',
+    ['route'],
+    [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4],
+    this.registry,
+  );
   readonly queueDepth = new Gauge({ name: 'modelmux_router_queue_depth', help: 'Requests waiting for a replica slot.', labelNames: ['route'] as const, registers: [this.registry] });
-  readonly retries = new Counter({ name: 'modelmux_router_retries_total', help: 'Requests retried on another replica, by reason.', labelNames: ['route', 'reason'] as const, registers: [this.registry] });
+  readonly retries = new BoundCounter('modelmux_router_retries_total', 'Requests retried on another replica, by reason.', ['route', 'reason'], this.registry);
   readonly replicas = new Gauge({ name: 'modelmux_router_replicas', help: 'Ready replicas known per route.', labelNames: ['route'] as const, registers: [this.registry] });
 
   private readonly byRoute = new Map<string, RouteMetrics>();
@@ -41,9 +43,9 @@ export class RouterMetrics {
   }
 
   /**
-   * One route's label children, resolved once and kept: the per-request path then skips
-   * prom-client's label validation and lookup by label object. Routes are few (one per
-   * MultiplexedDeployment), so the cache stays small.
+   * One route's label children, resolved once and kept: the per-request path then skips even
+   * the lookup by label values. Routes are few (one per MultiplexedDeployment), so the cache
+   * stays small.
    */
   forRoute(route: string): RouteMetrics {
     let m = this.byRoute.get(route);
@@ -55,17 +57,14 @@ export class RouterMetrics {
   }
 }
 
-type Inc = { inc(value?: number): void };
-type Observe = { observe(value: number): void };
-
 /** The metrics of one route with their label values bound. */
 export class RouteMetrics {
-  private readonly requestsByClass: Inc[];
-  private readonly duration: Observe;
-  private readonly upstream: Observe;
-  private readonly wait: Observe;
-  private readonly placementsByKind = new Map<PlacementKind, Inc>();
-  private readonly retriesByReason = new Map<RetryReason, Inc>();
+  private readonly requestsByClass: CounterChild[];
+  private readonly duration: HistogramChild;
+  private readonly upstream: HistogramChild;
+  private readonly wait: HistogramChild;
+  private readonly placementsByKind = new Map<PlacementKind, CounterChild>();
+  private readonly retriesByReason = new Map<RetryReason, CounterChild>();
 
   constructor(
     private readonly metrics: RouterMetrics,

@@ -1,5 +1,5 @@
 import { ResponseParser, type ResponseHead, type ResponseSink } from '../../../router/http1-response.js';
-import { ProtocolError, parseHeaderLines } from '../../../router/http1-syntax.js';
+import { ProtocolError, parseHeaderBlock } from '../../../router/http1-syntax.js';
 
 /** Records what the parser reports, in order. */
 class Recorder implements ResponseSink {
@@ -172,12 +172,15 @@ describe('ResponseParser', () => {
   });
 });
 
-describe('parseHeaderLines', () => {
+describe('parseHeaderBlock', () => {
   it('trims optional whitespace and lowercases names', () => {
-    expect(parseHeaderLines(['ignored', 'X-One:  a b \t', 'x-one:c', 'Empty:'], 1)).toEqual({ 'x-one': ['a b', 'c'], empty: '' });
+    expect(parseHeaderBlock('X-One:  a b \t\r\nx-one:c\r\nEmpty:')).toEqual({ 'x-one': ['a b', 'c'], empty: '' });
+    expect(parseHeaderBlock('')).toEqual({});
   });
-  it('refuses lines without a name', () => {
-    expect(() => parseHeaderLines([': v'], 0)).toThrow(ProtocolError);
-    expect(() => parseHeaderLines(['novalue'], 0)).toThrow(ProtocolError);
+  it('refuses the lines that one field per line would refuse, wherever they are in the block', () => {
+    for (const bad of [': v', 'novalue', 'a b: c', 'a : c', ' folded: x', 'a:\x00', 'a: b\rc', 'a: b\nc', 'a:b\r\n', 'a:b\r\n\r\nc:d', 'a:\x7f']) {
+      for (const block of [bad, `ok: 1\r\n${bad}`, `${bad}\r\nok: 1`]) expect(() => parseHeaderBlock(block)).toThrow(ProtocolError);
+    }
+    expect(() => parseHeaderBlock('ok: 1\r\na b: c')).toThrow('bad header name');
   });
 });
