@@ -17,7 +17,8 @@ export interface DownstreamResponse {
   readonly destroyed: boolean;
   readonly writableFinished: boolean;
   setHeader(name: string, value: string): unknown;
-  writeHead(status: number, headers: Record<string, string | string[]>): DownstreamResponse;
+  /** `headers`: flat `[name, value, …]`, names lowercased (node's writeHead takes the same list). */
+  writeHead(status: number, headers: string[]): DownstreamResponse;
   /** False when the client is slow: wait for `drain`. */
   write(chunk: Buffer): boolean;
   end(data?: string): unknown;

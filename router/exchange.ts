@@ -4,8 +4,8 @@ import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSIO
 import type { AcquireResult, Lease } from './balancer.js';
 import type { Expiring } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
-import { endToEndHeaders, scanRequestHeaders } from './hop-headers.js';
-import type { HeaderRecord } from './http1-syntax.js';
+import { endToEndFields, scanRequestHeaders } from './hop-headers.js';
+import { fieldValue } from './http1-syntax.js';
 import type { RouteMetrics } from './metrics.js';
 import type { RouterProxy } from './proxy.js';
 import { MODEL_HEADERS, parseRequestForm, type RequestForm } from './request-form.js';
@@ -228,22 +228,22 @@ export class Exchange implements UpstreamHandler, Expiring {
     this.controller = controller;
   }
 
-  onResponseStart(_controller: UpstreamController, statusCode: number, headers: HeaderRecord): void {
+  onResponseStart(_controller: UpstreamController, statusCode: number, headers: string[]): void {
     if (this.phase !== 'upstream' || statusCode < 200) return;
     this.deadlineAt = this.requestDeadline;
     (this.routeMetrics as RouteMetrics).upstreamLatency((this.proxy.clock.now() - this.tryStart) / 1000);
-    if (statusCode === 503 && headers[HEADER_OVERLOADED] !== undefined && this.tries === 1) {
+    if (statusCode === 503 && this.tries === 1 && fieldValue(headers, HEADER_OVERLOADED) !== undefined) {
       this.discarding = true;
       return;
     }
     // The replica has the model now (hit) or just loaded it (miss): learn it before the
     // annotation round trip.
-    if (this.model !== undefined && statusCode < 500 && headers[HEADER_CACHE] !== undefined) {
-      const version = Number(headers[HEADER_TABLE_VERSION]);
+    if (this.model !== undefined && statusCode < 500 && fieldValue(headers, HEADER_CACHE) !== undefined) {
+      const version = Number(fieldValue(headers, HEADER_TABLE_VERSION));
       (this.route as Route).balancer.observe(this.replica as string, this.model, Number.isSafeInteger(version) ? version : undefined);
     }
-    const out = endToEndHeaders(headers);
-    out[HEADER_REQUEST_ID] = this.requestId;
+    const out = endToEndFields(headers, HEADER_REQUEST_ID);
+    out.push(HEADER_REQUEST_ID, this.requestId);
     this.phase = 'responding';
     this.status = statusCode;
     this.res.writeHead(statusCode, out);
@@ -346,10 +346,10 @@ export class Exchange implements UpstreamHandler, Expiring {
     if (!res.headersSent && !res.destroyed) {
       this.status = e.status;
       const payload: ErrorBody = { error: e.code, message: e.message, requestId: this.requestId };
-      const headers: Record<string, string> = { 'content-type': 'application/json', [HEADER_REQUEST_ID]: this.requestId };
-      if (e.code === 'pool_saturated' || e.code === 'no_replicas') headers['retry-after'] = '1';
+      const headers = ['content-type', 'application/json', HEADER_REQUEST_ID, this.requestId];
+      if (e.code === 'pool_saturated' || e.code === 'no_replicas') headers.push('retry-after', '1');
       // The body may be unread (too large, refused early): close rather than drain it.
-      if (e.code === 'body_too_large') headers['connection'] = 'close';
+      if (e.code === 'body_too_large') headers.push('connection', 'close');
       res.writeHead(e.status, headers).end(JSON.stringify(payload));
     } else {
       if (!res.headersSent) this.status = e.status;

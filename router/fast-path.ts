@@ -2,6 +2,7 @@ import { STATUS_CODES, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { scanRequestHead, type RequestHead } from './http1-request.js';
+import { fieldValue } from './http1-syntax.js';
 
 export interface FastPathOptions {
   /** Largest request head read here; a larger one goes to node:http (which answers 431). */
@@ -279,7 +280,7 @@ class FastResponse implements DownstreamResponse {
   destroyed = false;
   writableFinished = false;
   private status = 200;
-  private headers: Record<string, string | string[]> = {};
+  private headers: string[] = [];
   private extra: [string, string][] | undefined;
   private flushed = false;
   private chunked = false;
@@ -301,7 +302,7 @@ class FastResponse implements DownstreamResponse {
     return this;
   }
 
-  writeHead(status: number, headers: Record<string, string | string[]>): this {
+  writeHead(status: number, headers: string[]): this {
     this.status = status;
     this.headers = headers;
     this.headersSent = true;
@@ -366,17 +367,20 @@ class FastResponse implements DownstreamResponse {
     const status = this.status;
     const h = this.headers;
     let out = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
-    for (const k in h) {
-      const v = h[k] as string | string[];
-      if (typeof v === 'string') out += `${k}: ${v}\r\n`;
-      else for (const x of v) out += `${k}: ${x}\r\n`;
+    let date = false;
+    let hasLength = false;
+    for (let i = 0; i < h.length; i += 2) {
+      const k = h[i] as string;
+      out += `${k}: ${h[i + 1] as string}\r\n`;
+      if (k === 'date') date = true;
+      else if (k === 'content-length') hasLength = true;
     }
-    if (this.extra !== undefined) for (const [k, v] of this.extra) if (h[k] === undefined) out += `${k}: ${v}\r\n`;
-    if (h['date'] === undefined) out += `date: ${httpDate()}\r\n`;
-    const connection = h['connection'] ?? this.extra?.find(([k]) => k === 'connection')?.[1];
-    if (typeof connection === 'string' && connection.toLowerCase() === 'close') this.keepAlive = false;
+    if (this.extra !== undefined) for (const [k, v] of this.extra) if (fieldValue(h, k) === undefined) out += `${k}: ${v}\r\n`;
+    if (!date) out += `date: ${httpDate()}\r\n`;
+    const connection = fieldValue(h, 'connection') ?? this.extra?.find(([k]) => k === 'connection')?.[1];
+    if (connection !== undefined && connection.toLowerCase() === 'close') this.keepAlive = false;
     const bodiless = this.noBody || status === 204 || status === 304 || status < 200;
-    if (!bodiless && h['content-length'] === undefined) {
+    if (!bodiless && !hasLength) {
       if (length !== undefined) out += `content-length: ${length}\r\n`;
       else {
         this.chunked = true;

@@ -1,37 +1,30 @@
-import type { IncomingHttpHeaders } from 'node:http';
 import { fieldTokens } from './http1-syntax.js';
 
 /** RFC 9110 §7.6.1 connection-specific headers, never forwarded by a proxy. */
 const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 
-type HeaderBag = IncomingHttpHeaders | Record<string, string | string[] | undefined>;
-
 /** Adds the header names a Connection header value lists (lowercased) to `into`. */
-function addConnectionTokens(value: string | string[], into: Set<string>): void {
+function addConnectionTokens(value: string, into: Set<string>): void {
   for (const name of fieldTokens(value)) if (name !== 'close' && !HOP_BY_HOP.has(name)) into.add(name);
 }
 
 /**
- * A copy of `headers` without hop-by-hop headers, those the Connection header names, and
- * `drop` (e.g. host, content-length that the proxy sets itself). Runs once per response on
- * the hot path: no set is built unless Connection names something.
+ * `fields` (flat `[name, value, …]`, names lowercased) without hop-by-hop headers, those the
+ * Connection header names, and `setByProxy` (a field the proxy writes itself). Runs once per
+ * response on the hot path: no set is built unless Connection names something.
  */
-export function endToEndHeaders(headers: HeaderBag, drop: readonly string[] = []): Record<string, string | string[]> {
-  const conn = headers['connection'];
+export function endToEndFields(fields: readonly string[], setByProxy: string): string[] {
   let named: Set<string> | undefined;
-  // `keep-alive` and `close`, what nearly everyone sends, name no other header.
-  if (conn !== undefined && conn !== 'keep-alive' && conn !== 'close') {
-    named = new Set();
-    addConnectionTokens(conn, named);
-    if (named.size === 0) named = undefined;
+  for (let i = 0; i < fields.length; i += 2) {
+    const value = fields[i + 1] as string;
+    // `keep-alive` and `close`, what nearly everyone sends, name no other header.
+    if (fields[i] === 'connection' && value !== 'keep-alive' && value !== 'close') addConnectionTokens(value, (named ??= new Set()));
   }
-  const out: Record<string, string | string[]> = {};
-  for (const k in headers) {
-    const v = headers[k];
-    if (v === undefined) continue;
-    const key = k.toLowerCase();
-    if (HOP_BY_HOP.has(key) || (named !== undefined && named.has(key)) || (drop.length > 0 && drop.includes(key))) continue;
-    out[key] = v;
+  const out: string[] = [];
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i] as string;
+    if (name === setByProxy || HOP_BY_HOP.has(name) || (named !== undefined && named.has(name))) continue;
+    out.push(name, fields[i + 1] as string);
   }
   return out;
 }

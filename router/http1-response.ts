@@ -1,9 +1,10 @@
-import { ProtocolError, fieldTokens, parseHeaderBlock, type HeaderRecord } from './http1-syntax.js';
+import { ProtocolError, fieldTokens, headerFields } from './http1-syntax.js';
 
 /** What a parsed response head says about the body and the connection. */
 export interface ResponseHead {
   status: number;
-  headers: HeaderRecord;
+  /** Flat `[name, value, …]` in the order received, names lowercased, repeated fields repeated. */
+  headers: string[];
   /** The connection may carry another request after this response. */
   reusable: boolean;
   /** The server's `Keep-Alive: timeout=N`, in ms, if it sent one. */
@@ -145,23 +146,43 @@ export class ResponseParser {
       // An interim response (100 Continue, 103 Early Hints): the real one follows.
       return rest;
     }
-    const headers = parseHeaderBlock(eol === -1 ? '' : text.slice(eol + 2));
-    const te = headers['transfer-encoding'];
-    const cl = headers['content-length'];
-    const conn = headers['connection'];
-    let reusable = !http10 && (conn === undefined || !fieldTokens(conn).includes('close'));
+    const headers = headerFields(eol === -1 ? '' : text.slice(eol + 2));
+    // One pass reads what framing and reuse depend on; repeated fields join as a list would.
+    let te: string | undefined;
+    let cl: string | undefined;
+    let keepAlive: string | undefined;
+    let reusable = !http10;
+    for (let i = 0; i < headers.length; i += 2) {
+      const name = (headers[i] as string).toLowerCase();
+      const value = headers[i + 1] as string;
+      headers[i] = name;
+      switch (name) {
+        case 'transfer-encoding':
+          te = te === undefined ? value : `${te},${value}`;
+          break;
+        case 'content-length':
+          if (cl !== undefined && cl !== value) throw new ProtocolError('bad Content-Length');
+          cl = value;
+          break;
+        case 'connection':
+          if (fieldTokens(value).includes('close')) reusable = false;
+          break;
+        case 'keep-alive':
+          keepAlive = keepAlive === undefined ? value : `${keepAlive},${value}`;
+          break;
+      }
+    }
     if (te !== undefined && cl !== undefined) throw new ProtocolError('both Transfer-Encoding and Content-Length');
     let length = -1;
     if (cl !== undefined) {
-      const values = Array.isArray(cl) ? cl : [cl];
-      if (!values.every((v) => v === values[0]) || !/^[0-9]{1,15}$/.test(values[0] as string)) throw new ProtocolError('bad Content-Length');
-      length = Number(values[0]);
+      if (!/^[0-9]{1,15}$/.test(cl)) throw new ProtocolError('bad Content-Length');
+      length = Number(cl);
     }
     const noBody = this.noBody || status === 204 || status === 304;
     this.state = 'done';
     if (!noBody) {
       if (te !== undefined) {
-        const codings = (Array.isArray(te) ? te.join(',') : te).toLowerCase().split(',');
+        const codings = te.toLowerCase().split(',');
         if ((codings[codings.length - 1] as string).trim() === 'chunked') this.state = 'chunk-size';
         else this.state = 'until-close';
       } else if (length > 0) {
@@ -170,7 +191,7 @@ export class ResponseParser {
       } else if (length === -1) this.state = 'until-close';
     }
     if (this.state === 'until-close') reusable = false;
-    this.sink.onHead({ status, headers, reusable, keepAliveMs: keepAliveHint(headers['keep-alive']) });
+    this.sink.onHead({ status, headers, reusable, keepAliveMs: keepAliveHint(keepAlive) });
     if (this.state === 'done') this.sink.onComplete();
     return rest;
   }
@@ -188,8 +209,8 @@ export class ResponseParser {
   }
 }
 
-function keepAliveHint(value: string | string[] | undefined): number | undefined {
+function keepAliveHint(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
-  const m = /(?:^|[,\s])timeout=([0-9]{1,6})/i.exec(Array.isArray(value) ? value.join(',') : value);
+  const m = /(?:^|[,\s])timeout=([0-9]{1,6})/i.exec(value);
   return m === null ? undefined : Number(m[1]) * 1000;
 }

@@ -1,6 +1,3 @@
-/** Header fields by lowercased name; a repeated field keeps every value, in order. */
-export type HeaderRecord = Record<string, string | string[]>;
-
 /** A message that does not follow HTTP/1.1's syntax: the connection cannot be trusted after it. */
 export class ProtocolError extends Error {
   readonly code = 'HTTP_PROTOCOL_ERROR';
@@ -67,17 +64,8 @@ export function headerFields(block: string): string[] {
   return out;
 }
 
-/** A header block (see `headerFields`) as a record by lowercased name. */
-export function parseHeaderBlock(block: string): HeaderRecord {
-  const out: HeaderRecord = {};
-  const fields = headerFields(block);
-  for (let i = 0; i < fields.length; i += 2) {
-    const key = (fields[i] as string).toLowerCase();
-    const value = fields[i + 1] as string;
-    const had = out[key];
-    if (had === undefined) out[key] = value;
-    else if (Array.isArray(had)) had.push(value);
-    else out[key] = [had, value];
-  }
-  return out;
+/** The first value of field `name` (lowercase) in a flat `[name, value, …]` with lowercased names. */
+export function fieldValue(fields: readonly string[], name: string): string | undefined {
+  for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+  return undefined;
 }

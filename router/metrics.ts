@@ -10,33 +10,23 @@ export class RouterMetrics {
   readonly registry = new Registry();
   // Per-request metrics count without prom-client's per-call label hashing (common/bound-metrics.ts).
   readonly requests = new BoundCounter('modelmux_router_requests_total', 'Requests answered, by route and status class.', ['route', 'code'], this.registry);
-  readonly requestDuration = new BoundHistogram(
-    'modelmux_router_request_duration_seconds',
-    'Time from request to the end of the response, waiting included.',
-    ['route'],
-    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    this.registry,
-  );
-  readonly upstreamLatency = new BoundHistogram(
-    'modelmux_router_upstream_latency_seconds',
-    'Time from sending to a replica to its response headers, per try.',
-    ['route'],
-    [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    this.registry,
-  );
+  readonly requestDuration = this.byRouteHistogram('modelmux_router_request_duration_seconds', 'Time from request to the end of the response, waiting included.', [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+  ]);
+  readonly upstreamLatency = this.byRouteHistogram('modelmux_router_upstream_latency_seconds', 'Time from sending to a replica to its response headers, per try.', [
+    0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+  ]);
   readonly placements = new BoundCounter('modelmux_router_placements_total', 'Placement decisions by kind.', ['route', 'kind'], this.registry);
-  readonly placementWait = new BoundHistogram(
-    'modelmux_router_placement_wait_seconds',
-    'Time a request waited in the router for a replica slot.',
-    ['route'],
-    [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4],
-    this.registry,
-  );
+  readonly placementWait = this.byRouteHistogram('modelmux_router_placement_wait_seconds', 'Time a request waited in the router for a replica slot.', [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4]);
   readonly queueDepth = new Gauge({ name: 'modelmux_router_queue_depth', help: 'Requests waiting for a replica slot.', labelNames: ['route'] as const, registers: [this.registry] });
   readonly retries = new BoundCounter('modelmux_router_retries_total', 'Requests retried on another replica, by reason.', ['route', 'reason'], this.registry);
   readonly replicas = new Gauge({ name: 'modelmux_router_replicas', help: 'Ready replicas known per route.', labelNames: ['route'] as const, registers: [this.registry] });
 
   private readonly byRoute = new Map<string, RouteMetrics>();
+
+  private byRouteHistogram(name: string, help: string, buckets: number[]): BoundHistogram {
+    return new BoundHistogram(name, help, ['route'], buckets, this.registry);
+  }
 
   placed(route: string, kind: PlacementKind, waitedMs: number): void {
     this.forRoute(route).placed(kind, waitedMs);

@@ -100,7 +100,7 @@ export class RouterServer {
         this.metrics.replicas.set({ route: r.prefix }, r.balancer.replicaNames().length);
       }
       const text = await this.metrics.registry.metrics();
-      res.writeHead(200, { 'content-type': this.metrics.registry.contentType }).end(text);
+      res.writeHead(200, ['content-type', this.metrics.registry.contentType]).end(text);
       return;
     }
     json(res, 200, {
@@ -110,5 +110,5 @@ export class RouterServer {
 }
 
 function json(res: DownstreamResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  res.writeHead(status, ['content-type', 'application/json']).end(JSON.stringify(body));
 }

@@ -1,6 +1,5 @@
 import { connect, type Socket } from 'node:net';
 import { ResponseParser, type ResponseHead, type ResponseSink } from './http1-response.js';
-import type { HeaderRecord } from './http1-syntax.js';
 
 /** One try's request: the body is whole (the router buffers it so that a retry can resend it). */
 export interface UpstreamRequest {
@@ -24,7 +23,8 @@ export interface UpstreamController {
 /** Exactly one of onResponseEnd and onResponseError ends every dispatched try. */
 export interface UpstreamHandler {
   onRequestStart(controller: UpstreamController): void;
-  onResponseStart(controller: UpstreamController, status: number, headers: HeaderRecord): void;
+  /** `headers`: flat `[name, value, …]`, names lowercased (ResponseHead). */
+  onResponseStart(controller: UpstreamController, status: number, headers: string[]): void;
   onResponseData(controller: UpstreamController, chunk: Buffer): void;
   onResponseEnd(controller: UpstreamController): void;
   onResponseError(controller: UpstreamController, err: Error): void;

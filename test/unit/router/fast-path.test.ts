@@ -20,14 +20,14 @@ function handler(closed: string[]) {
     const raw = req.rawHeaders;
     const mode = raw[raw.findIndex((h, i) => i % 2 === 0 && h.toLowerCase() === 'x-mode') + 1];
     res.on('close', () => void closed.push(req.url ?? ''));
-    if (mode === 'ignore-body') return void res.writeHead(200, { 'x-served-by': by }).end('ignored');
+    if (mode === 'ignore-body') return void res.writeHead(200, ['x-served-by', by]).end('ignored');
     if (mode === 'hang') return;
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => void chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString();
       if (mode === 'stream') {
-        res.writeHead(200, { 'x-served-by': by });
+        res.writeHead(200, ['x-served-by', by]);
         res.write(Buffer.from('one,'));
         setTimeout(() => {
           res.write(Buffer.from('two'));
@@ -35,7 +35,7 @@ function handler(closed: string[]) {
         }, 10);
         return;
       }
-      const answer = (): void => void res.writeHead(200, { 'content-type': 'application/json', 'x-served-by': by }).end(JSON.stringify({ method: req.method, url: req.url, body }));
+      const answer = (): void => void res.writeHead(200, ['content-type', 'application/json', 'x-served-by', by]).end(JSON.stringify({ method: req.method, url: req.url, body }));
       if (mode === 'slow') setTimeout(answer, 100);
       else answer();
     });

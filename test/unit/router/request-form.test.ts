@@ -1,6 +1,6 @@
 import { ModelmuxError } from '../../../common/errors.js';
 import { parseModelId } from '../../../common/model-id.js';
-import { endToEndHeaders, scanRequestHeaders } from '../../../router/hop-headers.js';
+import { endToEndFields, scanRequestHeaders } from '../../../router/hop-headers.js';
 import { MODEL_HEADERS, parseRequestForm } from '../../../router/request-form.js';
 import { parseStaticRoutes } from '../../../router/static-discovery.js';
 
@@ -78,20 +78,18 @@ describe('scanRequestHeaders', () => {
   });
 });
 
-describe('endToEndHeaders', () => {
-  it('drops hop-by-hop headers, those Connection names, and the ones asked for', () => {
-    const out = endToEndHeaders({
-      connection: 'keep-alive, x-secret-hop',
-      'keep-alive': 'timeout=5',
-      'transfer-encoding': 'chunked',
-      upgrade: 'websocket',
-      te: 'trailers',
-      'x-secret-hop': '1',
-      host: 'router',
-      'content-type': 'application/json',
-      'x-request-id': 'r1',
-    }, ['host']);
-    expect(out).toEqual({ 'content-type': 'application/json', 'x-request-id': 'r1' });
+describe('endToEndFields', () => {
+  it('drops hop-by-hop headers, those Connection names, and the one the proxy sets, keeping repeated fields', () => {
+    const out = endToEndFields(
+      ['connection', 'keep-alive, x-secret-hop', 'keep-alive', 'timeout=5', 'transfer-encoding', 'chunked', 'upgrade', 'websocket', 'te', 'trailers',
+        'x-secret-hop', '1', 'set-cookie', 'a=1', 'content-type', 'application/json', 'x-request-id', 'r1', 'set-cookie', 'b=2', 'connection', 'x-other'],
+      'x-request-id',
+    );
+    expect(out).toEqual(['set-cookie', 'a=1', 'content-type', 'application/json', 'set-cookie', 'b=2']);
+  });
+
+  it('keeps everything end to end when Connection names nothing', () => {
+    expect(endToEndFields(['connection', 'close', 'x-a', '1', 'x-b', '2'], 'x-request-id')).toEqual(['x-a', '1', 'x-b', '2']);
   });
 });
 
