@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { scanRequestHead, type RequestHead } from './http1-request.js';
 import { fieldValue } from './http1-syntax.js';
+import { writeHeadAndBody } from './socket-write.js';
 
 export interface FastPathOptions {
   /** Largest request head read here; a larger one goes to node:http (which answers 431). */
@@ -312,14 +313,13 @@ class FastResponse implements DownstreamResponse {
   write(chunk: Buffer): boolean {
     const s = this.conn.socket;
     if (this.destroyed || this.writableFinished) return true;
+    const head = this.flushed ? undefined : this.head(undefined);
+    if (!this.chunked) return head === undefined ? s.write(chunk) : writeHeadAndBody(s, head, chunk);
     s.cork();
-    if (!this.flushed) s.write(this.head(undefined), 'latin1');
-    let ok: boolean;
-    if (this.chunked) {
-      s.write(`${chunk.length.toString(16)}\r\n`, 'latin1');
-      s.write(chunk);
-      ok = s.write('\r\n', 'latin1');
-    } else ok = s.write(chunk);
+    if (head !== undefined) s.write(head, 'latin1');
+    s.write(`${chunk.length.toString(16)}\r\n`, 'latin1');
+    s.write(chunk);
+    const ok = s.write('\r\n', 'latin1');
     s.uncork();
     return ok;
   }

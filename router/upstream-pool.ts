@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { ResponseParser, type ResponseHead, type ResponseSink } from './http1-response.js';
+import { writeHeadAndBody } from './socket-write.js';
 
 /** One try's request: the body is whole (the router buffers it so that a retry can resend it). */
 export interface UpstreamRequest {
@@ -243,11 +244,7 @@ class Connection implements ResponseSink {
     attempt.state = 'sent';
     const r = attempt.request;
     this.parser.reset(r.method === 'HEAD');
-    const s = this.socket;
-    s.cork();
-    s.write(this.pool.head(r), 'latin1');
-    if (r.body !== null && r.body.length > 0) s.write(r.body);
-    s.uncork();
+    writeHeadAndBody(this.socket, this.pool.head(r), r.body);
   }
 
   abort(attempt: Attempt, err: Error): void {

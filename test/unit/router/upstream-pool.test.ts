@@ -117,6 +117,21 @@ describe('UpstreamPool against node:http', () => {
     expect(seen[2]?.headers).toMatchObject({ host: s.url.slice('http://'.length), 'content-type': 'application/json', 'x-modelmux-model': 'm3', 'content-length': '7' });
   });
 
+  it('sends bodies of every size around the one-buffer limit intact, with latin1 header values', async () => {
+    const s = track(await httpServer((req, res, body) => {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(`${req.headers['content-length']} ${Buffer.from(req.headers['x-name'] as string, 'latin1').toString('hex')} ${body.length} ${body.slice(-5)}`);
+    }));
+    const p = pool(s.url);
+    for (const size of [0, 1, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 300_000]) {
+      const payload = Buffer.alloc(size, 'b');
+      if (size > 0) payload.write('end!.', Math.max(0, size - 5));
+      const out = await send(p, { method: 'POST', path: '/p', headers: ['x-name', 'caf\xe9'], body: payload }).done;
+      expect(out.error).toBeUndefined();
+      expect(out.body).toBe(`${size} 636166e9 ${size} ${payload.toString('latin1').slice(-5)}`);
+    }
+    expect(s.sockets).toHaveLength(1);
+  });
+
   it('opens at most `connections` sockets and serves the waiting tries in order', async () => {
     const order: string[] = [];
     const s = track(await httpServer((req, res) => {
