@@ -17,16 +17,18 @@ interface Count {
 
 export class DecayedCounts {
   private readonly byKey = new Map<string, Count>();
-  private all: Count = { count: 0, at: 0 };
+  private readonly all: Count = { count: 0, at: 0 };
   private sweepAt = SWEEP_AT;
 
   /** `halfLifeMs`: after this long an event weighs half as much. */
   constructor(private readonly halfLifeMs: number) {}
 
   add(key: string, now: number): void {
-    this.all = { count: this.decayed(this.all, now) + 1, at: now };
+    bump(this.all, this.decayed(this.all, now), now);
     const e = this.byKey.get(key);
-    this.byKey.set(key, { count: (e === undefined ? 0 : this.decayed(e, now)) + 1, at: now });
+    // Updated in place: the router adds once per request, and a new entry per add was garbage.
+    if (e === undefined) this.byKey.set(key, { count: 1, at: now });
+    else bump(e, this.decayed(e, now), now);
     if (this.byKey.size >= this.sweepAt) {
       for (const [k, x] of this.byKey) if (this.decayed(x, now) < FORGET_BELOW) this.byKey.delete(k);
       // Many live keys: sweep again only once the map has doubled, so sweeping stays amortised O(1).
@@ -53,6 +55,12 @@ export class DecayedCounts {
   }
 
   private decayed(x: Count, now: number): number {
-    return x.count * 2 ** (-(now - x.at) / this.halfLifeMs);
+    // Under load most reads fall in the millisecond of the last add: no power to compute.
+    return now === x.at ? x.count : x.count * 2 ** (-(now - x.at) / this.halfLifeMs);
   }
+}
+
+function bump(x: Count, decayed: number, now: number): void {
+  x.count = decayed + 1;
+  x.at = now;
 }

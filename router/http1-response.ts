@@ -165,7 +165,8 @@ export class ResponseParser {
           cl = value;
           break;
         case 'connection':
-          if (fieldTokens(value).includes('close')) reusable = false;
+          // What a keep-alive server sends on every response needs no tokenising.
+          if (value !== 'keep-alive' && fieldTokens(value).includes('close')) reusable = false;
           break;
         case 'keep-alive':
           keepAlive = keepAlive === undefined ? value : `${keepAlive},${value}`;
@@ -209,8 +210,16 @@ export class ResponseParser {
   }
 }
 
+/** The last `Keep-Alive` value read and its hint: a replica sends the same one on every response. */
+let lastKeepAlive: string | undefined;
+let lastKeepAliveMs: number | undefined;
+
 function keepAliveHint(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
-  const m = /(?:^|[,\s])timeout=([0-9]{1,6})/i.exec(value);
-  return m === null ? undefined : Number(m[1]) * 1000;
+  if (value !== lastKeepAlive) {
+    const m = /(?:^|[,\s])timeout=([0-9]{1,6})/i.exec(value);
+    lastKeepAlive = value;
+    lastKeepAliveMs = m === null ? undefined : Number(m[1]) * 1000;
+  }
+  return lastKeepAliveMs;
 }

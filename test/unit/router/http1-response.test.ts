@@ -54,6 +54,29 @@ describe('ResponseParser', () => {
     }
   });
 
+  it('reads each response\'s own Keep-Alive timeout, also when responses alternate between values', () => {
+    const hints: (number | undefined)[] = [];
+    for (const value of ['timeout=5', 'timeout=5', 'max=100, timeout=7', 'timeout=5', 'max=3', 'timeout=5']) {
+      const { p, r } = parser();
+      feed(p, `HTTP/1.1 204 No Content\r\nKeep-Alive: ${value}\r\n\r\n`, 64);
+      hints.push(r.heads[0]?.keepAliveMs);
+    }
+    expect(hints).toEqual([5000, 5000, 7000, 5000, undefined, 5000]);
+  });
+
+  it('keeps a connection that says keep-alive and closes one whose Connection lists close in any case', () => {
+    const reusable = (connection: string): boolean | undefined => {
+      const { p, r } = parser();
+      feed(p, `HTTP/1.1 200 OK\r\nConnection: ${connection}\r\nContent-Length: 0\r\n\r\n`, 64);
+      return r.heads[0]?.reusable;
+    };
+    expect(reusable('keep-alive')).toBe(true);
+    expect(reusable('Keep-Alive')).toBe(true);
+    expect(reusable('close')).toBe(false);
+    expect(reusable('CLOSE')).toBe(false);
+    expect(reusable('keep-alive, close')).toBe(false);
+  });
+
   it('decodes chunked bodies across splits and skips trailers', () => {
     for (const size of [1, 3, 10, CHUNKED.length]) {
       const { p, r } = parser();
