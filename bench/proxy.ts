@@ -12,6 +12,7 @@ import { waitHttpReady } from './lib/http-ready.js';
 import { runLoad, type LoadResult } from './lib/load-generator.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
+import { medianBy } from './lib/stats.js';
 import { ensureModelFiles } from './lib/model-set.js';
 import { replicaLoads } from './lib/modelmux-local.js';
 import { startNginx } from './lib/nginx.js';
@@ -30,6 +31,7 @@ const schema = z.object({
   concurrency: z.string().default('1,16'),
   durationSeconds: z.coerce.number().min(1).max(3600).default(8),
   warmupSeconds: z.coerce.number().min(0).max(600).default(5),
+  rounds: intString(1, 20).default(3),
   modelBytes: intString(0, 1_000_000_000).default(0),
   nginxWorkers: intString(1, 64).default(1),
   targets: z.string().default('direct,router,router-node,node-relay,nginx'),
@@ -42,6 +44,10 @@ const specs: OptionSpecs<typeof schema.shape> = {
   warmupSeconds: {
     flag: 'warmup-seconds',
     help: 'Unmeasured seconds of the same load before each row (default 5: after 1 s, V8 was still compiling the router during the measured seconds).',
+  },
+  rounds: {
+    flag: 'rounds',
+    help: "Measured rounds of every target per concurrency, the targets' order rotated each round; each table row is the target's median round by requests per proxy CPU-second (default 3: a single round of a VM can fall into a slow phase). Rounds after the first warm up for 1 s.",
   },
   modelBytes: { flag: 'model-bytes', help: 'Size of the hot model; 0 = the small example model, so proxy cost is not hidden (default 0).' },
   nginxWorkers: { flag: 'nginx-workers', help: 'nginx worker_processes (default 1, like the one router process).' },
@@ -67,16 +73,20 @@ const PATH_NAMES: Record<Target, string> = {
 interface Row {
   target: Target;
   concurrency: number;
+  /** 0-based measured round. */
+  round: number;
   result: Omit<LoadResult, 'sequence'>;
   /** CPU seconds of the proxy processes during the run (0 for direct). */
   proxyCpuS: number;
   replicaCpuS: number;
 }
 
-async function measure(target: Target, url: string, concurrency: number, o: Options, proxyPids: () => Promise<number[]>, replicaPid: number): Promise<Row> {
+async function measure(target: Target, url: string, concurrency: number, round: number, o: Options, proxyPids: () => Promise<number[]>, replicaPid: number): Promise<Row> {
   const body = JSON.stringify({ instances: [SAMPLE_WINE] });
-  // Unmeasured load first, the same for every target: connections open, JIT done compiling.
-  if (o.warmupSeconds > 0) await runLoad({ url, nextModel: () => HOT, concurrency, body, durationMs: o.warmupSeconds * 1000, maxRequests: Number.MAX_SAFE_INTEGER });
+  // Unmeasured load first, the same for every target: connections open, JIT done compiling
+  // (in the first round; later rounds only reopen connections and warm caches).
+  const warmupSeconds = round === 0 ? o.warmupSeconds : Math.min(1, o.warmupSeconds);
+  if (warmupSeconds > 0) await runLoad({ url, nextModel: () => HOT, concurrency, body, durationMs: warmupSeconds * 1000, maxRequests: Number.MAX_SAFE_INTEGER });
   const pids = await proxyPids();
   const p0 = await totalCpuSeconds(pids);
   const r0 = await totalCpuSeconds([replicaPid]);
@@ -84,16 +94,31 @@ async function measure(target: Target, url: string, concurrency: number, o: Opti
   const proxyCpuS = (await totalCpuSeconds(pids)) - p0;
   const replicaCpuS = (await totalCpuSeconds([replicaPid])) - r0;
   const { sequence: _s, ...result } = run;
-  return { target, concurrency, result, proxyCpuS, replicaCpuS };
+  return { target, concurrency, round, result, proxyCpuS, replicaCpuS };
+}
+
+/** Router/nginx requests per proxy CPU-second of each round, pairing the rounds by number. */
+function byRound(router: readonly Row[], nginx: readonly Row[]): string {
+  const ratios = router.flatMap((r) => {
+    const n = nginx.find((x) => x.round === r.round);
+    return n && r.proxyCpuS > 0 && n.proxyCpuS > 0 ? [fmt(r.result.ok / r.proxyCpuS / (n.result.ok / n.proxyCpuS), 2)] : [];
+  });
+  return ratios.length > 0 ? ratios.join(', ') : 'n/a';
 }
 
 function report(o: Options, rows: readonly Row[], command: string): string {
   const levels = [...new Set(rows.map((r) => r.concurrency))];
-  const get = (t: Target, c: number): Row | undefined => rows.find((r) => r.target === t && r.concurrency === c);
   const perCore = (r: Row | undefined): number | undefined => (r && r.proxyCpuS > 0 ? r.result.ok / r.proxyCpuS : undefined);
+  const rounds = (t: Target, c: number): Row[] => rows.filter((r) => r.target === t && r.concurrency === c).sort((a, b) => a.round - b.round);
+  // The direct path has no proxy CPU: its median round is by throughput.
+  const rank = (r: Row): number => perCore(r) ?? r.result.throughputRps;
+  const get = (t: Target, c: number): Row | undefined => medianBy(rounds(t, c), rank);
+  const targets = (Object.keys(PATH_NAMES) as Target[]).filter((t) => rows.some((r) => r.target === t));
+  const shown = levels.flatMap((c) => targets.map((t) => get(t, c)).filter((r): r is Row => r !== undefined));
+  const everyRound = (t: Target, c: number): string => rounds(t, c).map((r) => fmt(rank(r), 0)).join(', ');
   const table = mdTable(
-    ['concurrency', 'path', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'added p50 ms', 'added p99 ms', 'proxy CPU s', 'proxy CPU %', 'req per proxy CPU-second'],
-    rows.map((r) => {
+    ['concurrency', 'path', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'added p50 ms', 'added p99 ms', 'proxy CPU s', 'proxy CPU %', 'req per proxy CPU-second', 'every round (direct: req/s)'],
+    shown.map((r) => {
       const d = get('direct', r.concurrency);
       const direct = r.target === 'direct';
       return [
@@ -109,11 +134,12 @@ function report(o: Options, rows: readonly Row[], command: string): string {
         direct ? '–' : fmt(r.proxyCpuS, 2),
         direct ? '–' : fmt((100 * r.proxyCpuS) / (r.result.elapsedMs / 1000), 0),
         direct ? '–' : fmt(perCore(r), 0),
+        everyRound(r.target, r.concurrency),
       ];
     }),
   );
   const ratios = mdTable(
-    ['concurrency', 'router/nginx throughput', 'router/nginx req per proxy CPU-second (target ≥ 0.5)', 'router/nginx added p50', 'router/nginx added p99', 'router with node:http reader/nginx req per proxy CPU-second', 'Node byte relay/nginx req per proxy CPU-second'],
+    ['concurrency', 'router/nginx throughput', 'router/nginx req per proxy CPU-second (target ≥ 0.5)', 'the same, round by round', 'router/nginx added p50', 'router/nginx added p99', 'router with node:http reader/nginx req per proxy CPU-second', 'Node byte relay/nginx req per proxy CPU-second'],
     levels.map((c) => {
       const r = get('router', c);
       const n = get('nginx', c);
@@ -132,6 +158,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
         String(c),
         r && n ? fmt(r.result.throughputRps / n.result.throughputRps, 2) : 'n/a',
         ratio === undefined ? 'n/a' : `${fmt(ratio, 2)} (${ratio >= 0.5 ? 'met' : '**missed**'})`,
+        byRound(rounds('router', c), rounds('nginx', c)),
         a50 !== undefined && n50 !== undefined && n50 > 0 ? fmt(a50 / n50, 2) : 'n/a',
         a99 !== undefined && n99 !== undefined && n99 > 0 ? fmt(a99 / n99, 2) : 'n/a',
         prn !== undefined && pn !== undefined ? fmt(prn / pn, 2) : 'n/a',
@@ -149,7 +176,8 @@ function report(o: Options, rows: readonly Row[], command: string): string {
     `Setup: one \`modelmux replica\` (file store, hot model ${HOT} of ${o.modelBytes === 0 ? 'the small example size' : `${(o.modelBytes / 1e6).toFixed(1)} MB`} loaded before measuring); ` +
       `\`modelmux router --discovery static\` with that one replica (also with \`--fast-path false\`: node:http reads every request, ADR 0019); Debian nginx (${o.nginxWorkers} worker, upstream keep-alive) proxying ${ROUTE}/ to it. ` +
       `A Node byte relay (bench/node-relay.ts: one upstream connection per client connection, no HTTP read) as the floor of any Node proxy. ` +
-      `Closed loop, one row per request in the Ray Serve form, ${o.durationSeconds} s per row after ${o.warmupSeconds} s unmeasured. ` +
+      `Closed loop, one row per request in the Ray Serve form, ${o.durationSeconds} s per row after ${o.warmupSeconds} s unmeasured (1 s in later rounds); ` +
+      `${o.rounds} round${o.rounds === 1 ? '' : 's'} of every target per concurrency in a rotated order, each row the target's median round by requests per proxy CPU-second (the direct path's by throughput), the ratios from those rows. ` +
       'Load generator, proxy and replica share the same cores, so absolute throughput is the machine\'s; ' +
       '"req per proxy CPU-second" = successful requests / (user+system CPU seconds of the proxy processes from /proc), the throughput per core.',
     '',
@@ -219,11 +247,15 @@ export async function main(argv: string[]): Promise<void> {
 
     for (const t of targets) await checkAnswer(t.url, HOT, hiddenUnitsForBytes(o.modelBytes === 0 ? undefined : o.modelBytes));
     for (const c of levels) {
-      for (const t of targets) {
-        const row = await measure(t.target, t.url, c, o, t.pids, replica.pid);
-        rows.push(row);
-        log(`c=${c} ${t.target}: ${row.result.throughputRps.toFixed(0)} req/s, p50 ${row.result.latency.p50Ms.toFixed(3)} ms, p99 ${row.result.latency.p99Ms.toFixed(3)} ms, ` +
-          `proxy CPU ${row.proxyCpuS.toFixed(2)} s, failures ${JSON.stringify(row.result.failures)}${row.result.firstFailure ? ` first: ${row.result.firstFailure}` : ''}`);
+      for (let round = 0; round < o.rounds; round++) {
+        // Rotated, so that no target always runs right after the same one or last of all.
+        const order = targets.map((_, i) => targets[(i + round) % targets.length] as (typeof targets)[number]);
+        for (const t of order) {
+          const row = await measure(t.target, t.url, c, round, o, t.pids, replica.pid);
+          rows.push(row);
+          log(`c=${c} round ${round + 1} ${t.target}: ${row.result.throughputRps.toFixed(0)} req/s, p50 ${row.result.latency.p50Ms.toFixed(3)} ms, p99 ${row.result.latency.p99Ms.toFixed(3)} ms, ` +
+            `proxy CPU ${row.proxyCpuS.toFixed(2)} s, failures ${JSON.stringify(row.result.failures)}${row.result.firstFailure ? ` first: ${row.result.firstFailure}` : ''}`);
+        }
       }
     }
     const loadsAfter = await replicaLoads([replicaUrl]);

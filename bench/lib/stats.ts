@@ -28,3 +28,12 @@ export function summarize(samplesMs: readonly number[]): LatencySummary {
     maxMs: arr.length ? (arr[arr.length - 1] as number) : Number.NaN,
   };
 }
+
+/**
+ * The item whose `key` is the median of all items' (the lower middle one of an even count), so
+ * a table can show one real measurement instead of a blend of several; undefined when empty.
+ */
+export function medianBy<T>(items: readonly T[], key: (item: T) => number): T | undefined {
+  const sorted = [...items].sort((a, b) => key(a) - key(b));
+  return sorted[Math.floor((sorted.length - 1) / 2)];
+}

@@ -1,6 +1,6 @@
 import { globalLruMisses } from '../../../bench/lib/global-lru.js';
 import { sumMetric } from '../../../bench/lib/prom-text.js';
-import { percentile, summarize } from '../../../bench/lib/stats.js';
+import { medianBy, percentile, summarize } from '../../../bench/lib/stats.js';
 import { idSampler, modelIds } from '../../../bench/lib/traffic.js';
 import { nginxConfig } from '../../../bench/lib/nginx.js';
 
@@ -75,5 +75,15 @@ describe('the request mixes', () => {
 describe('the nginx configuration', () => {
   it('keeps the serve_multiplexed_model_id header, which nginx drops by default', () => {
     expect(nginxConfig('/tmp/x', 8080, '/wine', '127.0.0.1:9000', 1)).toContain('underscores_in_headers on;');
+  });
+});
+
+describe('medianBy', () => {
+  it('picks the item whose key is the median, the lower middle one of an even count', () => {
+    const rounds = [{ round: 0, v: 30 }, { round: 1, v: 10 }, { round: 2, v: 20 }];
+    expect(medianBy(rounds, (r) => r.v)).toEqual({ round: 2, v: 20 });
+    expect(medianBy(rounds.slice(0, 2), (r) => r.v)).toEqual({ round: 1, v: 10 });
+    expect(medianBy([{ v: 5 }], (r) => r.v)).toEqual({ v: 5 });
+    expect(medianBy([], (r: { v: number }) => r.v)).toBeUndefined();
   });
 });
