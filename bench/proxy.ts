@@ -97,18 +97,23 @@ async function measure(target: Target, url: string, concurrency: number, round: 
   return { target, concurrency, round, result, proxyCpuS, replicaCpuS };
 }
 
+/** Requests per proxy CPU-second; undefined for the direct path, which has no proxy. */
+function perCore(r: Row | undefined): number | undefined {
+  return r && r.proxyCpuS > 0 ? r.result.ok / r.proxyCpuS : undefined;
+}
+
 /** Router/nginx requests per proxy CPU-second of each round, pairing the rounds by number. */
 function byRound(router: readonly Row[], nginx: readonly Row[]): string {
   const ratios = router.flatMap((r) => {
-    const n = nginx.find((x) => x.round === r.round);
-    return n && r.proxyCpuS > 0 && n.proxyCpuS > 0 ? [fmt(r.result.ok / r.proxyCpuS / (n.result.ok / n.proxyCpuS), 2)] : [];
+    const pr = perCore(r);
+    const pn = perCore(nginx.find((x) => x.round === r.round));
+    return pr !== undefined && pn !== undefined ? [fmt(pr / pn, 2)] : [];
   });
   return ratios.length > 0 ? ratios.join(', ') : 'n/a';
 }
 
 function report(o: Options, rows: readonly Row[], command: string): string {
   const levels = [...new Set(rows.map((r) => r.concurrency))];
-  const perCore = (r: Row | undefined): number | undefined => (r && r.proxyCpuS > 0 ? r.result.ok / r.proxyCpuS : undefined);
   const rounds = (t: Target, c: number): Row[] => rows.filter((r) => r.target === t && r.concurrency === c).sort((a, b) => a.round - b.round);
   // The direct path has no proxy CPU: its median round is by throughput.
   const rank = (r: Row): number => perCore(r) ?? r.result.throughputRps;
@@ -249,7 +254,8 @@ export async function main(argv: string[]): Promise<void> {
     for (const c of levels) {
       for (let round = 0; round < o.rounds; round++) {
         // Rotated, so that no target always runs right after the same one or last of all.
-        const order = targets.map((_, i) => targets[(i + round) % targets.length] as (typeof targets)[number]);
+        const shift = round % targets.length;
+        const order = [...targets.slice(shift), ...targets.slice(0, shift)];
         for (const t of order) {
           const row = await measure(t.target, t.url, c, round, o, t.pids, replica.pid);
           rows.push(row);

@@ -24,11 +24,11 @@ export class DecayedCounts {
   constructor(private readonly halfLifeMs: number) {}
 
   add(key: string, now: number): void {
-    bump(this.all, this.decayed(this.all, now), now);
+    this.increment(this.all, now);
     const e = this.byKey.get(key);
     // Updated in place: the router adds once per request, and a new entry per add was garbage.
     if (e === undefined) this.byKey.set(key, { count: 1, at: now });
-    else bump(e, this.decayed(e, now), now);
+    else this.increment(e, now);
     if (this.byKey.size >= this.sweepAt) {
       for (const [k, x] of this.byKey) if (this.decayed(x, now) < FORGET_BELOW) this.byKey.delete(k);
       // Many live keys: sweep again only once the map has doubled, so sweeping stays amortised O(1).
@@ -54,13 +54,15 @@ export class DecayedCounts {
     return e === undefined || total <= 0 ? 0 : Math.min(1, this.decayed(e, now) / total);
   }
 
+  /** One more event at `now`, after decaying what `x` counted before. */
+  private increment(x: Count, now: number): void {
+    x.count = this.decayed(x, now) + 1;
+    x.at = now;
+  }
+
   private decayed(x: Count, now: number): number {
     // Under load most reads fall in the millisecond of the last add: no power to compute.
     return now === x.at ? x.count : x.count * 2 ** (-(now - x.at) / this.halfLifeMs);
   }
 }
 
-function bump(x: Count, decayed: number, now: number): void {
-  x.count = decayed + 1;
-  x.at = now;
-}
