@@ -34,7 +34,7 @@ const schema = z.object({
   rounds: intString(1, 20).default(3),
   modelBytes: intString(0, 1_000_000_000).default(0),
   nginxWorkers: intString(1, 64).default(1),
-  targets: z.string().default('direct,router,router-node,node-relay,nginx'),
+  targets: z.string().default('direct,router,router-node,node-relay,nginx,nginx-work'),
   out: z.string().default('bench/results/proxy'),
 });
 type Options = z.infer<typeof schema>;
@@ -53,14 +53,15 @@ const specs: OptionSpecs<typeof schema.shape> = {
   nginxWorkers: { flag: 'nginx-workers', help: 'nginx worker_processes (default 1, like the one router process).' },
   targets: {
     flag: 'targets',
-    help: 'Comma list of direct, router, router-node (the router with --fast-path false), node-relay (a Node byte relay without HTTP: the floor of a Node proxy), nginx (default all five).',
+    help:
+      "Comma list of direct, router, router-node (the router with --fast-path false), node-relay (a Node byte relay without HTTP: the floor of a Node proxy), nginx, nginx-work (nginx doing the router's per-request work too: JSON access log, request id, X-Forwarded-For) (default all six).",
   },
   out: { flag: 'out', help: 'Results path without extension (default bench/results/proxy).' },
 };
 
 const ROUTE = '/wine';
 const HOT = 'm000';
-type Target = 'direct' | 'router' | 'router-node' | 'node-relay' | 'nginx';
+type Target = 'direct' | 'router' | 'router-node' | 'node-relay' | 'nginx' | 'nginx-work';
 
 const PATH_NAMES: Record<Target, string> = {
   direct: 'replica directly',
@@ -68,6 +69,7 @@ const PATH_NAMES: Record<Target, string> = {
   'router-node': 'modelmux router, node:http reader (`--fast-path false`) → replica',
   'node-relay': 'Node byte relay, no HTTP (bench/node-relay.ts) → replica',
   nginx: 'nginx → replica',
+  'nginx-work': "nginx with the router's per-request work (JSON access log, request id, X-Forwarded-For) → replica",
 };
 
 interface Row {
@@ -144,7 +146,17 @@ function report(o: Options, rows: readonly Row[], command: string): string {
     }),
   );
   const ratios = mdTable(
-    ['concurrency', 'router/nginx throughput', 'router/nginx req per proxy CPU-second (target ≥ 0.5)', 'the same, round by round', 'router/nginx added p50', 'router/nginx added p99', 'router with node:http reader/nginx req per proxy CPU-second', 'Node byte relay/nginx req per proxy CPU-second'],
+    [
+      'concurrency',
+      'router/nginx throughput',
+      'router/nginx req per proxy CPU-second (target ≥ 0.5)',
+      'the same, round by round',
+      "router/nginx doing the router's per-request work, req per proxy CPU-second",
+      'router/nginx added p50',
+      'router/nginx added p99',
+      'router with node:http reader/nginx req per proxy CPU-second',
+      'Node byte relay/nginx req per proxy CPU-second',
+    ],
     levels.map((c) => {
       const r = get('router', c);
       const n = get('nginx', c);
@@ -153,6 +165,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
       const pn = perCore(n);
       const prn = perCore(get('router-node', c));
       const relay = perCore(get('node-relay', c));
+      const work = perCore(get('nginx-work', c));
       const ratio = pr !== undefined && pn !== undefined ? pr / pn : undefined;
       const added = (x: Row | undefined, k: 'p50Ms' | 'p99Ms'): number | undefined => (x && d ? x.result.latency[k] - d.result.latency[k] : undefined);
       const a50 = added(r, 'p50Ms');
@@ -164,6 +177,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
         r && n ? fmt(r.result.throughputRps / n.result.throughputRps, 2) : 'n/a',
         ratio === undefined ? 'n/a' : `${fmt(ratio, 2)} (${ratio >= 0.5 ? 'met' : '**missed**'})`,
         byRound(rounds('router', c), rounds('nginx', c)),
+        pr !== undefined && work !== undefined ? fmt(pr / work, 2) : 'n/a',
         a50 !== undefined && n50 !== undefined && n50 > 0 ? fmt(a50 / n50, 2) : 'n/a',
         a99 !== undefined && n99 !== undefined && n99 > 0 ? fmt(a99 / n99, 2) : 'n/a',
         prn !== undefined && pn !== undefined ? fmt(prn / pn, 2) : 'n/a',
@@ -179,7 +193,8 @@ function report(o: Options, rows: readonly Row[], command: string): string {
     `Machine: ${machineLine(machineInfo())}`,
     '',
     `Setup: one \`modelmux replica\` (file store, hot model ${HOT} of ${o.modelBytes === 0 ? 'the small example size' : `${(o.modelBytes / 1e6).toFixed(1)} MB`} loaded before measuring); ` +
-      `\`modelmux router --discovery static\` with that one replica (also with \`--fast-path false\`: node:http reads every request, ADR 0019); Debian nginx (${o.nginxWorkers} worker, upstream keep-alive) proxying ${ROUTE}/ to it. ` +
+      `\`modelmux router --discovery static\` with that one replica (also with \`--fast-path false\`: node:http reads every request, ADR 0019); Debian nginx (${o.nginxWorkers} worker, upstream keep-alive) proxying ${ROUTE}/ to it, ` +
+      "plain (no access log, no added headers: the target's reference) and doing the router's per-request work as well (a JSON access log line per request, buffered like the router's to 64 KB or 50 ms, into a file; a request id to the replica and back; X-Forwarded-For). " +
       `A Node byte relay (bench/node-relay.ts: one upstream connection per client connection, no HTTP read) as the floor of any Node proxy. ` +
       `Closed loop, one row per request in the Ray Serve form, ${o.durationSeconds} s per row after ${o.warmupSeconds} s unmeasured (1 s in later rounds); ` +
       `${o.rounds} round${o.rounds === 1 ? '' : 's'} of every target per concurrency in a rotated order, each row the target's median round by requests per proxy CPU-second (the direct path's by throughput), the ratios from those rows. ` +
@@ -205,7 +220,7 @@ export async function main(argv: string[]): Promise<void> {
   await rm(work, { recursive: true, force: true });
   await mkdir(work, { recursive: true });
 
-  const [replicaPort, routerPort, routerNodePort, relayPort, nginxPort] = await freePorts(5);
+  const [replicaPort, routerPort, routerNodePort, relayPort, nginxPort, nginxWorkPort] = await freePorts(6);
   const replicaUrl = `http://127.0.0.1:${replicaPort}`;
   const children: Child[] = [];
   const rows: Row[] = [];
@@ -239,12 +254,15 @@ export async function main(argv: string[]): Promise<void> {
       children.push(relay);
       targets.push({ target: 'node-relay', url: `http://127.0.0.1:${relayPort}/`, pids: async () => [relay.pid] });
     }
-    if (wanted.has('nginx')) {
-      log('starting nginx');
-      const nginx = await startNginx(work, nginxPort ?? 0, ROUTE, `127.0.0.1:${replicaPort}`, o.nginxWorkers);
+    const startNginxTarget = async (target: 'nginx' | 'nginx-work', port: number): Promise<void> => {
+      if (!wanted.has(target)) return;
+      log(`starting ${target}`);
+      const nginx = await startNginx(join(work, target), port, ROUTE, `127.0.0.1:${replicaPort}`, o.nginxWorkers, target === 'nginx-work');
       children.push(nginx.child);
-      targets.push({ target: 'nginx', url: nginx.url, pids: async () => [nginx.child.pid, ...(await childPids(nginx.child.pid))] });
-    }
+      targets.push({ target, url: nginx.url, pids: async () => [nginx.child.pid, ...(await childPids(nginx.child.pid))] });
+    };
+    await startNginxTarget('nginx', nginxPort ?? 0);
+    await startNginxTarget('nginx-work', nginxWorkPort ?? 0);
 
     // Load the hot model once, so every target measures the proxy and a warm replica.
     await runLoad({ url: `${replicaUrl}/`, nextModel: () => HOT, concurrency: 1, body: JSON.stringify({ instances: [SAMPLE_WINE] }), durationMs: 60_000, maxRequests: 5 });

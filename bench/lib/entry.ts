@@ -1,11 +1,11 @@
 import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { resolve } from 'node:path';
 import { HelpRequested } from '../../common/config.js';
 
-/** Writes `<out>.json` and `<out>.md` under the repository root and prints the markdown. */
+/** Writes `<out>.json` and `<out>.md` (`out` relative to the repository root, or absolute) and prints the markdown. */
 export async function writeResults(repoRoot: string, out: string, json: unknown, md: string): Promise<void> {
-  await writeFile(join(repoRoot, `${out}.json`), JSON.stringify(json, null, 2) + '\n');
-  await writeFile(join(repoRoot, `${out}.md`), md);
+  await writeFile(resolve(repoRoot, `${out}.json`), JSON.stringify(json, null, 2) + '\n');
+  await writeFile(resolve(repoRoot, `${out}.md`), md);
   process.stdout.write(md);
 }
 

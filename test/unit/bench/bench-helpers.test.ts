@@ -76,6 +76,22 @@ describe('the nginx configuration', () => {
   it('keeps the serve_multiplexed_model_id header, which nginx drops by default', () => {
     expect(nginxConfig('/tmp/x', 8080, '/wine', '127.0.0.1:9000', 1)).toContain('underscores_in_headers on;');
   });
+
+  it('logs nothing and adds no header when plain, like the reference it is', () => {
+    const conf = nginxConfig('/tmp/x', 8080, '/wine', '127.0.0.1:9000', 1);
+    expect(conf).toContain('access_log off;');
+    expect(conf).not.toContain('X-Request-Id');
+  });
+
+  it("does the router's per-request work when asked: a batched JSON log line, a request id both ways, X-Forwarded-For", () => {
+    const conf = nginxConfig('/tmp/x', 8080, '/wine', '127.0.0.1:9000', 1, true);
+    expect(conf).not.toContain('access_log off;');
+    expect(conf).toContain('access_log /tmp/x/access.log modelmux buffer=64k flush=50ms;');
+    expect(conf).toMatch(/log_format modelmux escape=json '\{"time":"\$time_iso8601".*"route":"\/wine".*"status":\$status.*\}';/);
+    expect(conf).toContain('proxy_set_header X-Request-Id $request_id;');
+    expect(conf).toContain('add_header X-Request-Id $request_id always;');
+    expect(conf).toContain('proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;');
+  });
 });
 
 describe('medianBy', () => {
