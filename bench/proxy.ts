@@ -104,6 +104,11 @@ function perCore(r: Row | undefined): number | undefined {
   return r && r.proxyCpuS > 0 ? r.result.ok / r.proxyCpuS : undefined;
 }
 
+/** A ratio cell of two requests-per-CPU-second figures, `n/a` when either target was not measured. */
+function ratioCell(a: number | undefined, b: number | undefined): string {
+  return a !== undefined && b !== undefined ? fmt(a / b, 2) : 'n/a';
+}
+
 /** Router/nginx requests per proxy CPU-second of each round, pairing the rounds by number. */
 function byRound(router: readonly Row[], nginx: readonly Row[]): string {
   const ratios = router.flatMap((r) => {
@@ -177,11 +182,11 @@ function report(o: Options, rows: readonly Row[], command: string): string {
         r && n ? fmt(r.result.throughputRps / n.result.throughputRps, 2) : 'n/a',
         ratio === undefined ? 'n/a' : `${fmt(ratio, 2)} (${ratio >= 0.5 ? 'met' : '**missed**'})`,
         byRound(rounds('router', c), rounds('nginx', c)),
-        pr !== undefined && work !== undefined ? fmt(pr / work, 2) : 'n/a',
+        ratioCell(pr, work),
         a50 !== undefined && n50 !== undefined && n50 > 0 ? fmt(a50 / n50, 2) : 'n/a',
         a99 !== undefined && n99 !== undefined && n99 > 0 ? fmt(a99 / n99, 2) : 'n/a',
-        prn !== undefined && pn !== undefined ? fmt(prn / pn, 2) : 'n/a',
-        relay !== undefined && pn !== undefined ? fmt(relay / pn, 2) : 'n/a',
+        ratioCell(prn, pn),
+        ratioCell(relay, pn),
       ];
     }),
   );
