@@ -1,14 +1,13 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts } from '../cli/local-processes.js';
 import { checkAnswer } from './lib/answer-check.js';
 import { startChild, type Child } from './lib/child.js';
-import { waitHttpReady } from './lib/http-ready.js';
 import { runLoad, type LoadResult } from './lib/load-generator.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
@@ -16,6 +15,7 @@ import { medianBy } from './lib/stats.js';
 import { ensureModelFiles } from './lib/model-set.js';
 import { replicaLoads } from './lib/modelmux-local.js';
 import { startNginx } from './lib/nginx.js';
+import { ROUTE, startBenchReplica, startBenchRouter } from './lib/proxy-targets.js';
 import { childPids, totalCpuSeconds } from './lib/proc-cpu.js';
 import { runBenchmark, writeResults } from './lib/entry.js';
 
@@ -59,7 +59,6 @@ const specs: OptionSpecs<typeof schema.shape> = {
   out: { flag: 'out', help: 'Results path without extension (default bench/results/proxy).' },
 };
 
-const ROUTE = '/wine';
 const HOT = 'm000';
 type Target = 'direct' | 'router' | 'router-node' | 'node-relay' | 'nginx' | 'nginx-work';
 
@@ -231,24 +230,16 @@ export async function main(argv: string[]): Promise<void> {
   const rows: Row[] = [];
   try {
     log('starting the replica');
-    const replica = await startChild(process.execPath, [cli, 'replica', '--host', '127.0.0.1', '--port', String(replicaPort), '--model-source', pathToFileURL(modelDir).href, '--max-models', '4', '--max-ongoing-requests', '1024'], {
-      readyTimeoutMs: 60_000,
-    });
+    const replica = await startBenchReplica(cli, modelDir, replicaPort ?? 0);
     children.push(replica);
-    await waitHttpReady(`${replicaUrl}/v2/health/ready`, 60_000, replica);
     const wanted = new Set(o.targets.split(',').map((s) => s.trim()));
     const targets: { target: Target; url: string; pids: () => Promise<number[]> }[] = [];
     if (wanted.has('direct')) targets.push({ target: 'direct', url: `${replicaUrl}/`, pids: async () => [] });
     const startRouter = async (target: 'router' | 'router-node', port: number, extra: string[]): Promise<void> => {
       if (!wanted.has(target)) return;
       log(`starting ${target}`);
-      const router = await startChild(
-        process.execPath,
-        [cli, 'router', '--discovery', 'static', '--host', '127.0.0.1', '--port', String(port), '--routes', `${ROUTE}=${replicaUrl}`, '--max-ongoing-requests', '1024', ...extra],
-        { readyTimeoutMs: 60_000 },
-      );
+      const router = await startBenchRouter(cli, port, replicaUrl, extra);
       children.push(router);
-      await waitHttpReady(`http://127.0.0.1:${port}/readyz`, 60_000, router);
       targets.push({ target, url: `http://127.0.0.1:${port}${ROUTE}/`, pids: async () => [router.pid] });
     };
     await startRouter('router', routerPort ?? 0, []);

@@ -7,5 +7,7 @@ export interface Clock {
 /** A source of uniform draws in [0, 1). */
 export type Random = () => number;
 
-export const systemClock: Clock = { now: () => performance.timeOrigin + performance.now() };
+/** Read once: `performance.timeOrigin` is a getter, and the router reads the clock several times per request. */
+const origin = performance.timeOrigin;
+export const systemClock: Clock = { now: () => origin + performance.now() };
 export const systemRandom: Random = Math.random;

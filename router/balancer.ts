@@ -81,6 +81,8 @@ interface ReplicaState {
   seenAtVersion: Map<string, number>;
   /** Connection failures take a replica out of rotation until then (outlier ejection). */
   ejectedUntil: number;
+  /** What `decide` sees of this replica, rewritten by each `place`. */
+  view: ReplicaLoad;
 }
 
 interface Waiter {
@@ -91,6 +93,12 @@ interface Waiter {
   cancelTimer: () => void;
   done: (r: AcquireResult) => void;
 }
+
+/** The cancel function of a request that no longer waits, and the timer of one that never times out. */
+const NOTHING = (): void => undefined;
+
+/** A first try excludes no replica: shared, so a request does not build an empty set. */
+export const NO_EXCLUDE: ReadonlySet<string> = new Set();
 
 /** Recent-send entries kept per replica before expired ones are swept. */
 const RECENT_SWEEP_AT = 4096;
@@ -157,6 +165,7 @@ export class Balancer {
           confirmed: new Map(),
           seenAtVersion: new Map(),
           ejectedUntil: 0,
+          view: { name, inFlight: 0, modelInFlight: 0, holds: false, pending: false, freeSlots: 0, capacity: 0, victimShare: 0, traffic: 0 },
         });
       }
     }
@@ -222,23 +231,23 @@ export class Balancer {
    * Places a request; `done` runs once, synchronously when a replica is free now, else when
    * one frees up. Returns a cancel function for a request that gives up (client gone, deadline).
    */
-  acquire(model: string | undefined, done: (r: AcquireResult) => void, exclude: ReadonlySet<string> = new Set()): () => void {
-    if (this.live(exclude).length === 0) {
-      done({ ok: false, error: new ModelmuxError('no_replicas', 'the route has no ready replica') });
-      return () => undefined;
-    }
+  acquire(model: string | undefined, done: (r: AcquireResult) => void, exclude: ReadonlySet<string> = NO_EXCLUDE): () => void {
     const now = this.clock.now();
+    if (!this.anyLive(exclude, now)) {
+      done({ ok: false, error: new ModelmuxError('no_replicas', 'the route has no ready replica') });
+      return NOTHING;
+    }
     // A retry on another replica (exclude set) is the same request: count it once.
     if (model !== undefined && exclude.size === 0) this.demand.add(model, now);
-    const w: Waiter = { model, exclude, since: now, timedOut: false, cancelTimer: () => undefined, done };
+    const w: Waiter = { model, exclude, since: now, timedOut: false, cancelTimer: NOTHING, done };
     const lease = this.place(w);
     if (lease) {
       done({ ok: true, lease });
-      return () => undefined;
+      return NOTHING;
     }
     if (this.waiters.length >= this.options.maxQueue) {
       done({ ok: false, error: new ModelmuxError('pool_saturated', `${this.waiters.length} requests are already waiting for a replica`) });
-      return () => undefined;
+      return NOTHING;
     }
     if (model !== undefined) {
       const t = this.options.matchTimeoutMs;
@@ -271,11 +280,13 @@ export class Balancer {
     this.drain();
   }
 
-  private live(exclude: ReadonlySet<string>): ReplicaState[] {
-    const now = this.clock.now();
-    const out: ReplicaState[] = [];
-    for (const r of this.replicas.values()) if (!exclude.has(r.name) && r.ejectedUntil <= now) out.push(r);
-    return out;
+  private isLive(r: ReplicaState, exclude: ReadonlySet<string>, now: number): boolean {
+    return r.ejectedUntil <= now && !exclude.has(r.name);
+  }
+
+  private anyLive(exclude: ReadonlySet<string>, now: number): boolean {
+    for (const r of this.replicas.values()) if (this.isLive(r, exclude, now)) return true;
+    return false;
   }
 
   private holds(r: ReplicaState, model: string, now: number): boolean {
@@ -315,19 +326,22 @@ export class Balancer {
   /** Takes a slot for `w` if `decide` finds one. */
   private place(w: Waiter): Lease | undefined {
     const now = this.clock.now();
-    const live = this.live(w.exclude);
     const m = w.model;
-    const view: ReplicaLoad[] = live.map((r) => ({
-      name: r.name,
-      inFlight: r.inFlight,
-      modelInFlight: m === undefined ? 0 : (r.byModel.get(m) ?? 0),
-      holds: m !== undefined && this.holds(r, m, now),
-      pending: m !== undefined && this.pending(r, m, now),
-      freeSlots: r.capacity - r.table.size - r.unlisted.size,
-      capacity: r.capacity,
-      victimShare: this.victimShare(r, now),
-      traffic: this.traffic.count(r.name, now),
-    }));
+    const view: ReplicaLoad[] = [];
+    for (const r of this.replicas.values()) {
+      if (!this.isLive(r, w.exclude, now)) continue;
+      // Each replica's view is one object, rewritten for every decision: `decide` keeps none.
+      const v = r.view;
+      v.inFlight = r.inFlight;
+      v.modelInFlight = m === undefined ? 0 : (r.byModel.get(m) ?? 0);
+      v.holds = m !== undefined && this.holds(r, m, now);
+      v.pending = m !== undefined && this.pending(r, m, now);
+      v.freeSlots = r.capacity - r.table.size - r.unlisted.size;
+      v.capacity = r.capacity;
+      v.victimShare = this.victimShare(r, now);
+      v.traffic = this.traffic.count(r.name, now);
+      view.push(v);
+    }
     const share = m === undefined ? 0 : this.demand.share(m, now);
     const d = decide({ model: m, share, timedOut: w.timedOut }, view, this.options, this.random);
     if (d.kind === 'wait') return undefined;

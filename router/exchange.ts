@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { ModelmuxError, toModelmuxError, type ErrorBody, type ErrorCode } from '../common/errors.js';
 import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
-import type { AcquireResult, Lease } from './balancer.js';
+import { NO_EXCLUDE, type AcquireResult, type Lease } from './balancer.js';
 import type { Expiring } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { endToEndFields, scanRequestHeaders } from './hop-headers.js';
@@ -29,9 +28,6 @@ function describe(err: Error): string {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' ? `${code}: ${err.message}` : err.message;
 }
-
-/** The first try excludes no replica; shared so acquire() does not build a set per request. */
-const NO_EXCLUDE: ReadonlySet<string> = new Set();
 
 /**
  * - body: reading the request body (buffered up to the limit).
@@ -105,7 +101,7 @@ export class Exchange implements UpstreamHandler, Expiring {
       const rest = slash === -1 ? '' : path.slice(slash);
       this.path = path;
       const scanned = scanRequestHeaders(req.rawHeaders, MODEL_HEADERS);
-      this.requestId = scanned.requestId !== undefined && REQUEST_ID.test(scanned.requestId) ? scanned.requestId : randomUUID();
+      this.requestId = scanned.requestId !== undefined && REQUEST_ID.test(scanned.requestId) ? scanned.requestId : this.proxy.requestIds.next();
       const route = this.proxy.routes.match(prefix);
       if (route === undefined) throw new ModelmuxError('route_not_found', `no route serves ${prefix}`);
       this.route = route;
@@ -253,7 +249,7 @@ export class Exchange implements UpstreamHandler, Expiring {
     if (this.phase !== 'responding') return;
     if (!this.res.write(chunk)) {
       controller.pause();
-      this.res.once('drain', this.onClientDrain);
+      this.res.once('drain', () => this.controller?.resume());
     }
   }
 
@@ -286,10 +282,6 @@ export class Exchange implements UpstreamHandler, Expiring {
       this.guard(again);
     }
   }
-
-  private readonly onClientDrain = (): void => {
-    this.controller?.resume();
-  };
 
   // --- endings ----------------------------------------------------------------------------------
 
@@ -378,7 +370,7 @@ export class Exchange implements UpstreamHandler, Expiring {
       tries: this.tries === 0 ? undefined : this.tries,
       error: this.error,
       status: this.status,
-      durationMs: Math.round(ms * 10) / 10,
+      durationMs: ms,
     });
   }
 }

@@ -258,6 +258,18 @@ class FastRequest implements DownstreamRequest {
   }
 }
 
+/** Status lines by code, each built the first time it is sent. */
+const statusLines = new Map<number, string>();
+
+function statusLine(status: number): string {
+  let line = statusLines.get(status);
+  if (line === undefined) {
+    line = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
+    statusLines.set(status, line);
+  }
+  return line;
+}
+
 /** `Date` for responses the router makes itself, formatted once a second. */
 let dateSecond = 0;
 let dateText = '';
@@ -366,7 +378,7 @@ class FastResponse implements DownstreamResponse {
     this.flushed = true;
     const status = this.status;
     const h = this.headers;
-    let out = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
+    let out = statusLine(status);
     let date = false;
     let hasLength = false;
     for (let i = 0; i < h.length; i += 2) {

@@ -1,11 +1,30 @@
 import { fieldTokens } from './http1-syntax.js';
 
-/** RFC 9110 §7.6.1 connection-specific headers, never forwarded by a proxy. */
-const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+/**
+ * RFC 9110 §7.6.1 connection-specific headers, never forwarded by a proxy. A switch, not a set:
+ * every field name of every request and response is tested, and a set first hashes the whole
+ * name (a new string each time), where the switch mostly compares lengths.
+ */
+function isHopByHop(name: string): boolean {
+  switch (name) {
+    case 'connection':
+    case 'keep-alive':
+    case 'proxy-authenticate':
+    case 'proxy-authorization':
+    case 'proxy-connection':
+    case 'te':
+    case 'trailer':
+    case 'transfer-encoding':
+    case 'upgrade':
+      return true;
+    default:
+      return false;
+  }
+}
 
 /** Adds the header names a Connection header value lists (lowercased) to `into`. */
 function addConnectionTokens(value: string, into: Set<string>): void {
-  for (const name of fieldTokens(value)) if (name !== 'close' && !HOP_BY_HOP.has(name)) into.add(name);
+  for (const name of fieldTokens(value)) if (name !== 'close' && !isHopByHop(name)) into.add(name);
 }
 
 /**
@@ -23,7 +42,7 @@ export function endToEndFields(fields: readonly string[], setByProxy: string): s
   const out: string[] = [];
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i] as string;
-    if (name === setByProxy || HOP_BY_HOP.has(name) || (named !== undefined && named.has(name))) continue;
+    if (name === setByProxy || isHopByHop(name) || (named !== undefined && named.has(name))) continue;
     out.push(name, fields[i + 1] as string);
   }
   return out;
@@ -45,14 +64,25 @@ export interface ScannedRequestHeaders {
   modelHeaders: Record<string, string>;
 }
 
-/** Headers dropped from the forwarded list that the proxy reads or sets itself. */
-const SET_BY_PROXY: ReadonlySet<string> = new Set(['host', 'content-length', 'x-request-id', 'x-forwarded-for', 'expect']);
+/** Headers dropped from the forwarded list that the proxy reads or sets itself (a switch, as isHopByHop). */
+function isSetByProxy(name: string): boolean {
+  switch (name) {
+    case 'host':
+    case 'content-length':
+    case 'x-request-id':
+    case 'x-forwarded-for':
+    case 'expect':
+      return true;
+    default:
+      return false;
+  }
+}
 
 /**
  * One pass over `req.rawHeaders` (so Node never builds `req.headers`): the forwarded list and
  * the few values the proxy reads. `modelHeaderNames` are kept in `modelHeaders` and forwarded.
  */
-export function scanRequestHeaders(raw: readonly string[], modelHeaderNames: ReadonlySet<string>): ScannedRequestHeaders {
+export function scanRequestHeaders(raw: readonly string[], modelHeaderNames: readonly string[]): ScannedRequestHeaders {
   const forward: string[] = [];
   const modelHeaders: Record<string, string> = {};
   let requestId: string | undefined;
@@ -62,17 +92,19 @@ export function scanRequestHeaders(raw: readonly string[], modelHeaderNames: Rea
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = (raw[i] as string).toLowerCase();
     const value = raw[i + 1] as string;
-    if (HOP_BY_HOP.has(name)) {
+    if (isHopByHop(name)) {
       if (name === 'connection' && value !== 'keep-alive' && value !== 'close') addConnectionTokens(value, (named ??= new Set()));
       continue;
     }
-    if (SET_BY_PROXY.has(name)) {
+    if (isSetByProxy(name)) {
       if (name === 'x-request-id') requestId ??= value;
       else if (name === 'x-forwarded-for') forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`;
       else if (name === 'content-length') contentLength ??= value;
       continue;
     }
-    if (modelHeaderNames.has(name) && modelHeaders[name] === undefined) modelHeaders[name] = value;
+    const model = modelHeaderNames.indexOf(name);
+    // Keyed by the list's own name: a key sliced from the request is looked up in V8's string table first.
+    if (model !== -1) modelHeaders[modelHeaderNames[model] as string] ??= value;
     forward.push(name, value);
   }
   if (named !== undefined && named.size > 0) {

@@ -20,8 +20,19 @@ export type HeadScan =
   | { kind: 'head'; head: RequestHead; bytes: number };
 
 const HEAD_END = Buffer.from('\r\n\r\n');
-const REQUEST_LINE = /^(GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS) (\/[\x21-\x7e]*) HTTP\/1\.1$/;
+/** The methods read here; the request line's own copy of the name is not kept. */
+const METHODS = ['GET', 'POST', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+const VERSION = ' HTTP/1.1';
+/** Origin-form: a slash, then visible ASCII. */
+const TARGET = /^\/[\x21-\x7e]*$/;
 const INCOMPLETE: HeadScan = { kind: 'incomplete' };
+
+/** The method of a request line `METHOD SP target`, if it is one read here. */
+function methodOf(line: string): string | undefined {
+  const sp = line.indexOf(' ');
+  for (const m of METHODS) if (m.length === sp && line.startsWith(m)) return m;
+  return undefined;
+}
 
 function other(reason: string): HeadScan {
   return { kind: 'other', reason };
@@ -40,8 +51,10 @@ export function scanRequestHead(buf: Buffer, maxHeadBytes: number): HeadScan {
   if (end + 4 > maxHeadBytes) return other('head too large');
   const text = buf.toString('latin1', 0, end);
   const eol = text.indexOf('\r\n');
-  const m = REQUEST_LINE.exec(eol === -1 ? text : text.slice(0, eol));
-  if (m === null) return other('not a plain HTTP/1.1 request line');
+  const lineEnd = eol === -1 ? text.length : eol;
+  const method = methodOf(text);
+  const url = method === undefined || !text.startsWith(VERSION, lineEnd - VERSION.length) ? '' : text.slice(method.length + 1, lineEnd - VERSION.length);
+  if (!TARGET.test(url)) return other('not a plain HTTP/1.1 request line');
   let rawHeaders: string[];
   try {
     rawHeaders = headerFields(eol === -1 ? '' : text.slice(eol + 2));
@@ -67,6 +80,8 @@ export function scanRequestHead(buf: Buffer, maxHeadBytes: number): HeadScan {
       case 'upgrade':
         return other(`${name} header`);
       case 'connection':
+        // What nearly every client sends needs no tokenising.
+        if (value === 'keep-alive') break;
         for (const token of fieldTokens(value)) {
           if (token === 'close') close = true;
           else if (token === 'upgrade') return other('Connection: upgrade');
@@ -75,5 +90,5 @@ export function scanRequestHead(buf: Buffer, maxHeadBytes: number): HeadScan {
     }
   }
   if (hosts !== 1) return other('Host missing or repeated');
-  return { kind: 'head', head: { method: m[1] as string, url: m[2] as string, rawHeaders, contentLength: Math.max(0, contentLength), close }, bytes: end + 4 };
+  return { kind: 'head', head: { method: method as string, url, rawHeaders, contentLength: Math.max(0, contentLength), close }, bytes: end + 4 };
 }

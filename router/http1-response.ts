@@ -61,7 +61,11 @@ export class ResponseParser {
     return this.state === 'until-close';
   }
 
-  /** Feeds bytes; calls the sink; throws ProtocolError on a malformed response. */
+  /**
+   * Feeds bytes; calls the sink; throws ProtocolError on a malformed response. Nothing keeps a
+   * view of `data` after this returns, so the caller may reuse it (the sink's `onBody` chunks
+   * are views too: a sink copies what it keeps).
+   */
   execute(data: Buffer): void {
     let chunk: Buffer | null = this.buf === null ? data : Buffer.concat([this.buf, data]);
     this.buf = null;
@@ -202,10 +206,13 @@ export class ResponseParser {
     this.sink.onComplete();
   }
 
-  /** Keeps a partial unit until more bytes arrive, refusing one that grows past `limit`. */
+  /**
+   * Keeps a partial unit until more bytes arrive, refusing one that grows past `limit`. A copy:
+   * the caller may reuse the buffer it fed (the upstream pool reads into one shared buffer).
+   */
   private keep(data: Buffer, limit: number, message: string): null {
     if (data.length > limit) throw new ProtocolError(message);
-    this.buf = data;
+    this.buf = Buffer.from(data);
     return null;
   }
 }

@@ -179,37 +179,57 @@ export function isHot(
   policy: PlacementPolicy,
 ): boolean {
   if ((share * replicaCount) / holders.length <= policy.copyShare) return false;
-  if (openHolders.every((r) => r.inFlight >= policy.spreadAt)) return true;
-  const perCopy = holders.reduce((s, r) => s + r.modelInFlight, 0) / holders.length;
-  return perCopy >= policy.spreadPerCopy && openHolders.every((r) => r.inFlight >= policy.loadFloor);
+  let coolest = Number.POSITIVE_INFINITY;
+  for (const r of openHolders) coolest = Math.min(coolest, r.inFlight);
+  if (coolest >= policy.spreadAt) return true;
+  let modelInFlight = 0;
+  for (const r of holders) modelInFlight += r.modelInFlight;
+  return modelInFlight / holders.length >= policy.spreadPerCopy && coolest >= policy.loadFloor;
 }
 
-/** Chooses a replica for `request`, or says it waits. */
+const WAIT: Decision = { kind: 'wait' };
+
+/** The replicas below `below` in flight, leaving out those that hold the model when `withHolders` is false. */
+function openOf(replicas: readonly ReplicaLoad[], below: number, withHolders: boolean): ReplicaLoad[] {
+  const out: ReplicaLoad[] = [];
+  for (const r of replicas) if (r.inFlight < below && (withHolders || !r.holds)) out.push(r);
+  return out;
+}
+
+/**
+ * Chooses a replica for `request`, or says it waits. Runs for every request: loops instead of
+ * filters and callbacks, and the lists only the chosen branch reads.
+ */
 export function decide(request: PlacementRequest, replicas: readonly ReplicaLoad[], policy: PlacementPolicy, random: Random): Decision {
   const { model, share, timedOut } = request;
   const max = policy.maxOngoingRequests;
-  const open = replicas.filter((r) => r.inFlight < max);
   if (model === undefined) {
-    const r = leastOfTwo(open, random);
-    return r ? { kind: 'no_model', replica: r.name } : { kind: 'wait' };
+    const r = leastOfTwo(openOf(replicas, max, true), random);
+    return r ? { kind: 'no_model', replica: r.name } : WAIT;
   }
-  const holders = replicas.filter((r) => r.holds);
+  const holders: ReplicaLoad[] = [];
+  const openHolders: ReplicaLoad[] = [];
+  let copyPending = false;
+  for (const r of replicas) {
+    if (!r.holds) continue;
+    holders.push(r);
+    if (r.inFlight < max) openHolders.push(r);
+    if (r.pending) copyPending = true;
+  }
   if (holders.length === 0) {
-    const r = rendezvousPick(model, open, replicas, policy, max, true);
-    return r ? { kind: 'cold', replica: r.name } : { kind: 'wait' };
+    const r = rendezvousPick(model, openOf(replicas, max, true), replicas, policy, max, true);
+    return r ? { kind: 'cold', replica: r.name } : WAIT;
   }
-  const openHolders = holders.filter((r) => r.inFlight < max);
-  const others = open.filter((r) => !r.holds);
-  if (!holders.some((r) => r.pending) && isHot(share, replicas.length, holders, openHolders, policy)) {
+  if (!copyPending && isHot(share, replicas.length, holders, openHolders, policy)) {
     // A new copy goes only to a replica cooler than every holder, in the order every router
     // agrees on, so the copy relieves the holders instead of queueing behind their work.
     const coolest = openHolders.reduce((m, r) => Math.min(m, r.inFlight), policy.spreadAt);
-    const r = rendezvousPick(model, others, replicas, policy, coolest, false);
+    const r = rendezvousPick(model, openOf(replicas, max, false), replicas, policy, coolest, false);
     if (r) return { kind: 'new_copy', replica: r.name };
   }
   const h = leastOfTwo(openHolders, random);
   if (h) return { kind: 'holder', replica: h.name };
-  if (!timedOut) return { kind: 'wait' };
-  const r = rendezvousPick(model, others, replicas, policy, max, true);
-  return r ? { kind: 'fallback_after_timeout', replica: r.name } : { kind: 'wait' };
+  if (!timedOut) return WAIT;
+  const r = rendezvousPick(model, openOf(replicas, max, false), replicas, policy, max, true);
+  return r ? { kind: 'fallback_after_timeout', replica: r.name } : WAIT;
 }

@@ -6,6 +6,7 @@ import { Deadlines, deadlineResolutionMs } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { Exchange } from './exchange.js';
 import type { RouterMetrics } from './metrics.js';
+import { RequestIds } from './request-id.js';
 import type { RouteTable } from './route-table.js';
 
 export interface ProxyLimits {
@@ -27,6 +28,9 @@ export interface ProxyLimits {
  * stream pipeline, AbortSignal or timer (ADR 0014).
  */
 export class RouterProxy {
+  /** Ids for requests that come without a valid `x-request-id`. */
+  readonly requestIds = new RequestIds();
+
   constructor(
     readonly routes: RouteTable,
     readonly limits: ProxyLimits,

@@ -23,7 +23,7 @@ function header(headers: HeaderBag, name: string): string | undefined {
 }
 
 /** The header names `parseRequestForm` reads, for a caller that collects only those. */
-export const MODEL_HEADERS: ReadonlySet<string> = new Set([HEADER_RAY_MODEL_ID, HEADER_RAY_MODEL_ID_HYPHEN, HEADER_SAGEMAKER_MODEL]);
+export const MODEL_HEADERS: readonly string[] = [HEADER_RAY_MODEL_ID, HEADER_RAY_MODEL_ID_HYPHEN, HEADER_SAGEMAKER_MODEL];
 
 const V2_MODELS = '/v2/models/';
 

@@ -49,6 +49,15 @@ const KEEP_ALIVE_MARGIN_MS = 1000;
 const DEFAULT_MAX_HEAD_BYTES = 64 * 1024;
 
 /**
+ * Every upstream socket reads into this one buffer (net's `onread`), so a read allocates no
+ * ArrayBuffer and goes through no Readable stream: per response, that was a 64 KiB malloc, a
+ * backing store for the garbage collector to sweep and a nextTick. Reads run one at a time on
+ * the event loop and nothing keeps a view of the buffer past its read: the parser copies a
+ * partial unit it keeps, and body chunks are copied before they go to the handler.
+ */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
+/**
  * Keep-alive HTTP/1.1 connections to one replica, owned by the router (ADR 0019): one request
  * per connection at a time, the request head and body written in one corked write, the
  * response parsed by `ResponseParser` and handed to the try's handler as it arrives. It does
@@ -59,7 +68,8 @@ const DEFAULT_MAX_HEAD_BYTES = 64 * 1024;
 export class UpstreamPool {
   private readonly host: string;
   private readonly port: number;
-  private readonly hostHeader: string;
+  /** The end of every request line and the Host field, the same for every try. */
+  private readonly lineEnd: string;
   private readonly idle: Connection[] = [];
   private readonly waiting: Attempt[] = [];
   private open = 0;
@@ -75,7 +85,7 @@ export class UpstreamPool {
     if (u.protocol !== 'http:') throw new Error(`upstream ${url}: only http: is supported`);
     this.host = u.hostname.replace(/^\[|\]$/g, '');
     this.port = u.port === '' ? 80 : Number(u.port);
-    this.hostHeader = u.host;
+    this.lineEnd = ` HTTP/1.1\r\nhost: ${u.host}\r\n`;
     this.sweep = setInterval(() => this.closeExpired(Date.now()), Math.min(1000, options.keepAliveTimeoutMs));
     this.sweep.unref();
   }
@@ -102,7 +112,7 @@ export class UpstreamPool {
 
   /** The request head, built once per try. */
   head(r: UpstreamRequest): string {
-    let head = `${r.method} ${r.path} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n`;
+    let head = `${r.method} ${r.path}${this.lineEnd}`;
     const h = r.headers;
     for (let i = 0; i + 1 < h.length; i += 2) head += `${h[i] as string}: ${h[i + 1] as string}\r\n`;
     if (r.body !== null) head += `content-length: ${r.body.length}\r\n`;
@@ -148,8 +158,9 @@ export class UpstreamPool {
     if (i !== -1) this.waiting.splice(i, 1);
   }
 
-  newSocket(): Socket {
-    return connect({ host: this.host, port: this.port, noDelay: true });
+  /** A socket whose reads land in READ_BUFFER; `onRead` gets the bytes read, false pauses. */
+  newSocket(onRead: (bytes: number) => boolean): Socket {
+    return connect({ host: this.host, port: this.port, noDelay: true, onread: { buffer: READ_BUFFER, callback: onRead } });
   }
 
   /** The most recently idled connection that is still within its idle limit. */
@@ -229,8 +240,7 @@ class Connection implements ResponseSink {
   constructor(private readonly pool: UpstreamPool) {
     this.idleLimitMs = pool.options.keepAliveTimeoutMs;
     this.parser = new ResponseParser(this, pool.maxHeadBytes);
-    this.socket = pool.newSocket();
-    this.socket.on('data', this.onData);
+    this.socket = pool.newSocket(this.onRead);
     this.socket.on('end', this.onEnd);
     this.socket.on('error', this.onError);
     this.socket.on('close', this.onClose);
@@ -272,7 +282,8 @@ class Connection implements ResponseSink {
 
   onBody(chunk: Buffer): void {
     const a = this.attempt;
-    if (a !== undefined) a.handler.onResponseData(a, chunk);
+    // The chunk is a view of the shared read buffer; the handler may keep what it is given.
+    if (a !== undefined) a.handler.onResponseData(a, Buffer.from(chunk));
   }
 
   /** Read from `parser.complete` once `execute` returns, so the try ends outside the parser. */
@@ -280,7 +291,12 @@ class Connection implements ResponseSink {
 
   // --- socket events ---------------------------------------------------------------------------
 
-  private readonly onData = (chunk: Buffer): void => {
+  private readonly onRead = (bytes: number): boolean => {
+    this.read(READ_BUFFER.subarray(0, bytes));
+    return true;
+  };
+
+  private read(chunk: Buffer): void {
     if (this.attempt === undefined) {
       // Nothing was asked: a server that talks out of turn cannot be trusted with the next try.
       return this.destroy();
@@ -293,7 +309,7 @@ class Connection implements ResponseSink {
       return this.failAttempt(err as Error);
     }
     if (this.parser.complete) this.finish(this.head?.reusable === true && !this.dead);
-  };
+  }
 
   private readonly onEnd = (): void => {
     if (this.attempt === undefined) return this.destroy();

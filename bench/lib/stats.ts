@@ -37,3 +37,11 @@ export function medianBy<T>(items: readonly T[], key: (item: T) => number): T | 
   const sorted = [...items].sort((a, b) => key(a) - key(b));
   return sorted[Math.floor((sorted.length - 1) / 2)];
 }
+
+/** The median of `xs` (the mean of the two middle values of an even count); NaN when empty. */
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((x, y) => x - y);
+  const mid = Math.floor(s.length / 2);
+  if (s.length === 0) return Number.NaN;
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+}

@@ -1,6 +1,6 @@
 import { globalLruMisses } from '../../../bench/lib/global-lru.js';
 import { sumMetric } from '../../../bench/lib/prom-text.js';
-import { medianBy, percentile, summarize } from '../../../bench/lib/stats.js';
+import { median, medianBy, percentile, summarize } from '../../../bench/lib/stats.js';
 import { idSampler, modelIds } from '../../../bench/lib/traffic.js';
 import { nginxConfig } from '../../../bench/lib/nginx.js';
 
@@ -46,6 +46,12 @@ describe('latency summaries', () => {
     expect(percentile(samples, 99)).toBe(99);
     expect(summarize([3, 1, 2]).p50Ms).toBe(2);
     expect(Number.isNaN(summarize([]).p99Ms)).toBe(true);
+  });
+
+  it('takes the median of odd and even counts in any order', () => {
+    expect(median([3, 1, 2])).toBe(2);
+    expect(median([0.9, 1.1, 0.8, 1.0])).toBeCloseTo(0.95);
+    expect(Number.isNaN(median([]))).toBe(true);
   });
 });
 

@@ -30,4 +30,21 @@ describe('AccessLog', () => {
     expect(parsed[2]).toMatchObject({ requestId: 'r3', error: 'pool_saturated', status: 503 });
     expect(new Date(parsed[0]?.['time'] as string).getTime()).toBeGreaterThan(0);
   });
+
+  it('prints the time with milliseconds and the duration to a tenth of a millisecond, as JSON would print them', () => {
+    const lines: string[] = [];
+    const log = new AccessLog({}, (line) => void lines.push(line));
+    const durations = [0, 0.04, 0.05, 1.5, 2, 12.34, 99.96, 1234.56, 60_000.04];
+    const before = Date.now();
+    for (const durationMs of durations) log.request({ ...ok, durationMs });
+    const after = Date.now();
+    const parsed = lines.map((l) => JSON.parse(l) as { time: string; durationMs: number });
+    expect(lines.map((l) => l.slice(l.lastIndexOf(':') + 1, -1))).toEqual(durations.map((d) => JSON.stringify(Math.round(d * 10) / 10)));
+    for (const p of parsed) {
+      expect(p.time).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+      const t = new Date(p.time).getTime();
+      expect(t).toBeGreaterThanOrEqual(before);
+      expect(t).toBeLessThanOrEqual(after);
+    }
+  });
 });

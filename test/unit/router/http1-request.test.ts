@@ -13,6 +13,12 @@ describe('scanRequestHead', () => {
     expect(scan('GET / HTTP/1.1\r\nHost: r\r\n\r\n')).toMatchObject({ kind: 'head', head: { contentLength: 0, close: false } });
   });
 
+  it('reads every method it serves, and any origin-form target', () => {
+    for (const method of ['GET', 'POST', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']) {
+      expect(scan(`${method} /a/b?c=d&e=%20 HTTP/1.1\r\nHost: r\r\n\r\n`)).toMatchObject({ kind: 'head', head: { method, url: '/a/b?c=d&e=%20' } });
+    }
+  });
+
   it('waits for the rest of a head, within the limit', () => {
     expect(scan('GET / HTTP/1.1\r\nHost: r\r\n')).toEqual({ kind: 'incomplete' });
     expect(scan(`GET / HTTP/1.1\r\nX: ${'a'.repeat(100)}`, 64)).toMatchObject({ kind: 'other', reason: 'head too large' });
@@ -25,6 +31,12 @@ describe('scanRequestHead', () => {
       'BREW / HTTP/1.1\r\nHost: r\r\n\r\n',
       'GET http://r/ HTTP/1.1\r\nHost: r\r\n\r\n',
       'GET /a b HTTP/1.1\r\nHost: r\r\n\r\n',
+      'get / HTTP/1.1\r\nHost: r\r\n\r\n',
+      'GETS / HTTP/1.1\r\nHost: r\r\n\r\n',
+      'GET  / HTTP/1.1\r\nHost: r\r\n\r\n',
+      'GET HTTP/1.1\r\nHost: r\r\n\r\n',
+      'GET / HTTP/1.1 \r\nHost: r\r\n\r\n',
+      'GET / http/1.1\r\nHost: r\r\n\r\n',
       '\r\nGET / HTTP/1.1\r\nHost: r\r\n\r\n',
       'GET / HTTP/1.1\r\n\r\n',
       'GET / HTTP/1.1\r\nHost: r\r\nHost: s\r\n\r\n',

@@ -147,10 +147,31 @@ describe('ResponseParser', () => {
       'HTTP/2 200 OK\r\n\r\n',
       'HTTP/1.1 2000 OK\r\n\r\n',
       'HTTP/1.1 099 Low\r\n\r\n',
+      'HTTP/1.2 200 OK\r\n\r\n',
+      'HTTP/1.1 20 OK\r\n\r\n',
+      'HTTP/1.1  200 OK\r\n\r\n',
+      'HTTP/1.1 200OK\r\n\r\n',
+      'HTTP/1.1 2x0 OK\r\n\r\n',
+      'HTTP/1.1 200 O\rK\r\n\r\n',
+      'HTTP/1.1 200 O\nK\r\n\r\n',
+      'http/1.1 200 OK\r\n\r\n',
       'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
       'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY',
     ];
     for (const text of bad) expect(() => parser().p.execute(Buffer.from(text))).toThrow(ProtocolError);
+  });
+
+  it('reads status lines with and without a reason phrase', () => {
+    for (const [line, status] of [
+      ['HTTP/1.1 200', 200],
+      ['HTTP/1.1 404 Not Found', 404],
+      ['HTTP/1.0 503 ', 503],
+      ['HTTP/1.1 599 \x80odd reason', 599],
+    ] as const) {
+      const { p, r } = parser();
+      p.execute(Buffer.from(`${line}\r\nContent-Length: 0\r\n\r\n`, 'latin1'));
+      expect(r.heads[0]?.status).toBe(status);
+    }
   });
 
   it('accepts identical repeated Content-Length values', () => {

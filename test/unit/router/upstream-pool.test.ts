@@ -164,6 +164,27 @@ describe('UpstreamPool against node:http', () => {
     expect(s.sockets).toHaveLength(1);
   });
 
+  it('hands over body chunks that stay intact while other connections read (one shared read buffer)', async () => {
+    // Two large answers at once, each of its own byte: a chunk that were only a view of the
+    // shared read buffer would hold the other answer's bytes by the end.
+    const s = track(await httpServer((req, res) => res.end(Buffer.alloc(1_500_000, req.url === '/a' ? 'a' : 'b'))));
+    const p = pool(s.url);
+    const kept = { a: [] as Buffer[], b: [] as Buffer[] };
+    const tries = (['a', 'b'] as const).map((name) => {
+      const c = new Collector();
+      c.onResponseData = (_ctl, chunk) => void kept[name].push(chunk);
+      p.dispatch({ method: 'GET', path: `/${name}`, headers: [], body: null }, c);
+      return c.done;
+    });
+    for (const out of await Promise.all(tries)) expect(out.error).toBeUndefined();
+    for (const name of ['a', 'b'] as const) {
+      expect(kept[name].length).toBeGreaterThan(1);
+      const body = Buffer.concat(kept[name]);
+      expect(body.length).toBe(1_500_000);
+      expect(body.every((byte) => byte === name.charCodeAt(0))).toBe(true);
+    }
+  });
+
   it('opens a new connection after Connection: close', async () => {
     const s = track(await httpServer((_req, res) => res.writeHead(200, { connection: 'close', 'content-length': '2' }).end('ok')));
     const p = pool(s.url);
@@ -271,6 +292,17 @@ describe('UpstreamPool against servers that misbehave', () => {
     const s = track(await rawServer((socket) => socket.end()));
     const out = await send(pool(s.url)).done;
     expect(out.error?.code).toBe('UPSTREAM_CLOSED');
+  });
+
+  it('reads a head and a chunked body that arrive in pieces across reads', async () => {
+    const s = track(await rawServer((socket) => {
+      const pieces = ['HTTP/1.1 200 OK\r\nX-Lo', 'ng-Name: value\r\nTransfer-Encoding: chunked\r\n', '\r\n5\r\nhel', 'lo\r\n', '0\r\n\r\n'];
+      pieces.forEach((piece, i) => setTimeout(() => socket.write(piece), 20 * i));
+    }));
+    const out = await send(pool(s.url)).done;
+    expect(out.error).toBeUndefined();
+    expect(fieldValue(out.headers ?? [], 'x-long-name')).toBe('value');
+    expect(out.body).toBe('hello');
   });
 
   it('reports a malformed answer as HTTP_PROTOCOL_ERROR and does not reuse the connection', async () => {
