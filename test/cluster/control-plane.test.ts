@@ -339,7 +339,9 @@ describe('the test control plane', () => {
     const ip = victim.status.podIP ?? '';
     await cp.kubectl(['delete', 'pod', victim.metadata.name, '-n', NS, '--wait=true', '--timeout=30s']);
     await expect(fetch(`http://${ip}:8080/ready`)).rejects.toThrow();
-    expect(agent.pods().some((p) => p.uid === victim.metadata.uid)).toBe(false);
+    // kubectl sees the object gone as soon as the API server deletes it, which can be before the
+    // agent has read the answer to its own delete call and dropped the pod's runner.
+    await eventually(() => expect(agent.pods().some((p) => p.uid === victim.metadata.uid)).toBe(false), 10_000);
     // The ReplicaSet replaces it, and the replacement runs.
     await cp.kubectl(['rollout', 'status', 'deployment/reporter', '-n', NS, '--timeout=60s']);
     const now = await pods('app=reporter');
