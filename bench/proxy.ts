@@ -15,8 +15,8 @@ import { medianBy } from './lib/stats.js';
 import { ensureModelFiles } from './lib/model-set.js';
 import { replicaLoads } from './lib/modelmux-local.js';
 import { startNginx } from './lib/nginx.js';
-import { ROUTE, startBenchReplica, startBenchRouter } from './lib/proxy-targets.js';
-import { childPids, totalCpuSeconds } from './lib/proc-cpu.js';
+import { ROUTE, routerUrl, startBenchReplica, startBenchRouter } from './lib/proxy-targets.js';
+import { totalCpuSeconds } from './lib/proc-cpu.js';
 import { runBenchmark, writeResults } from './lib/entry.js';
 
 /**
@@ -240,7 +240,7 @@ export async function main(argv: string[]): Promise<void> {
       log(`starting ${target}`);
       const router = await startBenchRouter(cli, port, replicaUrl, extra);
       children.push(router);
-      targets.push({ target, url: `http://127.0.0.1:${port}${ROUTE}/`, pids: async () => [router.pid] });
+      targets.push({ target, url: routerUrl(port), pids: async () => [router.pid] });
     };
     await startRouter('router', routerPort ?? 0, []);
     await startRouter('router-node', routerNodePort ?? 0, ['--fast-path', 'false']);
@@ -255,7 +255,7 @@ export async function main(argv: string[]): Promise<void> {
       log(`starting ${target}`);
       const nginx = await startNginx(join(work, target), port, ROUTE, `127.0.0.1:${replicaPort}`, o.nginxWorkers, target === 'nginx-work');
       children.push(nginx.child);
-      targets.push({ target, url: nginx.url, pids: async () => [nginx.child.pid, ...(await childPids(nginx.child.pid))] });
+      targets.push({ target, url: nginx.url, pids: nginx.pids });
     };
     await startNginxTarget('nginx', nginxPort ?? 0);
     await startNginxTarget('nginx-work', nginxWorkPort ?? 0);

@@ -13,8 +13,8 @@ import { fmt, mdTable } from './lib/markdown.js';
 import { ensureModelFiles } from './lib/model-set.js';
 import { median } from './lib/stats.js';
 import { startNginx } from './lib/nginx.js';
-import { childPids, totalCpuSeconds } from './lib/proc-cpu.js';
-import { ROUTE, startBenchReplica, startBenchRouter } from './lib/proxy-targets.js';
+import { totalCpuSeconds } from './lib/proc-cpu.js';
+import { ROUTE, routerUrl, startBenchReplica, startBenchRouter } from './lib/proxy-targets.js';
 import { runBenchmark, writeResults } from './lib/entry.js';
 
 /**
@@ -27,7 +27,7 @@ import { runBenchmark, writeResults } from './lib/entry.js';
  */
 
 const schema = z.object({
-  b: z.string().min(1, 'give --b, the other build\'s dist/cli/main.js'),
+  b: z.string().min(1, "give --b: nginx, nginx-work or another build's dist/cli/main.js"),
   concurrency: intString(1, 256).default(8),
   runs: intString(1, 50).default(4),
   rows: intString(1, 100).default(6),
@@ -42,7 +42,7 @@ const specs: OptionSpecs<typeof schema.shape> = {
     help:
       "B: another checkout's dist/cli/main.js (e.g. a `git worktree` of the base commit, built with `npx tsc`), or nginx (plain, bench:proxy's reference) or nginx-work (nginx doing the router's per-request work).",
   },
-  concurrency: { flag: 'concurrency', help: 'Closed-loop clients on each router (default 8: 16 in all, like bench:proxy\'s throughput rows).' },
+  concurrency: { flag: 'concurrency', help: "Closed-loop clients on each proxy (default 8: 16 in all, like bench:proxy's throughput rows)." },
   runs: { flag: 'runs', help: 'Runs, each with newly started proxies: the result is the median of their median ratios (default 4).' },
   rows: { flag: 'rows', help: 'Measured rows per run (default 6).' },
   rowSeconds: { flag: 'row-seconds', help: 'Seconds per row (default 3).' },
@@ -75,10 +75,10 @@ function cost(s: Side): number {
 async function startB(b: string, repoRoot: string, port: number, replicaPort: number): Promise<{ child: Child; url: string; pids: () => Promise<number[]> }> {
   if (b === 'nginx' || b === 'nginx-work') {
     const nginx = await startNginx(join(repoRoot, 'bench/results/.work/router-ab', b), port, ROUTE, `127.0.0.1:${replicaPort}`, 1, b === 'nginx-work');
-    return { child: nginx.child, url: nginx.url, pids: async () => [nginx.child.pid, ...(await childPids(nginx.child.pid))] };
+    return { child: nginx.child, url: nginx.url, pids: nginx.pids };
   }
   const router = await startBenchRouter(resolve(b), port, `http://127.0.0.1:${replicaPort}`);
-  return { child: router, url: `http://127.0.0.1:${port}${ROUTE}/`, pids: async () => [router.pid] };
+  return { child: router, url: routerUrl(port), pids: async () => [router.pid] };
 }
 
 /** One row: both proxies loaded at once, the CPU of each one's processes from /proc over the same seconds. */
@@ -157,7 +157,7 @@ export async function main(argv: string[]): Promise<void> {
         children.push(a);
         const b = await startB(o.b, repoRoot, portB ?? 0, replicaPort ?? 0);
         children.push(b.child);
-        const urls = [`http://127.0.0.1:${portA}${ROUTE}/`, b.url] as const;
+        const urls = [routerUrl(portA ?? 0), b.url] as const;
         for (const url of urls) await checkAnswer(url, HOT, hiddenUnitsForBytes(undefined));
         const pids = async (): Promise<[number[], number[]]> => [[a.pid], await b.pids()];
         if (o.warmupSeconds > 0) await measureRow(urls, await pids(), o, o.warmupSeconds * 1000, run);

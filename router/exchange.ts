@@ -12,7 +12,7 @@ import type { Route } from './route-table.js';
 import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
 
 /** A request id we pass on as given: bounded and printable, so it cannot break a log line. */
-const REQUEST_ID = /^[A-Za-z0-9._:@=+-]{1,128}$/;
+export const REQUEST_ID = /^[A-Za-z0-9._:@=+-]{1,128}$/;
 
 /** Socket failures before any byte of the response (UPSTREAM_CLOSED: upstream-pool.ts). */
 const CONNECTION_FAILURE_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'UPSTREAM_CLOSED']);

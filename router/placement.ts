@@ -179,12 +179,18 @@ export function isHot(
   policy: PlacementPolicy,
 ): boolean {
   if ((share * replicaCount) / holders.length <= policy.copyShare) return false;
-  let coolest = Number.POSITIVE_INFINITY;
-  for (const r of openHolders) coolest = Math.min(coolest, r.inFlight);
+  const coolest = leastInFlight(openHolders);
   if (coolest >= policy.spreadAt) return true;
   let modelInFlight = 0;
   for (const r of holders) modelInFlight += r.modelInFlight;
   return modelInFlight / holders.length >= policy.spreadPerCopy && coolest >= policy.loadFloor;
+}
+
+/** The smallest in-flight count of `replicas`; Infinity for none. */
+function leastInFlight(replicas: readonly ReplicaLoad[]): number {
+  let least = Number.POSITIVE_INFINITY;
+  for (const r of replicas) least = Math.min(least, r.inFlight);
+  return least;
 }
 
 const WAIT: Decision = { kind: 'wait' };
@@ -223,7 +229,7 @@ export function decide(request: PlacementRequest, replicas: readonly ReplicaLoad
   if (!copyPending && isHot(share, replicas.length, holders, openHolders, policy)) {
     // A new copy goes only to a replica cooler than every holder, in the order every router
     // agrees on, so the copy relieves the holders instead of queueing behind their work.
-    const coolest = openHolders.reduce((m, r) => Math.min(m, r.inFlight), policy.spreadAt);
+    const coolest = Math.min(leastInFlight(openHolders), policy.spreadAt);
     const r = rendezvousPick(model, openOf(replicas, max, false), replicas, policy, coolest, false);
     if (r) return { kind: 'new_copy', replica: r.name };
   }

@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startChild, type Child } from './child.js';
+import { childPids } from './proc-cpu.js';
 import { waitHttpReady } from './http-ready.js';
 
 /**
@@ -15,6 +16,8 @@ import { waitHttpReady } from './http-ready.js';
 export interface Nginx {
   url: string;
   child: Child;
+  /** The master and its workers: the processes whose CPU is nginx's. */
+  pids(): Promise<number[]>;
   stop(): Promise<void>;
 }
 
@@ -77,5 +80,5 @@ export async function startNginx(prefix: string, port: number, routePrefix: stri
   await writeFile(conf, nginxConfig(prefix, port, routePrefix, upstreamHostPort, workers, routerWork));
   const child = await startChild(NGINX_BINARY, ['-p', prefix, '-c', conf], { readyTimeoutMs: 10_000 });
   await waitHttpReady(`http://127.0.0.1:${port}/healthz`, 10_000, child);
-  return { url: `http://127.0.0.1:${port}${routePrefix}/`, child, stop: () => child.stop(10_000) };
+  return { url: `http://127.0.0.1:${port}${routePrefix}/`, child, pids: async () => [child.pid, ...(await childPids(child.pid))], stop: () => child.stop(10_000) };
 }

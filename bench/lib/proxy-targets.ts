@@ -5,6 +5,11 @@ import { waitHttpReady } from './http-ready.js';
 /** The proxy benchmarks' one route: the router serves it from a static replica list. */
 export const ROUTE = '/wine';
 
+/** Where a router started by startBenchRouter on `port` serves ROUTE. */
+export function routerUrl(port: number): string {
+  return `http://127.0.0.1:${port}${ROUTE}/`;
+}
+
 /** A `modelmux replica` of `cli` serving the model files of `modelDir`, ready when this resolves. */
 export async function startBenchReplica(cli: string, modelDir: string, port: number): Promise<Child> {
   const replica = await startChild(

@@ -40,8 +40,8 @@ export function medianBy<T>(items: readonly T[], key: (item: T) => number): T | 
 
 /** The median of `xs` (the mean of the two middle values of an even count); NaN when empty. */
 export function median(xs: readonly number[]): number {
+  if (xs.length === 0) return Number.NaN;
   const s = [...xs].sort((x, y) => x - y);
   const mid = Math.floor(s.length / 2);
-  if (s.length === 0) return Number.NaN;
   return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
 }
