@@ -65,6 +65,7 @@ async function round(variant: Variant, o: Options, path: (i: number) => string):
 
 export async function main(argv: string[]): Promise<void> {
   const o = parseConfig('bench load', 'Replica load path: a session per model vs shared-graph sessions.', schema, specs, argv, process.env);
+  const m = machineInfo();
   const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '../..');
   const dir = join(homedir(), '.cache/modelmux/bench-models', String(o.modelBytes));
   await mkdir(dir, { recursive: true });
@@ -86,7 +87,7 @@ export async function main(argv: string[]): Promise<void> {
     '',
     `Command: \`${command}\``,
     '',
-    `Machine: ${machineLine(machineInfo())}`,
+    `Machine: ${machineLine(m)}`,
     '',
     `Setup: ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB read from local disk (page cache warm), ${o.keep} kept open; each step opens the next model, runs one row and releases the oldest; ${o.steps} steps per variant per round, variants alternating; one process, sessions with the replica's default options.`,
     '',
@@ -100,7 +101,7 @@ export async function main(argv: string[]): Promise<void> {
     ),
     '',
   ].join('\n');
-  await writeResults(repoRoot, o.out, { machine: machineInfo(), options: o, command, rows }, md);
+  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows }, md);
 }
 
 await runBenchmark(main);

@@ -49,6 +49,7 @@ const schema = z.object({
   out: z.string().default('bench/results/mux'),
   simulate: booleanString.default(true),
   raySessionOptions: z.enum(['modelmux', 'default']).default('modelmux'),
+  firstPass: booleanString.default(true),
 });
 type Options = z.infer<typeof schema>;
 
@@ -70,6 +71,10 @@ const specs: OptionSpecs<typeof schema.shape> = {
   modelDir: { flag: 'model-dir', help: 'Where generated models are kept between runs (default ~/.cache/modelmux/bench-models/<bytes>).' },
   out: { flag: 'out', help: 'Results path without extension (default bench/results/mux).' },
   simulate: { flag: 'simulate', help: "Add the placement simulator's table for the same pool (default true)." },
+  firstPass: {
+    flag: 'first-pass',
+    help: 'Before the first pattern, request every model once, unmeasured, so no measured window holds the first download of a model to the machine (default true).',
+  },
   raySessionOptions: { flag: 'ray-session-options', help: "onnxruntime session options of Ray's replicas: modelmux (the replica's own: 1 thread, no spinning, basic optimisation, no pre-packing; default) or default (onnxruntime's)." },
 };
 
@@ -88,6 +93,16 @@ interface Row {
   cpuSPer1000: number;
   /** CPU seconds the load generator itself used, to show it was not the bottleneck. */
   clientCpuS: number;
+}
+
+/** The unmeasured pass over every model before the first pattern: a system's cold start. */
+interface FirstPass {
+  system: System;
+  seconds: number;
+  requests: number;
+  ok: number;
+  loads: number;
+  downloads: number;
 }
 
 function list<T extends string>(raw: string, allowed: readonly T[], what: string): T[] {
@@ -168,7 +183,13 @@ async function simulatorTable(o: Options, patterns: readonly PatternName[], repo
   ].join('\n');
 }
 
-function report(o: Options, m: MachineInfo, rows: readonly Row[], patterns: readonly PatternName[], command: string, sim: string | undefined): string {
+function firstPassLine(passes: readonly FirstPass[], models: number, concurrency: number): string[] {
+  if (passes.length === 0) return [];
+  const each = passes.map((f) => `${f.system} ${fmt(f.seconds)} s (${f.loads} loads, ${f.downloads} downloads${f.ok < f.requests ? `, ${f.requests - f.ok} failed` : ''})`);
+  return [`First pass, unmeasured, before the first pattern (each of the ${models} models requested once, ${concurrency} at a time: the cold start): ${each.join('; ')}.`, ''];
+}
+
+function report(o: Options, m: MachineInfo, rows: readonly Row[], passes: readonly FirstPass[], patterns: readonly PatternName[], command: string, sim: string | undefined): string {
   const get = (s: System, p: PatternName): Row | undefined => rows.find((r) => r.system === s && r.pattern === p);
   const measured = mdTable(
     ['pattern', 'system', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'loads / 1000 req', 'ideal global LRU loads / 1000', 'downloads / 1000 req', 'mean load ms (as each system times it)', 'system CPU s / 1000 req', 'load generator CPU s'],
@@ -225,8 +246,9 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], patterns: read
       `batching ${o.maxBatchSize > 1 ? `max ${o.maxBatchSize}, wait ${o.batchWaitMs} ms` : 'off'} on both; ` +
       `onnxruntime sessions ${o.raySessionOptions === 'modelmux' ? "with the same options on both (modelmux's replica's: 1 thread, no spinning, basic graph optimisation, no weight pre-packing)" : "with modelmux's options on modelmux and onnxruntime's defaults on Ray"}; ` +
       `closed loop with ${o.concurrency} concurrent clients, one row per request (Ray Serve form: POST with serve_multiplexed_model_id); ` +
-      `per pattern ${o.warmupSeconds} s warm-up then ${o.durationSeconds} s measured; seed ${o.seed}.`,
+      `${o.firstPass ? 'every model requested once before the first pattern; ' : ''}per pattern ${o.warmupSeconds} s warm-up then ${o.durationSeconds} s measured; seed ${o.seed}.`,
     '',
+    ...firstPassLine(passes, o.models, o.concurrency),
     measured,
     '',
     'Ratios modelmux / Ray (targets: throughput ≥ 5, p99 ≤ 0.2, loads ≤ Ray\'s, loads ≤ 1.2 × ideal):',
@@ -257,6 +279,7 @@ export async function main(argv: string[]): Promise<void> {
 
   let s3: S3Server | undefined;
   const rows: Row[] = [];
+  const passes: FirstPass[] = [];
   try {
     let store: { source: string; endpoint?: string; env: Record<string, string> };
     if (o.store === 's3') {
@@ -275,6 +298,17 @@ export async function main(argv: string[]): Promise<void> {
         const checked = ids[ids.length - 1] as string;
         await checkAnswer(sys.url, checked, hiddenUnitsForBytes(o.modelBytes));
         const history: string[] = [checked];
+        if (o.firstPass) {
+          // A model's first download to the machine is a cold-start cost, paid once; without this
+          // pass a slow store left some of them in the first pattern's measured window.
+          let i = 0;
+          const before = await sys.loads();
+          const pass = await runLoad({ url: sys.url, nextModel: () => ids[i++ % ids.length] as string, concurrency: o.concurrency, body, maxRequests: ids.length, durationMs: 3_600_000 });
+          const after = await sys.loads();
+          history.push(...pass.sequence);
+          passes.push({ system, seconds: pass.elapsedMs / 1000, requests: pass.requests, ok: pass.ok, loads: after.count - before.count, downloads: after.downloads - before.downloads });
+          log(`${system} first pass: ${pass.requests} requests in ${(pass.elapsedMs / 1000).toFixed(1)} s, failures ${JSON.stringify(pass.failures)}${pass.firstFailure ? ` first: ${pass.firstFailure}` : ''}`);
+        }
         for (const pattern of patterns) {
           const next = idSampler(pattern, ids, o.seed);
           const base = { url: sys.url, nextModel: next, concurrency: o.concurrency, body, maxRequests: Number.MAX_SAFE_INTEGER };
@@ -329,8 +363,8 @@ export async function main(argv: string[]): Promise<void> {
     }
   }
   const command = argv.length > 0 ? `npm run bench:mux -- ${argv.join(' ')}` : 'npm run bench:mux';
-  const md = report(o, m, rows, patterns, command, sim);
-  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows }, md);
+  const md = report(o, m, rows, passes, patterns, command, sim);
+  await writeResults(repoRoot, o.out, { machine: m, options: o, command, firstPasses: passes, rows }, md);
 }
 
 await runBenchmark(main);

@@ -9,7 +9,7 @@ import { freePorts } from '../cli/local-processes.js';
 import { checkAnswer } from './lib/answer-check.js';
 import { startChild, type Child } from './lib/child.js';
 import { runLoad, type LoadResult } from './lib/load-generator.js';
-import { machineInfo, machineLine } from './lib/machine.js';
+import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { medianBy } from './lib/stats.js';
 import { ensureModelFiles } from './lib/model-set.js';
@@ -118,7 +118,7 @@ function byRound(router: readonly Row[], nginx: readonly Row[]): string {
   return ratios.length > 0 ? ratios.join(', ') : 'n/a';
 }
 
-function report(o: Options, rows: readonly Row[], command: string): string {
+function report(o: Options, m: MachineInfo, rows: readonly Row[], command: string): string {
   const levels = [...new Set(rows.map((r) => r.concurrency))];
   const rounds = (t: Target, c: number): Row[] => rows.filter((r) => r.target === t && r.concurrency === c).sort((a, b) => a.round - b.round);
   // The direct path has no proxy CPU: its median round is by throughput.
@@ -194,7 +194,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
     '',
     `Command: \`${command}\``,
     '',
-    `Machine: ${machineLine(machineInfo())}`,
+    `Machine: ${machineLine(m)}`,
     '',
     `Setup: one \`modelmux replica\` (file store, hot model ${HOT} of ${o.modelBytes === 0 ? 'the small example size' : `${(o.modelBytes / 1e6).toFixed(1)} MB`} loaded before measuring); ` +
       `\`modelmux router --discovery static\` with that one replica (also with \`--fast-path false\`: node:http reads every request, ADR 0019); Debian nginx (${o.nginxWorkers} worker, upstream keep-alive) proxying ${ROUTE}/ to it, ` +
@@ -214,6 +214,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
 
 export async function main(argv: string[]): Promise<void> {
   const o = parseConfig('bench proxy', 'Router overhead: replica directly vs modelmux router vs nginx.', schema, specs, argv, process.env);
+  const m = machineInfo();
   const levels = o.concurrency.split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
   const cli = join(repoRoot, 'dist/cli/main.js');
@@ -284,8 +285,8 @@ export async function main(argv: string[]): Promise<void> {
     for (const c of children.reverse()) await c.stop(10_000);
   }
   const command = argv.length > 0 ? `npm run bench:proxy -- ${argv.join(' ')}` : 'npm run bench:proxy';
-  const md = report(o, rows, command);
-  await writeResults(repoRoot, o.out, { machine: machineInfo(), options: o, command, rows }, md);
+  const md = report(o, m, rows, command);
+  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows }, md);
 }
 
 await runBenchmark(main);

@@ -8,7 +8,7 @@ import { freePorts } from '../cli/local-processes.js';
 import { checkAnswer } from './lib/answer-check.js';
 import type { Child } from './lib/child.js';
 import { runLoad, type LoadResult } from './lib/load-generator.js';
-import { machineInfo, machineLine } from './lib/machine.js';
+import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { ensureModelFiles } from './lib/model-set.js';
 import { median } from './lib/stats.js';
@@ -102,7 +102,7 @@ function describeB(b: string): string {
   return `\`modelmux router\` from \`${b}\``;
 }
 
-function report(o: Options, rows: readonly Row[], command: string): string {
+function report(o: Options, m: MachineInfo, rows: readonly Row[], command: string): string {
   const ratio = (r: Row): number => cost(r.a) / cost(r.b);
   const runs = [...new Set(rows.map((r) => r.run))].map((run) => rows.filter((r) => r.run === run));
   const runRatios = runs.map((rs) => median(rs.map(ratio)));
@@ -122,7 +122,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
     '',
     `Command: \`${command}\``,
     '',
-    `Machine: ${machineLine(machineInfo())}`,
+    `Machine: ${machineLine(m)}`,
     '',
     `Setup: one \`modelmux replica\` (file store, hot model ${HOT} of the small example size loaded); in front of it \`modelmux router --discovery static\` from this checkout (A) and ${describeB(o.b)} (B); ` +
       `${o.concurrency} closed-loop clients on each at once (one load generator process, the Ray Serve form); ${o.runs} runs, each with both proxies newly started, ${o.warmupSeconds} s unmeasured, then ${o.rows} rows of ${o.rowSeconds} s; ` +
@@ -137,6 +137,7 @@ function report(o: Options, rows: readonly Row[], command: string): string {
 
 export async function main(argv: string[]): Promise<void> {
   const o = parseConfig('bench router-ab', 'Router A/B: CPU per request of the router and another build or nginx, under the same load at the same time.', schema, specs, argv, process.env);
+  const m = machineInfo();
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
   const cliA = join(repoRoot, 'dist/cli/main.js');
   const log = (msg: string): void => void process.stderr.write(`[bench:router-ab ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -174,7 +175,7 @@ export async function main(argv: string[]): Promise<void> {
     await replica.stop(10_000);
   }
   const command = `npm run bench:router-ab -- ${argv.join(' ')}`;
-  await writeResults(repoRoot, o.out, { machine: machineInfo(), options: o, command, rows }, report(o, rows, command));
+  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows }, report(o, m, rows, command));
 }
 
 await runBenchmark(main);
