@@ -10,7 +10,7 @@ import { freePorts, startS3Server, type S3Server } from '../test/helpers/s3-serv
 import { checkAnswer } from './lib/answer-check.js';
 import { globalLruMisses } from './lib/global-lru.js';
 import type { LoadStats } from './lib/load-stats.js';
-import { runLoad, type LoadResult } from './lib/load-generator.js';
+import { failureText, runLoad, type LoadResult } from './lib/load-generator.js';
 import { totalCpuSeconds, treePids } from './lib/proc-cpu.js';
 import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
@@ -307,7 +307,7 @@ export async function main(argv: string[]): Promise<void> {
           const after = await sys.loads();
           history.push(...pass.sequence);
           passes.push({ system, seconds: pass.elapsedMs / 1000, requests: pass.requests, ok: pass.ok, loads: after.count - before.count, downloads: after.downloads - before.downloads });
-          log(`${system} first pass: ${pass.requests} requests in ${(pass.elapsedMs / 1000).toFixed(1)} s, failures ${JSON.stringify(pass.failures)}${pass.firstFailure ? ` first: ${pass.firstFailure}` : ''}`);
+          log(`${system} first pass: ${pass.requests} requests in ${(pass.elapsedMs / 1000).toFixed(1)} s, ${failureText(pass)}`);
         }
         for (const pattern of patterns) {
           const next = idSampler(pattern, ids, o.seed);
@@ -342,7 +342,7 @@ export async function main(argv: string[]): Promise<void> {
             clientCpuS: (client.user + client.system) / 1e6,
           });
           log(`${system} ${pattern}: ${run.throughputRps.toFixed(1)} req/s, p50 ${run.latency.p50Ms.toFixed(2)} ms, p99 ${run.latency.p99Ms.toFixed(2)} ms, ` +
-            `${loads} loads in ${run.requests} requests, failures ${JSON.stringify(run.failures)}${run.firstFailure ? ` first: ${run.firstFailure}` : ''}`);
+            `${loads} loads in ${run.requests} requests, ${failureText(run)}`);
         }
       } finally {
         log(`stopping ${system}`);

@@ -8,7 +8,7 @@ import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts } from '../cli/local-processes.js';
 import { checkAnswer } from './lib/answer-check.js';
 import { startChild, type Child } from './lib/child.js';
-import { runLoad, type LoadResult } from './lib/load-generator.js';
+import { failureText, runLoad, type LoadResult } from './lib/load-generator.js';
 import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { medianBy } from './lib/stats.js';
@@ -275,7 +275,7 @@ export async function main(argv: string[]): Promise<void> {
           const row = await measure(t.target, t.url, c, round, o, t.pids, replica.pid);
           rows.push(row);
           log(`c=${c} round ${round + 1} ${t.target}: ${row.result.throughputRps.toFixed(0)} req/s, p50 ${row.result.latency.p50Ms.toFixed(3)} ms, p99 ${row.result.latency.p99Ms.toFixed(3)} ms, ` +
-            `proxy CPU ${row.proxyCpuS.toFixed(2)} s, failures ${JSON.stringify(row.result.failures)}${row.result.firstFailure ? ` first: ${row.result.firstFailure}` : ''}`);
+            `proxy CPU ${row.proxyCpuS.toFixed(2)} s, ${failureText(row.result)}`);
         }
       }
     }

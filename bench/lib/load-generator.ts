@@ -42,6 +42,11 @@ export interface LoadResult {
   sequence: string[];
 }
 
+/** A run's failures for a progress line: counts by status, and the first one's answer. */
+export function failureText(r: Pick<LoadResult, 'failures' | 'firstFailure'>): string {
+  return `failures ${JSON.stringify(r.failures)}${r.firstFailure ? ` first: ${r.firstFailure}` : ''}`;
+}
+
 export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
   const target = new URL(opts.url);
   const pool = new Pool(target.origin, { connections: opts.concurrency, pipelining: 1, keepAliveTimeout: 30_000 });
