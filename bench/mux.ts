@@ -14,6 +14,7 @@ import { failureText, runLoad, type LoadResult } from './lib/load-generator.js';
 import { totalCpuSeconds, treePids } from './lib/proc-cpu.js';
 import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
+import { medianBy, rotated } from './lib/stats.js';
 import { ensureModelFiles, uploadModels } from './lib/model-set.js';
 import { startModelmuxLocal } from './lib/modelmux-local.js';
 import { startRayServe } from './lib/ray-serve.js';
@@ -50,6 +51,7 @@ const schema = z.object({
   simulate: booleanString.default(true),
   raySessionOptions: z.enum(['modelmux', 'default']).default('modelmux'),
   firstPass: booleanString.default(true),
+  rounds: intString(1, 20).default(1),
 });
 type Options = z.infer<typeof schema>;
 
@@ -75,12 +77,19 @@ const specs: OptionSpecs<typeof schema.shape> = {
     flag: 'first-pass',
     help: 'Before the first pattern, request every model once, unmeasured, so no measured window holds the first download of a model to the machine (default true).',
   },
+  rounds: {
+    flag: 'rounds',
+    help:
+      "Measured rounds of every pattern, in an order rotated each round. The ratios, the spread and the simulator table then use each pattern's median round by throughput, and a line gives every round's throughput: how much the same pattern moves from one window to the next on this machine, against which the 15% spread target is read (default 1).",
+  },
   raySessionOptions: { flag: 'ray-session-options', help: "onnxruntime session options of Ray's replicas: modelmux (the replica's own: 1 thread, no spinning, basic optimisation, no pre-packing; default) or default (onnxruntime's)." },
 };
 
 interface Row {
   system: System;
   pattern: PatternName;
+  /** 1-based: with `--rounds`, every pattern is measured once per round. */
+  round: number;
   warmupRequests: number;
   result: Omit<LoadResult, 'sequence'>;
   loads: number;
@@ -109,7 +118,18 @@ function list<T extends string>(raw: string, allowed: readonly T[], what: string
   const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
   const bad = items.filter((s) => !(allowed as readonly string[]).includes(s));
   if (bad.length > 0) throw new ConfigError('bench mux', [`unknown ${what}: ${bad.join(', ')} (known: ${allowed.join(', ')})`]);
+  const twice = items.filter((s, i) => items.indexOf(s) !== i);
+  // The tables have one row per pattern and round: a repeat is what --rounds is for.
+  if (twice.length > 0) throw new ConfigError('bench mux', [`${what} listed more than once: ${[...new Set(twice)].join(', ')} (use --rounds to measure each again)`]);
   return items as T[];
+}
+
+/** The round of `pattern` on `system` with the median throughput (the lower middle of an even count). */
+function medianRound(rows: readonly Row[], system: System, pattern: PatternName): Row | undefined {
+  return medianBy(
+    rows.filter((r) => r.system === system && r.pattern === pattern),
+    (r) => r.result.throughputRps,
+  );
 }
 
 interface Running {
@@ -160,7 +180,7 @@ async function simulatorTable(o: Options, patterns: readonly PatternName[], repo
     return r ? fmt(f(r)) : 'did not finish';
   };
   const real = (system: System, p: PatternName, f: (r: Row) => number): string => {
-    const r = measured.find((x) => x.system === system && x.pattern === p);
+    const r = medianRound(measured, system, p);
     return r ? fmt(f(r)) : 'n/a';
   };
   const rows = patterns.map((p) => [
@@ -190,10 +210,12 @@ function firstPassLine(passes: readonly FirstPass[], models: number, concurrency
 }
 
 function report(o: Options, m: MachineInfo, rows: readonly Row[], passes: readonly FirstPass[], patterns: readonly PatternName[], command: string, sim: string | undefined): string {
-  const get = (s: System, p: PatternName): Row | undefined => rows.find((r) => r.system === s && r.pattern === p);
+  const get = (s: System, p: PatternName): Row | undefined => medianRound(rows, s, p);
+  const byRound = o.rounds > 1;
   const measured = mdTable(
-    ['pattern', 'system', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'loads / 1000 req', 'ideal global LRU loads / 1000', 'downloads / 1000 req', 'mean load ms (as each system times it)', 'system CPU s / 1000 req', 'load generator CPU s'],
+    [...(byRound ? ['round'] : []), 'pattern', 'system', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'loads / 1000 req', 'ideal global LRU loads / 1000', 'downloads / 1000 req', 'mean load ms (as each system times it)', 'system CPU s / 1000 req', 'load generator CPU s'],
     rows.map((r) => [
+      ...(byRound ? [String(r.round)] : []),
       PATTERN_LABELS[r.pattern],
       r.system,
       String(r.result.requests),
@@ -234,6 +256,22 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], passes: readon
     const min = Math.min(...t);
     return `${fmt(((max - min) / max) * 100)}% (min ${fmt(min)} / max ${fmt(max)} req/s)`;
   };
+  const roundsOf = (s: System): string => {
+    const each = patterns.flatMap((p) => {
+      const t = rows.filter((r) => r.system === s && r.pattern === p).map((r) => r.result.throughputRps);
+      if (t.length === 0) return [];
+      const max = Math.max(...t);
+      return [`${p} ${t.map((x) => fmt(x, 0)).join(', ')} (${fmt(((max - Math.min(...t)) / max) * 100, 0)}%)`];
+    });
+    return each.length === 0 ? '' : `${s}: ${each.join('; ')}`;
+  };
+  const roundLines = byRound
+    ? [
+        '',
+        `Throughput in req/s of each pattern in rounds 1–${o.rounds}, and how far apart they are (max − min) / max: the same pattern's move from one window to the next, the noise under the spread target. ` +
+          `The ratios, the spread and the simulator table use each pattern's median round. ${SYSTEMS.map(roundsOf).filter(Boolean).join('. ')}.`,
+      ]
+    : [];
   return [
     `## Multiplexing: modelmux local vs Ray Serve`,
     '',
@@ -246,7 +284,8 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], passes: readon
       `batching ${o.maxBatchSize > 1 ? `max ${o.maxBatchSize}, wait ${o.batchWaitMs} ms` : 'off'} on both; ` +
       `onnxruntime sessions ${o.raySessionOptions === 'modelmux' ? "with the same options on both (modelmux's replica's: 1 thread, no spinning, basic graph optimisation, no weight pre-packing)" : "with modelmux's options on modelmux and onnxruntime's defaults on Ray"}; ` +
       `closed loop with ${o.concurrency} concurrent clients, one row per request (Ray Serve form: POST with serve_multiplexed_model_id); ` +
-      `${o.firstPass ? 'every model requested once before the first pattern; ' : ''}per pattern ${o.warmupSeconds} s warm-up then ${o.durationSeconds} s measured; seed ${o.seed}.`,
+      `${o.firstPass ? 'every model requested once before the first pattern; ' : ''}per pattern ${o.warmupSeconds} s warm-up then ${o.durationSeconds} s measured` +
+      `${byRound ? `, in ${o.rounds} rounds, the patterns' order rotated each round` : ''}; seed ${o.seed}.`,
     '',
     ...firstPassLine(passes, o.models, o.concurrency),
     measured,
@@ -255,7 +294,8 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], passes: readon
     '',
     mdTable(['pattern', 'throughput ×', 'p99 ×', 'loads vs Ray ×', 'modelmux loads vs ideal ×'], ratioRows),
     '',
-    `Throughput spread across patterns (target ≤ 15%): modelmux ${spread('modelmux')}; Ray ${spread('ray')}.`,
+    `Throughput spread across patterns (target ≤ 15%)${byRound ? ', median rounds' : ''}: modelmux ${spread('modelmux')}; Ray ${spread('ray')}.`,
+    ...roundLines,
     ...(sim ? ['', sim] : []),
     '',
   ].join('\n');
@@ -309,40 +349,43 @@ export async function main(argv: string[]): Promise<void> {
           passes.push({ system, seconds: pass.elapsedMs / 1000, requests: pass.requests, ok: pass.ok, loads: after.count - before.count, downloads: after.downloads - before.downloads });
           log(`${system} first pass: ${pass.requests} requests in ${(pass.elapsedMs / 1000).toFixed(1)} s, ${failureText(pass)}`);
         }
-        for (const pattern of patterns) {
-          const next = idSampler(pattern, ids, o.seed);
-          const base = { url: sys.url, nextModel: next, concurrency: o.concurrency, body, maxRequests: Number.MAX_SAFE_INTEGER };
-          const warm = await runLoad({ ...base, durationMs: o.warmupSeconds * 1000 });
-          const before = await sys.loads();
-          const pids = await treePids(sys.pid);
-          const cpu0 = await totalCpuSeconds(pids);
-          const client0 = process.cpuUsage();
-          const run = await runLoad({ ...base, durationMs: o.durationSeconds * 1000 });
-          const client = process.cpuUsage(client0);
-          const cpuS = (await totalCpuSeconds(pids)) - cpu0;
-          const after = await sys.loads();
-          const loads = after.count - before.count;
-          const loadSeconds = after.totalSeconds - before.totalSeconds;
-          // The floor replays everything this system was sent since it started: its caches carry over between patterns.
-          const seen = history.length + warm.sequence.length;
-          history.push(...warm.sequence, ...run.sequence);
-          const ideal = globalLruMisses(history, o.replicas * o.maxModels, seen);
-          const { sequence: _seq, ...result } = run;
-          rows.push({
-            system,
-            pattern,
-            warmupRequests: warm.requests,
-            result,
-            loads,
-            loadsPer1000: (1000 * loads) / Math.max(1, run.requests),
-            downloadsPer1000: (1000 * (after.downloads - before.downloads)) / Math.max(1, run.requests),
-            idealLoadsPer1000: (1000 * ideal.misses) / Math.max(1, ideal.requests),
-            meanLoadMs: loads > 0 ? (1000 * loadSeconds) / loads : Number.NaN,
-            cpuSPer1000: (1000 * cpuS) / Math.max(1, run.ok),
-            clientCpuS: (client.user + client.system) / 1e6,
-          });
-          log(`${system} ${pattern}: ${run.throughputRps.toFixed(1)} req/s, p50 ${run.latency.p50Ms.toFixed(2)} ms, p99 ${run.latency.p99Ms.toFixed(2)} ms, ` +
-            `${loads} loads in ${run.requests} requests, ${failureText(run)}`);
+        for (let round = 1; round <= o.rounds; round++) {
+          for (const pattern of rotated(patterns, round - 1)) {
+            const next = idSampler(pattern, ids, o.seed);
+            const base = { url: sys.url, nextModel: next, concurrency: o.concurrency, body, maxRequests: Number.MAX_SAFE_INTEGER };
+            const warm = await runLoad({ ...base, durationMs: o.warmupSeconds * 1000 });
+            const before = await sys.loads();
+            const pids = await treePids(sys.pid);
+            const cpu0 = await totalCpuSeconds(pids);
+            const client0 = process.cpuUsage();
+            const run = await runLoad({ ...base, durationMs: o.durationSeconds * 1000 });
+            const client = process.cpuUsage(client0);
+            const cpuS = (await totalCpuSeconds(pids)) - cpu0;
+            const after = await sys.loads();
+            const loads = after.count - before.count;
+            const loadSeconds = after.totalSeconds - before.totalSeconds;
+            // The floor replays everything this system was sent since it started: its caches carry over between patterns.
+            const seen = history.length + warm.sequence.length;
+            history.push(...warm.sequence, ...run.sequence);
+            const ideal = globalLruMisses(history, o.replicas * o.maxModels, seen);
+            const { sequence: _seq, ...result } = run;
+            rows.push({
+              system,
+              pattern,
+              round,
+              warmupRequests: warm.requests,
+              result,
+              loads,
+              loadsPer1000: (1000 * loads) / Math.max(1, run.requests),
+              downloadsPer1000: (1000 * (after.downloads - before.downloads)) / Math.max(1, run.requests),
+              idealLoadsPer1000: (1000 * ideal.misses) / Math.max(1, ideal.requests),
+              meanLoadMs: loads > 0 ? (1000 * loadSeconds) / loads : Number.NaN,
+              cpuSPer1000: (1000 * cpuS) / Math.max(1, run.ok),
+              clientCpuS: (client.user + client.system) / 1e6,
+            });
+            log(`${system} ${pattern}${o.rounds > 1 ? ` (round ${round})` : ''}: ${run.throughputRps.toFixed(1)} req/s, p50 ${run.latency.p50Ms.toFixed(2)} ms, p99 ${run.latency.p99Ms.toFixed(2)} ms, ` +
+              `${loads} loads in ${run.requests} requests, ${failureText(run)}`);
+          }
         }
       } finally {
         log(`stopping ${system}`);

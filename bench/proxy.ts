@@ -11,7 +11,7 @@ import { startChild, type Child } from './lib/child.js';
 import { failureText, runLoad, type LoadResult } from './lib/load-generator.js';
 import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
-import { medianBy } from './lib/stats.js';
+import { medianBy, rotated } from './lib/stats.js';
 import { ensureModelFiles } from './lib/model-set.js';
 import { replicaLoads } from './lib/modelmux-local.js';
 import { startNginx } from './lib/nginx.js';
@@ -268,10 +268,7 @@ export async function main(argv: string[]): Promise<void> {
     for (const t of targets) await checkAnswer(t.url, HOT, hiddenUnitsForBytes(o.modelBytes === 0 ? undefined : o.modelBytes));
     for (const c of levels) {
       for (let round = 0; round < o.rounds; round++) {
-        // Rotated, so that no target always runs right after the same one or last of all.
-        const shift = round % targets.length;
-        const order = [...targets.slice(shift), ...targets.slice(0, shift)];
-        for (const t of order) {
+        for (const t of rotated(targets, round)) {
           const row = await measure(t.target, t.url, c, round, o, t.pids, replica.pid);
           rows.push(row);
           log(`c=${c} round ${round + 1} ${t.target}: ${row.result.throughputRps.toFixed(0)} req/s, p50 ${row.result.latency.p50Ms.toFixed(3)} ms, p99 ${row.result.latency.p99Ms.toFixed(3)} ms, ` +

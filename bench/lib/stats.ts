@@ -38,6 +38,17 @@ export function medianBy<T>(items: readonly T[], key: (item: T) => number): T | 
   return sorted[Math.floor((sorted.length - 1) / 2)];
 }
 
+/**
+ * `items` starting at index `round` (modulo their count), the ones before it moved to the end:
+ * rounds of measurements in this order never run one item always right after the same other
+ * one, or always last, when the machine slows down or speeds up along a run.
+ */
+export function rotated<T>(items: readonly T[], round: number): T[] {
+  if (items.length === 0) return [];
+  const shift = round % items.length;
+  return [...items.slice(shift), ...items.slice(0, shift)];
+}
+
 /** The median of `xs` (the mean of the two middle values of an even count); NaN when empty. */
 export function median(xs: readonly number[]): number {
   if (xs.length === 0) return Number.NaN;

@@ -1,6 +1,6 @@
 import { globalLruMisses } from '../../../bench/lib/global-lru.js';
 import { sumMetric } from '../../../bench/lib/prom-text.js';
-import { median, medianBy, percentile, summarize } from '../../../bench/lib/stats.js';
+import { median, medianBy, percentile, rotated, summarize } from '../../../bench/lib/stats.js';
 import { idSampler, modelIds } from '../../../bench/lib/traffic.js';
 import { nginxConfig } from '../../../bench/lib/nginx.js';
 
@@ -107,5 +107,19 @@ describe('medianBy', () => {
     expect(medianBy(rounds.slice(0, 2), (r) => r.v)).toEqual({ round: 1, v: 10 });
     expect(medianBy([{ v: 5 }], (r) => r.v)).toEqual({ v: 5 });
     expect(medianBy([], (r: { v: number }) => r.v)).toBeUndefined();
+  });
+});
+
+describe('rotated', () => {
+  it('starts each round one item later, so every item takes every place once', () => {
+    const items = ['uniform', 'one-hot', 'zipf'];
+    expect([0, 1, 2, 3].map((r) => rotated(items, r))).toEqual([
+      ['uniform', 'one-hot', 'zipf'],
+      ['one-hot', 'zipf', 'uniform'],
+      ['zipf', 'uniform', 'one-hot'],
+      ['uniform', 'one-hot', 'zipf'],
+    ]);
+    expect(items).toEqual(['uniform', 'one-hot', 'zipf']);
+    expect(rotated([], 2)).toEqual([]);
   });
 });
