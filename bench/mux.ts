@@ -124,12 +124,20 @@ function list<T extends string>(raw: string, allowed: readonly T[], what: string
   return items as T[];
 }
 
+/** Every round of `pattern` on `system`, in the order measured. */
+function roundsOf(rows: readonly Row[], system: System, pattern: PatternName): Row[] {
+  return rows.filter((r) => r.system === system && r.pattern === pattern);
+}
+
 /** The round of `pattern` on `system` with the median throughput (the lower middle of an even count). */
 function medianRound(rows: readonly Row[], system: System, pattern: PatternName): Row | undefined {
-  return medianBy(
-    rows.filter((r) => r.system === system && r.pattern === pattern),
-    (r) => r.result.throughputRps,
-  );
+  return medianBy(roundsOf(rows, system, pattern), (r) => r.result.throughputRps);
+}
+
+/** How far apart throughputs are, (max − min) / max in percent: across patterns, or one pattern's rounds. */
+function rangePercent(t: readonly number[]): number {
+  const max = Math.max(...t);
+  return ((max - Math.min(...t)) / max) * 100;
 }
 
 interface Running {
@@ -252,16 +260,13 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], passes: readon
   const spread = (s: System): string => {
     const t = patterns.map((p) => get(s, p)?.result.throughputRps).filter((x): x is number => x !== undefined);
     if (t.length < 2) return 'n/a';
-    const max = Math.max(...t);
-    const min = Math.min(...t);
-    return `${fmt(((max - min) / max) * 100)}% (min ${fmt(min)} / max ${fmt(max)} req/s)`;
+    return `${fmt(rangePercent(t))}% (min ${fmt(Math.min(...t))} / max ${fmt(Math.max(...t))} req/s)`;
   };
-  const roundsOf = (s: System): string => {
+  const everyRound = (s: System): string => {
     const each = patterns.flatMap((p) => {
-      const t = rows.filter((r) => r.system === s && r.pattern === p).map((r) => r.result.throughputRps);
+      const t = roundsOf(rows, s, p).map((r) => r.result.throughputRps);
       if (t.length === 0) return [];
-      const max = Math.max(...t);
-      return [`${p} ${t.map((x) => fmt(x, 0)).join(', ')} (${fmt(((max - Math.min(...t)) / max) * 100, 0)}%)`];
+      return [`${p} ${t.map((x) => fmt(x, 0)).join(', ')} (${fmt(rangePercent(t), 0)}%)`];
     });
     return each.length === 0 ? '' : `${s}: ${each.join('; ')}`;
   };
@@ -269,7 +274,7 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], passes: readon
     ? [
         '',
         `Throughput in req/s of each pattern in rounds 1–${o.rounds}, and how far apart they are (max − min) / max: the same pattern's move from one window to the next, the noise under the spread target. ` +
-          `The ratios, the spread and the simulator table use each pattern's median round. ${SYSTEMS.map(roundsOf).filter(Boolean).join('. ')}.`,
+          `The ratios, the spread and the simulator table use each pattern's median round. ${SYSTEMS.map(everyRound).filter(Boolean).join('. ')}.`,
       ]
     : [];
   return [
