@@ -10,6 +10,11 @@ export interface MachineInfo {
   node: string;
   kernel: string;
   gitCommit: string;
+  /**
+   * Files that differ from that commit (tracked or not; the benchmarks' own results left out),
+   * undefined when git could not tell: what the run measured beyond the commit.
+   */
+  uncommitted: string[] | undefined;
   /** 1-minute load average when the run started: other work on the machine shows here. */
   loadAverage1m: number;
 }
@@ -31,10 +36,32 @@ export function machineInfo(): MachineInfo {
     node: process.version,
     kernel: quiet('uname', ['-r']),
     gitCommit: quiet('git', ['rev-parse', '--short', 'HEAD']),
+    uncommitted: uncommittedFiles(),
     loadAverage1m: Math.round((loadavg()[0] ?? 0) * 10) / 10,
   };
 }
 
+function uncommittedFiles(): string[] | undefined {
+  try {
+    const status = execFileSync('git', ['status', '--porcelain', '--', '.', ':(exclude)bench/results'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    // Porcelain lines are "XY path" (or "XY old -> new" for a rename): not trimmed, X may be a space.
+    return status.split('\n').filter((line) => line.length > 3).map((line) => line.slice(3));
+  } catch {
+    return undefined;
+  }
+}
+
+/** At most this many changed files are named in the line; the JSON has them all. */
+const NAMED_CHANGES = 5;
+
+function commitText(m: MachineInfo): string {
+  const changed = m.uncommitted;
+  if (changed === undefined) return `commit ${m.gitCommit} (working tree unknown)`;
+  if (changed.length === 0) return `commit ${m.gitCommit}`;
+  const more = changed.length > NAMED_CHANGES ? ` and ${changed.length - NAMED_CHANGES} more` : '';
+  return `commit ${m.gitCommit} plus uncommitted changes to ${changed.slice(0, NAMED_CHANGES).join(', ')}${more}`;
+}
+
 export function machineLine(m: MachineInfo): string {
-  return `${m.date} · ${m.nproc} cores (${m.cpuModel}) · ${m.memoryGiB} GiB · Linux ${m.kernel} · Node ${m.node} · commit ${m.gitCommit} (plus the working tree) · load average ${m.loadAverage1m} at start`;
+  return `${m.date} · ${m.nproc} cores (${m.cpuModel}) · ${m.memoryGiB} GiB · Linux ${m.kernel} · Node ${m.node} · ${commitText(m)} · load average ${m.loadAverage1m} at start`;
 }

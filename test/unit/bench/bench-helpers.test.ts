@@ -2,6 +2,7 @@ import { globalLruMisses } from '../../../bench/lib/global-lru.js';
 import { sumMetric } from '../../../bench/lib/prom-text.js';
 import { median, medianBy, percentile, rotated, summarize } from '../../../bench/lib/stats.js';
 import { idSampler, modelIds } from '../../../bench/lib/traffic.js';
+import { machineLine, type MachineInfo } from '../../../bench/lib/machine.js';
 import { nginxConfig } from '../../../bench/lib/nginx.js';
 
 describe('the ideal global LRU floor', () => {
@@ -121,5 +122,33 @@ describe('rotated', () => {
     ]);
     expect(items).toEqual(['uniform', 'one-hot', 'zipf']);
     expect(rotated([], 2)).toEqual([]);
+  });
+});
+
+describe('the Machine line', () => {
+  const machine: MachineInfo = {
+    date: '2026-12-03T07:46:54.540Z',
+    nproc: 2,
+    memoryGiB: 23.5,
+    cpuModel: 'AMD EPYC',
+    node: 'v20.20.2',
+    kernel: '6.18',
+    gitCommit: '8c1b4d7',
+    uncommitted: [],
+    loadAverage1m: 1,
+  };
+
+  it('names the commit alone when the run measured exactly it', () => {
+    expect(machineLine(machine)).toContain('· commit 8c1b4d7 · load average 1 at start');
+  });
+
+  it('names the changed files when the run measured more than the commit, the first five of them', () => {
+    const changed = ['router/a.ts', 'router/b.ts', 'replica/c.ts', 'd.ts', 'e.ts', 'f.ts', 'g.ts'];
+    expect(machineLine({ ...machine, uncommitted: changed.slice(0, 1) })).toContain('commit 8c1b4d7 plus uncommitted changes to router/a.ts ·');
+    expect(machineLine({ ...machine, uncommitted: changed })).toContain('plus uncommitted changes to router/a.ts, router/b.ts, replica/c.ts, d.ts, e.ts and 2 more ·');
+  });
+
+  it('says so when git could not tell', () => {
+    expect(machineLine({ ...machine, uncommitted: undefined })).toContain('commit 8c1b4d7 (working tree unknown)');
   });
 });
