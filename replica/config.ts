@@ -21,7 +21,7 @@ export const replicaConfigSchema = z.object({
   executionProvider: z.enum(EXECUTION_PROVIDERS).default('cpu'),
   graphOptimization: z.enum(GRAPH_OPTIMIZATION_LEVELS).default('basic'),
   diskCacheBytes: byteQuantityString.default(2 * 1024 ** 3),
-  revalidateAfterMs: intString(0, 86_400_000).default(10_000),
+  revalidateAfterMs: intString(0, 86_400_000).default(60_000),
   prepackWeights: booleanString.default(false),
   shareGraphs: booleanString.default(true),
   maxBodyBytes: byteQuantityString.default(8 * 1024 * 1024),
@@ -57,7 +57,7 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   },
   executionProvider: { flag: 'execution-provider', env: REPLICA_ENV.executionProvider, help: 'cpu or cuda (default cpu); cuda fails at start when absent.' },
   graphOptimization: { flag: 'graph-optimization', env: REPLICA_ENV.graphOptimization, help: 'onnxruntime graph optimisation: disabled, basic, extended or all (default basic: fast session creation).' },
-  revalidateAfterMs: { flag: 'revalidate-after-ms', env: REPLICA_ENV.revalidateAfterMs, help: 'A file in the disk cache that the store confirmed (ETag) less than this long ago is reloaded without asking it again; 0 asks on every reload (default 10000).' },
+  revalidateAfterMs: { flag: 'revalidate-after-ms', env: REPLICA_ENV.revalidateAfterMs, help: 'A file in the disk cache that the store confirmed (ETag) less than this long ago is reloaded without asking it again; 0 asks on every reload (default 60000).' },
   prepackWeights: { flag: 'prepack-weights', env: REPLICA_ENV.prepackWeights, help: "Let onnxruntime pre-pack weights at session creation: faster large-batch runs, 4x slower loads (default false)." },
   shareGraphs: {
     flag: 'share-graphs',
