@@ -19,12 +19,17 @@ export interface MachineInfo {
   loadAverage1m: number;
 }
 
-function quiet(cmd: string, args: string[]): string {
+/** What `cmd` prints, untouched; undefined when it cannot run or fails. */
+function output(cmd: string, args: string[]): string | undefined {
   try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
   } catch {
-    return 'unknown';
+    return undefined;
   }
+}
+
+function quiet(cmd: string, args: string[]): string {
+  return output(cmd, args)?.trim() ?? 'unknown';
 }
 
 export function machineInfo(): MachineInfo {
@@ -42,13 +47,10 @@ export function machineInfo(): MachineInfo {
 }
 
 function uncommittedFiles(): string[] | undefined {
-  try {
-    const status = execFileSync('git', ['status', '--porcelain', '--', '.', ':(exclude)bench/results'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-    // Porcelain lines are "XY path" (or "XY old -> new" for a rename): not trimmed, X may be a space.
-    return status.split('\n').filter((line) => line.length > 3).map((line) => line.slice(3));
-  } catch {
-    return undefined;
-  }
+  // The whole checkout whatever the working directory (`:/`); porcelain paths are from its top.
+  const status = output('git', ['status', '--porcelain', '--', ':/', ':(top,exclude)bench/results']);
+  // Porcelain lines are "XY path" (or "XY old -> new" for a rename): not trimmed, X may be a space.
+  return status?.split('\n').filter((line) => line.length > 3).map((line) => line.slice(3));
 }
 
 /** At most this many changed files are named in the line; the JSON has them all. */
