@@ -6,6 +6,11 @@ ARG NODE_IMAGE=node:20-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
+# A C compiler for native/file-map.c (the replica maps model files: docs/adr/0021-mapped-weights.md),
+# from Debian's packages; the Node headers come with the image.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
 # .npmrc keeps onnxruntime-node's install script from downloading anything: the CPU binary ships
 # inside the npm package, and a build must not fetch binaries from outside the registry.
 COPY package.json package-lock.json .npmrc ./
@@ -17,7 +22,9 @@ COPY cli ./cli
 COPY replica ./replica
 COPY router ./router
 COPY operator ./operator
+COPY native ./native
 RUN npx tsc -p tsconfig.json \
+ && MODELMUX_REQUIRE_NATIVE=1 node native/build.js \
  && npm prune --omit=dev --ignore-scripts \
  && rm -rf dist/test dist/bench
 

@@ -1,10 +1,11 @@
-import { mkdir } from 'node:fs/promises';
+import { copyFile, mkdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { SAMPLE_WINE } from '../common/wine-model.js';
+import { alignFileWeights, loadFileMapper, type FileMapper } from '../replica/file-map.js';
 import { GraphSessions } from '../replica/graph-sessions.js';
 import type { ModelSession } from '../replica/onnx-runtime.js';
 import { machineInfo, machineLine } from './lib/machine.js';
@@ -14,8 +15,9 @@ import { runBenchmark, writeResults } from './lib/entry.js';
 
 /**
  * `npm run bench:load`: the replica's load path alone, in one process. The same model files (page
- * cache warm) are opened, run once and released in LRU order, with a session per model and with
- * shared-graph sessions (ADR 0016), alternating rounds. Reports CPU and wall time per load.
+ * cache warm) are opened, run once and released in LRU order, with a session per model, with
+ * shared-graph sessions reading each file (ADR 0016) and with shared-graph sessions mapping
+ * aligned copies of the files (ADR 0021), alternating rounds. Reports CPU and wall time per load.
  * Writes bench/results/load.{json,md}.
  */
 
@@ -37,7 +39,9 @@ const specs: OptionSpecs<typeof schema.shape> = {
   out: { flag: 'out', help: 'Results path without extension (default bench/results/load).' },
 };
 
-type Variant = 'own_session' | 'shared_graph';
+const VARIANTS = ['own_session', 'shared_graph', 'mapped'] as const;
+type Variant = (typeof VARIANTS)[number];
+const LABEL: Record<Variant, string> = { own_session: 'own session', shared_graph: 'shared graph, read', mapped: 'shared graph, mapped' };
 interface Row {
   variant: Variant;
   round: number;
@@ -45,14 +49,16 @@ interface Row {
   wallMsPerLoad: number;
 }
 
-async function round(variant: Variant, o: Options, path: (i: number) => string): Promise<{ cpu: number; wall: number }> {
-  const sessions = new GraphSessions('cpu', { graphOptimization: 'basic', prepackWeights: false, shareGraphs: variant === 'shared_graph' });
+async function round(variant: Variant, o: Options, path: (i: number) => string, mapper: FileMapper): Promise<{ cpu: number; wall: number }> {
+  const tuning = { graphOptimization: 'basic', prepackWeights: false, shareGraphs: variant !== 'own_session' } as const;
+  const mapped = variant === 'mapped';
+  const sessions = new GraphSessions('cpu', tuning, undefined, mapped ? mapper : undefined);
   const input = [{ datatype: 'FP32' as const, dims: [1, SAMPLE_WINE.length], data: Float32Array.from(SAMPLE_WINE) }];
   const open: ModelSession[] = [];
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < o.steps; i++) {
-    const m = await sessions.open(path(i % o.models));
+    const m = await sessions.open(path(i % o.models), mapped);
     await m.run(input);
     open.push(m);
     if (open.length > o.keep) await open.shift()?.release();
@@ -72,32 +78,43 @@ export async function main(argv: string[]): Promise<void> {
   const ids = Array.from({ length: o.models }, (_, i) => `m${String(i).padStart(3, '0')}`);
   await ensureModelFiles(dir, ids, o.modelBytes);
   const path = (i: number): string => join(dir, ids[i] as string, 'model.onnx');
+  // The mapped variant opens the copies the S3 store would have made at download: weights aligned.
+  const mapper = loadFileMapper();
+  if ('unavailable' in mapper) throw new Error(`the mapped variant needs the file mapper: ${mapper.unavailable}`);
+  const alignedDir = join(homedir(), '.cache/modelmux/bench-models-aligned', String(o.modelBytes));
+  await mkdir(alignedDir, { recursive: true });
+  const alignedPath = (i: number): string => join(alignedDir, `${ids[i] as string}.onnx`);
+  for (let i = 0; i < o.models; i++) {
+    await copyFile(path(i), alignedPath(i));
+    await alignFileWeights(alignedPath(i));
+  }
   const rows: Row[] = [];
   for (let r = 1; r <= o.rounds; r++) {
-    for (const variant of ['own_session', 'shared_graph'] as const) {
-      const { cpu, wall } = await round(variant, o, path);
+    for (const variant of VARIANTS) {
+      const { cpu, wall } = await round(variant, o, variant === 'mapped' ? alignedPath : path, mapper);
       rows.push({ variant, round: r, cpuMsPerLoad: cpu, wallMsPerLoad: wall });
       process.stderr.write(`[bench:load] round ${r} ${variant}: ${cpu.toFixed(2)} ms CPU, ${wall.toFixed(2)} ms wall per load\n`);
     }
   }
   const command = argv.length > 0 ? `npm run bench:load -- ${argv.join(' ')}` : 'npm run bench:load';
-  const of = (v: Variant) => rows.filter((x) => x.variant === v);
+  const cell = (v: Variant, r: number): Row => rows.find((x) => x.variant === v && x.round === r) as Row;
   const md = [
-    '## Load path: a session per model vs shared-graph sessions',
+    '## Load path: a session per model vs shared-graph sessions, reading or mapping the file',
     '',
     `Command: \`${command}\``,
     '',
     `Machine: ${machineLine(m)}`,
     '',
-    `Setup: ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB read from local disk (page cache warm), ${o.keep} kept open; each step opens the next model, runs one row and releases the oldest; ${o.steps} steps per variant per round, variants alternating; one process, sessions with the replica's default options.`,
+    `Setup: ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB read from local disk (page cache warm; the mapped variant opens copies with their weights aligned, as the S3 store writes them), ${o.keep} kept open; each step opens the next model, runs one row and releases the oldest; ${o.steps} steps per variant per round, variants alternating; one process, sessions with the replica's default options.`,
     '',
     mdTable(
-      ['round', 'own session: CPU ms / load', 'shared graph: CPU ms / load', 'ratio shared / own (CPU)', 'own session: wall ms / load', 'shared graph: wall ms / load'],
-      Array.from({ length: o.rounds }, (_, i) => {
-        const own = of('own_session')[i] as Row;
-        const shared = of('shared_graph')[i] as Row;
-        return [String(i + 1), fmt(own.cpuMsPerLoad, 2), fmt(shared.cpuMsPerLoad, 2), fmt(shared.cpuMsPerLoad / own.cpuMsPerLoad, 2), fmt(own.wallMsPerLoad, 2), fmt(shared.wallMsPerLoad, 2)];
-      }),
+      ['round', ...VARIANTS.map((v) => `${LABEL[v]}: CPU ms / load`), 'mapped / read (CPU)', ...VARIANTS.map((v) => `${LABEL[v]}: wall ms / load`)],
+      Array.from({ length: o.rounds }, (_, i) => [
+        String(i + 1),
+        ...VARIANTS.map((v) => fmt(cell(v, i + 1).cpuMsPerLoad, 2)),
+        fmt(cell('mapped', i + 1).cpuMsPerLoad / cell('shared_graph', i + 1).cpuMsPerLoad, 2),
+        ...VARIANTS.map((v) => fmt(cell(v, i + 1).wallMsPerLoad, 2)),
+      ]),
     ),
     '',
   ].join('\n');

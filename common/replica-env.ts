@@ -24,6 +24,7 @@ export const REPLICA_ENV = {
   revalidateAfterMs: 'MODELMUX_REVALIDATE_AFTER_MS',
   prepackWeights: 'MODELMUX_PREPACK_WEIGHTS',
   shareGraphs: 'MODELMUX_SHARE_GRAPHS',
+  mapWeights: 'MODELMUX_MAP_WEIGHTS',
   maxBodyBytes: 'MODELMUX_MAX_BODY_BYTES',
   maxConcurrentLoads: 'MODELMUX_MAX_CONCURRENT_LOADS',
   cachePolicy: 'MODELMUX_CACHE_POLICY',

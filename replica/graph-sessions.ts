@@ -4,7 +4,8 @@ import { Tensor } from 'onnxruntime-node';
 import { ModelmuxError } from '../common/errors.js';
 import { createSession, modelSession, openModel, type ExecutionProvider, type ModelSession, type SessionTuning } from './onnx-runtime.js';
 import { BufferPool } from './buffer-pool.js';
-import { splitWeights, type WeightRef } from './shared-graph.js';
+import type { FileMapper } from './file-map.js';
+import { splitWeights, type SplitModel, type WeightRef } from './shared-graph.js';
 
 interface SharedGraph {
   session: Promise<ort.InferenceSession>;
@@ -13,12 +14,16 @@ interface SharedGraph {
 }
 
 export type OpenKind = 'shared_graph' | 'own_session';
+/** How a shared-graph model's weights got into memory: viewed in the mapped file, or read into a buffer. */
+export type WeightSource = 'mapped' | 'read';
 
 /**
  * Opens model files into sessions. With `shareGraphs`, a model whose graph another loaded model
  * already has reuses that model's session: its load is reading the file. A model with nothing to
  * share, or a graph onnxruntime will not create with its weights as inputs, gets a session of
- * its own, exactly as without sharing.
+ * its own, exactly as without sharing. With a `mapper`, a file whose largest weight lies on a
+ * 4-byte boundary (every file the S3 store downloads: aligned-weights.ts) is mapped, not read:
+ * its weights are viewed where the page cache holds them (docs/adr/0021-mapped-weights.md).
  */
 export class GraphSessions {
   private readonly graphs = new Map<string, SharedGraph>();
@@ -33,11 +38,18 @@ export class GraphSessions {
    * Paths are unique per download, so a stale entry only costs that move once.
    */
   private readonly shifts = new Map<string, number>();
+  /**
+   * How each mapped file splits: a mappable file is never rewritten, so its split (a few hundred
+   * bytes of graph and the weights' places) holds for as long as the path exists, and the next
+   * load skips walking the file and hashing the graph (4% of a replica's CPU under uniform traffic).
+   */
+  private readonly splits = new Map<string, SplitModel | undefined>();
 
   constructor(
     private readonly provider: ExecutionProvider,
     private readonly tuning: SessionTuning,
-    private readonly onOpen: (kind: OpenKind) => void = () => undefined,
+    private readonly onOpen: (kind: OpenKind, weights?: WeightSource) => void = () => undefined,
+    private readonly mapper?: FileMapper,
   ) {}
 
   /** Sessions shared by at least one loaded model. */
@@ -45,50 +57,86 @@ export class GraphSessions {
     return this.graphs.size;
   }
 
-  async open(path: string): Promise<ModelSession> {
+  /** `mappable`: nothing will truncate or rewrite the file in place (LocalModelFile.private). */
+  async open(path: string, mappable = false): Promise<ModelSession> {
     if (!this.tuning.shareGraphs) return this.own(path);
-    // The buffers a shared-graph model's weights live in go back to the pool with the model.
-    const held: Buffer[] = [];
-    const take = (size: number): Buffer => {
-      const b = this.buffers.take(size);
-      held.push(b);
-      return b;
-    };
-    const giveBack = (): void => {
-      for (const b of held.splice(0)) this.buffers.give(b);
-    };
-    let kept = false;
+    return (mappable ? await this.openMapped(path) : undefined) ?? (await this.openRead(path));
+  }
+
+  /** undefined when the file cannot be mapped or is not a shared-graph model with its largest weight aligned: it is read instead. */
+  private async openMapped(path: string): Promise<ModelSession | undefined> {
+    if (!this.mapper) return undefined;
+    const mapper = this.mapper;
+    let region: ArrayBuffer;
     try {
-      const { file, pooled } = readInto(path, (size) => take(size + 3), this.shifts.get(path) ?? 0);
-      const split = splitWeights(file);
-      if (!split || this.refused.has(split.key)) return await this.own(file);
-      const bytes = alignLargest(file, pooled, split.weights);
-      this.rememberShift(path, bytes.byteOffset - pooled.byteOffset);
-      let session: ort.InferenceSession;
-      try {
-        session = await this.acquire(split.key, split.graph);
-      } catch (err) {
-        if (!(err instanceof ModelmuxError)) throw err;
-        this.refused.add(split.key);
-        return await this.own(bytes);
-      }
-      try {
-        const model = modelSession(session, () => this.release(split.key).finally(giveBack), weightTensors(bytes, split.weights, take));
-        kept = true;
-        this.onOpen('shared_graph');
-        return model;
-      } catch (err) {
-        await this.release(split.key);
-        throw err;
-      }
+      region = mapper.map(path);
+    } catch {
+      return undefined; // the read gives the error, if there is one
+    }
+    const bytes = new Uint8Array(region);
+    const split = this.splits.has(path) ? this.splits.get(path) : splitWeights(bytes);
+    remember(this.splits, path, split);
+    if (!split || this.refused.has(split.key) || largest(split.weights).start % 4 !== 0) {
+      mapper.unmap(region);
+      return undefined;
+    }
+    let model: ModelSession | undefined;
+    try {
+      model = await this.shared(split, bytes, () => mapper.unmap(region), 'mapped');
+      return model;
     } finally {
-      if (!kept) giveBack();
+      if (!model) mapper.unmap(region);
     }
   }
 
-  private rememberShift(path: string, shift: number): void {
-    if (this.shifts.size >= 10_000 && !this.shifts.has(path)) this.shifts.clear();
-    this.shifts.set(path, shift);
+  private async openRead(path: string): Promise<ModelSession> {
+    const { file, pooled } = readInto(path, (size) => this.buffers.take(size + 3), this.shifts.get(path) ?? 0);
+    let kept = false;
+    try {
+      const split = splitWeights(file);
+      if (!split || this.refused.has(split.key)) return await this.own(file);
+      const bytes = alignLargest(file, pooled, split.weights);
+      remember(this.shifts, path, bytes.byteOffset - pooled.byteOffset);
+      const model = await this.shared(split, bytes, () => this.buffers.give(pooled), 'read');
+      if (!model) return await this.own(bytes);
+      kept = true;
+      return model;
+    } finally {
+      if (!kept) this.buffers.give(pooled);
+    }
+  }
+
+  /**
+   * The model served by the session of its graph, its weights viewing `bytes` (whose largest
+   * weight is 4-byte aligned); `done` runs when the model is released, after its last request.
+   * undefined when onnxruntime refuses the graph with weights as inputs: the caller opens a
+   * session of its own, and so will every later load of that graph. `done` is then not called.
+   */
+  private async shared(split: SplitModel, bytes: Uint8Array, done: () => void, source: WeightSource): Promise<ModelSession | undefined> {
+    let session: ort.InferenceSession;
+    try {
+      session = await this.acquire(split.key, split.graph);
+    } catch (err) {
+      if (!(err instanceof ModelmuxError)) throw err;
+      this.refused.add(split.key);
+      return undefined;
+    }
+    // Weights off the 4-byte grid are copied into a side buffer from the pool, returned with the model.
+    let side: Buffer | undefined;
+    const finish = (): void => {
+      if (side) this.buffers.give(side);
+      done();
+    };
+    try {
+      const weights = weightTensors(bytes, split.weights, (size) => (side = this.buffers.take(size)));
+      const model = modelSession(session, () => this.release(split.key).finally(finish), weights);
+      this.onOpen('shared_graph', source);
+      return model;
+    } catch (err) {
+      if (side) this.buffers.give(side);
+      await this.release(split.key);
+      throw err;
+    }
   }
 
   private async own(model: string | Uint8Array): Promise<ModelSession> {
@@ -150,15 +198,25 @@ function readInto(path: string, take: (size: number) => Buffer, shift: number): 
   }
 }
 
+/** Per-path memory of what a file held, bounded: paths are unique per download and not reused. */
+function remember<V>(map: Map<string, V>, path: string, value: V): void {
+  if (map.size >= 10_000 && !map.has(path)) map.clear();
+  map.set(path, value);
+}
+
+function largest(weights: readonly WeightRef[]): WeightRef {
+  return weights.reduce((a, b) => (b.end - b.start > a.end - a.start ? b : a));
+}
+
 /**
  * Moves the file to the one of the first 4 bytes of its buffer where its largest weight starts
  * on a 4-byte boundary: a Float32Array then views it in place instead of copying megabytes.
  * Offsets relative to the returned view are those relative to `file`.
  */
 function alignLargest(file: Uint8Array, buffer: Buffer, weights: readonly WeightRef[]): Uint8Array {
-  const largest = weights.reduce((a, b) => (b.end - b.start > a.end - a.start ? b : a));
-  if ((file.byteOffset + largest.start) % 4 === 0) return file;
-  const shift = (4 - ((buffer.byteOffset + largest.start) % 4)) % 4;
+  const { start } = largest(weights);
+  if ((file.byteOffset + start) % 4 === 0) return file;
+  const shift = (4 - ((buffer.byteOffset + start) % 4)) % 4;
   const from = file.byteOffset - buffer.byteOffset;
   buffer.copyWithin(shift, from, from + file.length);
   return buffer.subarray(shift, shift + file.length);

@@ -7,6 +7,7 @@ import { ConfigError } from '../common/config.js';
 import { createLogger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { parseReplicaConfig } from './config.js';
+import { alignFileWeights, loadFileMapper, type FileMapper } from './file-map.js';
 import { FileModelStore } from './file-model-store.js';
 import { HotnessMeter } from './hotness.js';
 import { createReplicaMetrics } from './metrics.js';
@@ -38,6 +39,14 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   let ownCacheDir: string | undefined;
   let s3: S3ModelStore | undefined;
   let store: ModelStore;
+  // Only the S3 store's downloads are mapped: the replica wrote them and never rewrites them,
+  // where a file:// folder is the user's, and a file truncated while mapped would crash us.
+  let mapper: FileMapper | undefined;
+  if (config.modelSource.startsWith('s3://') && config.shareGraphs && config.mapWeights) {
+    const loaded = loadFileMapper();
+    if ('unavailable' in loaded) baseLog.warn('model weights are read into memory at each load, not mapped', { event: 'no-mapping', reason: loaded.unavailable });
+    else mapper = loaded;
+  }
   if (config.modelSource.startsWith('s3://')) {
     let peers: PeerFiles | undefined;
     if (config.sharedCacheDir !== undefined) {
@@ -59,6 +68,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       ...(peers !== undefined ? { peers } : {}),
       clock,
       onFetch: (source) => metrics.fetches.inc({ source }),
+      ...(mapper !== undefined ? { prepare: alignFileWeights } : {}),
       ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),
       ...(config.s3ForcePathStyle !== undefined ? { forcePathStyle: config.s3ForcePathStyle } : {}),
       ...(config.maxModelBytes !== undefined ? { maxFileBytes: config.maxModelBytes } : {}),
@@ -74,6 +84,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     store,
     provider: config.executionProvider,
     session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights, shareGraphs: config.shareGraphs },
+    ...(mapper !== undefined ? { mapper } : {}),
     maxModels: config.maxModels,
     ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
     maxConcurrentLoads: config.maxConcurrentLoads,
@@ -150,6 +161,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     maxOngoingRequests: config.maxOngoingRequests,
     maxBatchSize: config.maxBatchSize,
     executionProvider: config.executionProvider,
+    weights: mapper !== undefined ? 'mapped' : 'read',
   });
 
   let stopping = false;

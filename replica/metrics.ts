@@ -40,6 +40,11 @@ export function createReplicaMetrics() {
       labelNames: ['kind'] as const,
       registers: r,
     }),
+    mappedLoads: new Counter({
+      name: 'modelmux_replica_mapped_loads_total',
+      help: 'Shared-graph loads whose weights were viewed in the mapped file instead of read into memory.',
+      registers: r,
+    }),
     sharedGraphs: new Gauge({ name: 'modelmux_replica_shared_graphs', help: 'Sessions shared by the loaded models of one graph (one per model shape).', registers: r }),
     evictions: new Counter({
       name: 'modelmux_replica_model_evictions_total',

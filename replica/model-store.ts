@@ -5,6 +5,12 @@ export interface LocalModelFile {
   path: string;
   bytes: number;
   /**
+   * The replica wrote the file and nothing rewrites it in place (it is only ever deleted), so it
+   * may be mapped into memory: a mapped file truncated under the process would crash it with
+   * SIGBUS. Not so for a folder of the user's (file:// stores).
+   */
+  private?: boolean;
+  /**
    * Called once the load that fetched the file is over: onnxruntime has read it into a session
    * (`ok`) or refused it. A refused file is dropped from any local cache, so a broken model is
    * never served again without a new download. Absent when the file is the store's own.

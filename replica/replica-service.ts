@@ -10,6 +10,7 @@ import { inferResponseBody, parseInferBody, type InferResponse } from './inferen
 import type { ReplicaMetrics } from './metrics.js';
 import { ModelCache, type CacheEvent } from './model-cache.js';
 import type { ModelStore } from './model-store.js';
+import type { FileMapper } from './file-map.js';
 import { GraphSessions } from './graph-sessions.js';
 import type { ExecutionProvider, ModelSession, SessionTuning } from './onnx-runtime.js';
 import type { ModelSignature } from './tensor.js';
@@ -18,6 +19,8 @@ export interface ReplicaServiceOptions {
   store: ModelStore;
   provider: ExecutionProvider;
   session: SessionTuning;
+  /** Maps the store's private files instead of reading them (absent: every load reads). */
+  mapper?: FileMapper;
   maxModels: number;
   maxModelBytes?: number;
   maxConcurrentLoads: number;
@@ -48,7 +51,15 @@ export class ReplicaService {
   private readonly sessions: GraphSessions;
 
   constructor(private readonly opts: ReplicaServiceOptions) {
-    this.sessions = new GraphSessions(opts.provider, opts.session, (kind) => opts.metrics.opens.inc({ kind }));
+    this.sessions = new GraphSessions(
+      opts.provider,
+      opts.session,
+      (kind, weights) => {
+        opts.metrics.opens.inc({ kind });
+        if (weights === 'mapped') opts.metrics.mappedLoads.inc();
+      },
+      opts.mapper,
+    );
     this.cache = new ModelCache<ModelSession>({
       maxModels: opts.maxModels,
       ...(opts.maxModelBytes !== undefined ? { maxBytes: opts.maxModelBytes } : {}),
@@ -122,7 +133,7 @@ export class ReplicaService {
     let session: ModelSession;
     try {
       if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
-      session = await this.sessions.open(file.path);
+      session = await this.sessions.open(file.path, file.private === true);
     } catch (err) {
       file.settle?.(false);
       throw err;

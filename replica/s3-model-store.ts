@@ -38,6 +38,12 @@ export interface S3StoreOptions {
   clock: Clock;
   maxFileBytes?: number;
   onFetch?: (source: FetchSource) => void;
+  /**
+   * Runs on each download before it is named and used, and may rewrite it in place; answers the
+   * file's new size, or undefined when it left the file alone. Used to align a model's weights
+   * so they can be mapped (replica/file-map.ts).
+   */
+  prepare?: (path: string) => Promise<number | undefined>;
 }
 
 const NOT_FOUND = new Set(['NoSuchKey', 'NotFound']);
@@ -141,6 +147,7 @@ export class S3ModelStore implements ModelStore {
     return {
       path: file.path,
       bytes: file.bytes,
+      private: true,
       settle: (ok) => {
         if (ok && share) this.peers?.publish(id, file);
         this.files.settle(id, file, ok);
@@ -194,6 +201,7 @@ export class S3ModelStore implements ModelStore {
     });
     try {
       await pipeline(body, limit, createWriteStream(tmp, { mode: 0o600, highWaterMark: DOWNLOAD_BUFFER_BYTES }));
+      bytes = (await this.opts.prepare?.(tmp)) ?? bytes;
       await rename(tmp, path);
     } catch (err) {
       await rm(tmp, { force: true });

@@ -27,9 +27,9 @@ export interface SplitModel {
 }
 
 // onnx.proto field numbers used here.
-const MODEL = { producerName: 2, producerVersion: 3, modelVersion: 5, docString: 6, graph: 7, metadataProps: 14 };
-const GRAPH = { name: 2, initializer: 5, docString: 10, input: 11 };
-const TENSOR = { dims: 1, dataType: 2, segment: 3, name: 8, rawData: 9, externalData: 13, dataLocation: 14 };
+export const MODEL = { producerName: 2, producerVersion: 3, modelVersion: 5, docString: 6, graph: 7, metadataProps: 14 };
+export const GRAPH = { name: 2, initializer: 5, docString: 10, input: 11 };
+export const TENSOR = { dims: 1, dataType: 2, segment: 3, name: 8, rawData: 9, externalData: 13, dataLocation: 14 };
 const VALUE_INFO_NAME = 1;
 /** Fields that say who made a model, not what it computes: dropped so that equal graphs hash equal. */
 const MODEL_LABELS = new Set([MODEL.producerName, MODEL.producerVersion, MODEL.modelVersion, MODEL.docString, MODEL.metadataProps]);
@@ -37,7 +37,8 @@ const SHARED_GRAPH_NAME = 'modelmux-shared';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-function readWeight(bytes: Uint8Array, from: number, to: number): WeightRef | undefined {
+/** The weight a TensorProto (at `from`–`to`) holds, or undefined when it is not one that moves. */
+export function readWeight(bytes: Uint8Array, from: number, to: number): WeightRef | undefined {
   let name = '';
   let dataType = 0;
   const dims: number[] = [];

@@ -31,7 +31,7 @@ const loaded = async (r: ReplicaProcess): Promise<string[]> => ((await get(`${r.
 
 beforeAll(async () => {
   s3 = await startS3Server();
-  await upload('m1', 'm2', 'm3', 'm4', 'hot', 'slow', 'other', 'cold-a', 'cold-b', 'p', 'q', 'r1', 'disk-a', 'disk-b', 'w1', 'w2', 'n1', 'n2', 'n3');
+  await upload('m1', 'm2', 'm3', 'm4', 'hot', 'slow', 'other', 'cold-a', 'cold-b', 'p', 'q', 'r1', 'disk-a', 'disk-b', 'w1', 'w2', 'n1', 'n2', 'n3', 'map-a', 'map-b', 'map-c');
 }, 600_000);
 
 afterAll(async () => {
@@ -240,6 +240,32 @@ describe('replica over a real S3-compatible store', () => {
     const gone = await ask('disk-a');
     expect(gone.status).toBe(404);
     expect(gone.body.error).toBe('model_not_found');
+  });
+
+  it('maps the weights of its downloads instead of reading them, and answers each model with its own through loads and evictions', async () => {
+    const rows = wineRows(2);
+    const cycle = async (r: ReplicaProcess): Promise<void> => {
+      for (let round = 0; round < 2; round++) {
+        for (const id of ['map-a', 'map-b', 'map-c']) {
+          const a = await post(`${r.url}/v2/models/${id}/infer`, v2Body(rows));
+          expect(a.headers.get('x-modelmux-cache')).toBe('miss');
+          expectClose(v2Outputs(a), expected(id, rows));
+        }
+      }
+    };
+    // One slot and LRU: every request loads, the first round from the store, the second from disk.
+    const mapped = await replica(['--max-models', '1', '--cache-policy', 'lru']);
+    await cycle(mapped);
+    let m = await mapped.metrics();
+    expect(m.get('modelmux_replica_model_opens_total{kind="shared_graph"}')).toBe(6);
+    expect(m.get('modelmux_replica_mapped_loads_total')).toBe(6);
+    expect(m.get('modelmux_replica_model_fetches_total{source="disk"}')).toBe(3);
+
+    const read = await replica(['--max-models', '1', '--cache-policy', 'lru', '--map-weights', 'false']);
+    await cycle(read);
+    m = await read.metrics();
+    expect(m.get('modelmux_replica_model_opens_total{kind="shared_graph"}')).toBe(6);
+    expect(m.get('modelmux_replica_mapped_loads_total') ?? 0).toBe(0);
   });
 
   it('reloads from disk without asking the store within the revalidation window', async () => {
