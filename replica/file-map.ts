@@ -34,11 +34,12 @@ export function loadFileMapper(): FileMapper | { unavailable: string } {
 /**
  * Rewrites a model file the replica owns so that its weights can be mapped in place
  * (aligned-weights.ts); answers its new size, or undefined when it was left as it was (nothing
- * to align, or the rewrite failed: the file is then read at each load, as without a mapper).
+ * to align, the padding would take it past `maxBytes`, or the rewrite failed: the file is then
+ * read at each load, as without a mapper).
  */
-export async function alignFileWeights(path: string): Promise<number | undefined> {
+export async function alignFileWeights(path: string, maxBytes?: number): Promise<number | undefined> {
   const aligned = alignWeights(await readFile(path));
-  if (!aligned) return undefined;
+  if (!aligned || (maxBytes !== undefined && aligned.length > maxBytes)) return undefined;
   const tmp = `${path}.aligned`;
   try {
     await writeFile(tmp, aligned, { mode: 0o600 });

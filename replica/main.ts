@@ -68,7 +68,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       ...(peers !== undefined ? { peers } : {}),
       clock,
       onFetch: (source) => metrics.fetches.inc({ source }),
-      ...(mapper !== undefined ? { prepare: alignFileWeights } : {}),
+      ...(mapper !== undefined ? { prepare: (path: string) => alignFileWeights(path, config.maxModelBytes) } : {}),
       ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),
       ...(config.s3ForcePathStyle !== undefined ? { forcePathStyle: config.s3ForcePathStyle } : {}),
       ...(config.maxModelBytes !== undefined ? { maxFileBytes: config.maxModelBytes } : {}),
