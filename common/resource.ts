@@ -103,6 +103,11 @@ export const multiplexedDeploymentSpecSchema = z
      * restores per-model sessions for models that need optimisations folding constant weights.
      */
     shareGraphs: z.boolean().default(true),
+    /**
+     * With shareGraphs, a load maps the model's file instead of reading it, its weights aligned
+     * once at download (ADR 0021); false reads them, as before it.
+     */
+    mapWeights: z.boolean().default(true),
     autoscaling: autoscalingSchema.optional(),
   })
   .strict();

@@ -79,6 +79,7 @@ export function replicaEnv(spec: MultiplexedDeploymentSpec): V1EnvVar[] {
     value(REPLICA_ENV.cacheDir, CACHE_MOUNT_PATH),
     value(REPLICA_ENV.executionProvider, spec.executionProvider),
     value(REPLICA_ENV.shareGraphs, String(spec.shareGraphs)),
+    value(REPLICA_ENV.mapWeights, String(spec.mapWeights)),
   );
   if (spec.maxModelBytesPerReplica !== undefined) env.push(value(REPLICA_ENV.maxModelBytes, spec.maxModelBytesPerReplica));
   const diskCache = diskCacheBytes(spec.modelCacheSize);

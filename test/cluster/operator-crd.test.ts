@@ -40,7 +40,7 @@ describe('the MultiplexedDeployment CRD in a real API server', () => {
     expect(obj.spec['maxModelsPerReplica']).toBe(3);
     expect(obj.spec['modelCacheSize']).toBe('10Gi');
     expect(obj.spec['batching']).toEqual({ maxBatchSize: 1, batchWaitTimeoutMs: 0 });
-    expect(obj.spec).toMatchObject({ cachePolicy: 'frequency', shareGraphs: true, maxConcurrentLoads: 2 });
+    expect(obj.spec).toMatchObject({ cachePolicy: 'frequency', shareGraphs: true, mapWeights: true, maxConcurrentLoads: 2 });
     expect(obj.spec['resources']).toEqual({ limits: { 'nvidia.com/gpu': 1, memory: '1Gi' } });
     const table = await cp.kubectl(['get', 'modelmux']);
     expect(table).toMatch(/NAME\s+REPLICAS\s+READY\s+MODELS\/REPLICA\s+AGE/);

@@ -18,9 +18,10 @@ describe('the MultiplexedDeployment spec schema', () => {
   it('defaults the replica tuning fields to the replica’s own defaults, so the resource changes nothing unset', () => {
     const spec = multiplexedDeploymentSpecSchema.parse(minimal);
     const replica = parseReplicaConfig(['--model-source', 'file:///models'], {});
-    expect({ cachePolicy: spec.cachePolicy, shareGraphs: spec.shareGraphs, maxConcurrentLoads: spec.maxConcurrentLoads }).toEqual({
+    expect({ cachePolicy: spec.cachePolicy, shareGraphs: spec.shareGraphs, mapWeights: spec.mapWeights, maxConcurrentLoads: spec.maxConcurrentLoads }).toEqual({
       cachePolicy: replica.cachePolicy,
       shareGraphs: replica.shareGraphs,
+      mapWeights: replica.mapWeights,
       maxConcurrentLoads: replica.maxConcurrentLoads,
     });
   });

@@ -67,21 +67,23 @@ describe('buildDeployment', () => {
     expect(fieldOf(REPLICA_ENV.podIp)).toBe('status.podIP');
   });
 
-  it('passes the cache policy, graph sharing and load concurrency, defaults included', () => {
+  it('passes the cache policy, graph sharing, weight mapping and load concurrency, defaults included', () => {
     const defaults = container(mxd());
     expect(envValue(defaults, REPLICA_ENV.cachePolicy)).toBe('frequency');
     expect(envValue(defaults, REPLICA_ENV.shareGraphs)).toBe('true');
+    expect(envValue(defaults, REPLICA_ENV.mapWeights)).toBe('true');
     expect(envValue(defaults, REPLICA_ENV.maxConcurrentLoads)).toBe('2');
-    const set = container(mxd({ cachePolicy: 'lru', shareGraphs: false, maxConcurrentLoads: 4 }));
+    const set = container(mxd({ cachePolicy: 'lru', shareGraphs: false, mapWeights: false, maxConcurrentLoads: 4 }));
     expect(envValue(set, REPLICA_ENV.cachePolicy)).toBe('lru');
     expect(envValue(set, REPLICA_ENV.shareGraphs)).toBe('false');
+    expect(envValue(set, REPLICA_ENV.mapWeights)).toBe('false');
     expect(envValue(set, REPLICA_ENV.maxConcurrentLoads)).toBe('4');
   });
 
   it('writes an env the replica reads back as the spec', () => {
-    const spec = mxd({ cachePolicy: 'lru', shareGraphs: false, maxConcurrentLoads: 4, maxModelsPerReplica: 5 }).spec;
+    const spec = mxd({ cachePolicy: 'lru', shareGraphs: false, mapWeights: false, maxConcurrentLoads: 4, maxModelsPerReplica: 5 }).spec;
     const env = Object.fromEntries(replicaEnv(spec).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
-    expect(parseReplicaConfig([], env)).toMatchObject({ cachePolicy: 'lru', shareGraphs: false, maxConcurrentLoads: 4, maxModels: 5 });
+    expect(parseReplicaConfig([], env)).toMatchObject({ cachePolicy: 'lru', shareGraphs: false, mapWeights: false, maxConcurrentLoads: 4, maxModels: 5 });
   });
 
   it('takes AWS credentials from the named Secret, never as literal values', () => {
