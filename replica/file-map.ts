@@ -38,14 +38,15 @@ export function loadFileMapper(): FileMapper | { unavailable: string } {
  * read at each load, as without a mapper).
  */
 export async function alignFileWeights(path: string, maxBytes?: number): Promise<number | undefined> {
-  const aligned = alignWeights(await readFile(path));
-  if (!aligned || (maxBytes !== undefined && aligned.length > maxBytes)) return undefined;
   const tmp = `${path}.aligned`;
   try {
+    const aligned = alignWeights(await readFile(path));
+    if (!aligned || (maxBytes !== undefined && aligned.length > maxBytes)) return undefined;
     await writeFile(tmp, aligned, { mode: 0o600 });
     await rename(tmp, path);
     return aligned.length;
   } catch {
+    // Alignment only makes loads cheaper: never the reason a download fails (a full disk, say).
     await rm(tmp, { force: true });
     return undefined;
   }
