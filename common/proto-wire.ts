@@ -69,6 +69,30 @@ export class ProtoWriter {
   }
 }
 
+/** Bytes of the varint encoding of a non-negative `value` (up to 2^53). */
+export function varintSize(value: number): number {
+  let n = 1;
+  while (value >= 128) {
+    value = Math.floor(value / 128);
+    n++;
+  }
+  return n;
+}
+
+/**
+ * Writes a non-negative `value` (up to 2^53) as a varint into `out` at `pos` and answers the
+ * position after it: for callers that lay out a message in one preallocated buffer, where
+ * ProtoWriter builds it from parts.
+ */
+export function writeVarint(out: Uint8Array, pos: number, value: number): number {
+  while (value >= 128) {
+    out[pos++] = (value % 128) | 0x80;
+    value = Math.floor(value / 128);
+  }
+  out[pos++] = value;
+  return pos;
+}
+
 /** One field of a message: where its encoding starts and ends, and its value. */
 export interface ProtoField {
   field: number;

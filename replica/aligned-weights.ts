@@ -1,5 +1,5 @@
-import { ProtoError, protoFields, WIRE_LEN, type ProtoField } from '../common/proto-wire.js';
-import { GRAPH, MODEL, readWeight, splitWeights, TENSOR } from './shared-graph.js';
+import { ProtoError, protoFields, varintSize, WIRE_LEN, writeVarint, type ProtoField } from '../common/proto-wire.js';
+import { GRAPH, MODEL, readWeight, splitWeights, TENSOR, type SplitModel } from './shared-graph.js';
 
 /**
  * A mapped file's bytes sit where the file puts them: a weight can be viewed as a Float32Array
@@ -18,24 +18,6 @@ export const WEIGHT_ALIGNMENT = 64;
  * whose content no one reads to break it.
  */
 const PAD_FIELD = 19789;
-
-function varintSize(value: number): number {
-  let n = 1;
-  while (value >= 128) {
-    value = Math.floor(value / 128);
-    n++;
-  }
-  return n;
-}
-
-function writeVarint(out: Uint8Array, pos: number, value: number): number {
-  while (value >= 128) {
-    out[pos++] = (value % 128) | 0x80;
-    value = Math.floor(value / 128);
-  }
-  out[pos++] = value;
-  return pos;
-}
 
 const PAD_TAG = varintSize(PAD_FIELD * 8 + WIRE_LEN);
 
@@ -106,10 +88,11 @@ function assemble(pieces: readonly Piece[]): Uint8Array {
   return out;
 }
 
+const allAligned = (split: SplitModel | undefined, boundary: number): boolean => split !== undefined && split.weights.every((w) => w.start % boundary === 0);
+
 /** Whether every weight splitWeights would move starts on a `boundary`-byte boundary of `model`. */
 export function weightsAligned(model: Uint8Array, boundary: number): boolean {
-  const split = splitWeights(model);
-  return split !== undefined && split.weights.every((w) => w.start % boundary === 0);
+  return allAligned(splitWeights(model), boundary);
 }
 
 /**
@@ -118,7 +101,8 @@ export function weightsAligned(model: Uint8Array, boundary: number): boolean {
  * can take apart (the file is then used as it is).
  */
 export function alignWeights(model: Uint8Array): Uint8Array | undefined {
-  if (splitWeights(model) === undefined || weightsAligned(model, WEIGHT_ALIGNMENT)) return undefined;
+  const split = splitWeights(model);
+  if (split === undefined || allAligned(split, WEIGHT_ALIGNMENT)) return undefined;
   try {
     const top = [...protoFields(model)];
     const graph = top.find((f) => f.field === MODEL.graph && f.wire === WIRE_LEN);
