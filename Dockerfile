@@ -6,10 +6,10 @@ ARG NODE_IMAGE=node:20-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
-# A C compiler for native/file-map.c (the replica maps model files: docs/adr/0021-mapped-weights.md),
+# A C++ compiler for native/file-map.cc (the replica maps model files: docs/adr/0021-mapped-weights.md),
 # from Debian's packages; the Node headers come with the image.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && apt-get install -y --no-install-recommends g++ \
  && rm -rf /var/lib/apt/lists/*
 # .npmrc keeps onnxruntime-node's install script from downloading anything: the CPU binary ships
 # inside the npm package, and a build must not fetch binaries from outside the registry.

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { alignWeights } from './aligned-weights.js';
 
 /**
- * Model files mapped into memory (native/file-map.c): a mapped model's weights are viewed in the
+ * Model files mapped into memory (native/file-map.cc): a mapped model's weights are viewed in the
  * kernel's page cache instead of copied into a buffer on every load
  * (docs/adr/0021-mapped-weights.md).
  */

@@ -2,15 +2,24 @@ import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import type ort from 'onnxruntime-node';
 import { Tensor } from 'onnxruntime-node';
 import { ModelmuxError } from '../common/errors.js';
-import { createSession, modelSession, openModel, type ExecutionProvider, type ModelSession, type SessionTuning } from './onnx-runtime.js';
+import { createSession, modelSession, openModel, type ExecutionProvider, type FedSession, type ModelSession, type SessionTuning } from './onnx-runtime.js';
 import { BufferPool } from './buffer-pool.js';
 import type { FileMapper } from './file-map.js';
 import { splitWeights, type SplitModel, type WeightRef } from './shared-graph.js';
+import { singleRowGraph } from './single-row-graph.js';
 
 interface SharedGraph {
   session: Promise<ort.InferenceSession>;
-  /** Loaded models using it; the session is released when the last one is. */
+  /** The graph's variant for runs of one row, when it has one and onnxruntime took it. */
+  singleRow: Promise<SingleRowSession | undefined>;
+  /** Loaded models using it; the sessions are released when the last one is. */
   users: number;
+}
+
+interface SingleRowSession {
+  session: ort.InferenceSession;
+  /** Weights fed to it as [1,K] (their files hold [K,1]), with K. */
+  transposed: ReadonlyMap<string, number>;
 }
 
 export type OpenKind = 'shared_graph' | 'own_session';
@@ -48,7 +57,8 @@ export class GraphSessions {
   constructor(
     private readonly provider: ExecutionProvider,
     private readonly tuning: SessionTuning,
-    private readonly onOpen: (kind: OpenKind, weights?: WeightSource) => void = () => undefined,
+    /** `singleRow`: the model's graph has a single-row variant (replica/single-row-graph.ts). */
+    private readonly onOpen: (kind: OpenKind, weights?: WeightSource, singleRow?: boolean) => void = () => undefined,
     private readonly mapper?: FileMapper,
   ) {}
 
@@ -114,8 +124,9 @@ export class GraphSessions {
    */
   private async shared(split: SplitModel, bytes: Uint8Array, done: () => void, source: WeightSource): Promise<ModelSession | undefined> {
     let session: ort.InferenceSession;
+    let singleRow: SingleRowSession | undefined;
     try {
-      session = await this.acquire(split.key, split.graph);
+      ({ session, singleRow } = await this.acquire(split));
     } catch (err) {
       if (!(err instanceof ModelmuxError)) throw err;
       this.refused.add(split.key);
@@ -129,8 +140,8 @@ export class GraphSessions {
     };
     try {
       const weights = weightTensors(bytes, split.weights, (size) => (side = this.buffers.take(size)));
-      const model = modelSession(session, () => this.release(split.key).finally(finish), weights);
-      this.onOpen('shared_graph', source);
+      const model = modelSession(session, () => this.release(split.key).finally(finish), weights, singleRow && fedSingleRow(singleRow, weights));
+      this.onOpen('shared_graph', source, singleRow !== undefined);
       return model;
     } catch (err) {
       if (side) this.buffers.give(side);
@@ -145,31 +156,43 @@ export class GraphSessions {
     return session;
   }
 
-  private acquire(key: string, graph: Uint8Array): Promise<ort.InferenceSession> {
+  private async acquire(split: SplitModel): Promise<{ session: ort.InferenceSession; singleRow: SingleRowSession | undefined }> {
+    const { key } = split;
     let shared = this.graphs.get(key);
     if (!shared) {
-      const session = createSession(graph, this.provider, this.tuning);
-      shared = { session, users: 0 };
-      this.graphs.set(key, shared);
+      const session = createSession(split.graph, this.provider, this.tuning);
+      const variant = singleRowGraph(split);
+      // The variant is only ever faster: a graph onnxruntime will not take that way runs as it came.
+      const singleRow = variant
+        ? createSession(variant.graph, this.provider, this.tuning).then(
+            (s) => ({ session: s, transposed: variant.transposed }),
+            () => undefined,
+          )
+        : Promise.resolve(undefined);
+      const created: SharedGraph = { session, singleRow, users: 0 };
+      shared = created;
+      this.graphs.set(key, created);
       // A failed creation is forgotten at once, so the next load of that shape tries again or
       // (once refused) opens its own session.
-      session.catch(() => {
-        if (this.graphs.get(key) === shared) this.graphs.delete(key);
+      session.catch(async () => {
+        if (this.graphs.get(key) === created) this.graphs.delete(key);
+        await (await singleRow)?.session.release();
       });
     }
     shared.users++;
-    const users = shared;
-    return shared.session.catch((err: unknown) => {
-      users.users--;
+    try {
+      return { session: await shared.session, singleRow: await shared.singleRow };
+    } catch (err) {
+      shared.users--;
       throw err;
-    });
+    }
   }
 
   private async release(key: string): Promise<void> {
     const shared = this.graphs.get(key);
     if (!shared || --shared.users > 0) return;
     this.graphs.delete(key);
-    await (await shared.session).release();
+    await Promise.all([shared.session.then((s) => s.release()), shared.singleRow.then((s) => s?.session.release())]);
   }
 }
 
@@ -220,6 +243,16 @@ function alignLargest(file: Uint8Array, buffer: Buffer, weights: readonly Weight
   const from = file.byteOffset - buffer.byteOffset;
   buffer.copyWithin(shift, from, from + file.length);
   return buffer.subarray(shift, shift + file.length);
+}
+
+/** The single-row session fed the same weight data, the transposed ones declared [1,K]. */
+function fedSingleRow(singleRow: SingleRowSession, weights: Readonly<Record<string, Tensor>>): FedSession {
+  const fed: Record<string, Tensor> = { ...weights };
+  for (const [name, k] of singleRow.transposed) {
+    const w = weights[name];
+    if (w) fed[name] = new Tensor('float32', w.data as Float32Array, [1, k]);
+  }
+  return { session: singleRow.session, weights: fed };
 }
 
 /**

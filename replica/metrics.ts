@@ -45,6 +45,11 @@ export function createReplicaMetrics() {
       help: 'Shared-graph loads whose weights were viewed in the mapped file instead of read into memory.',
       registers: r,
     }),
+    singleRowLoads: new Counter({
+      name: 'modelmux_replica_single_row_loads_total',
+      help: 'Shared-graph loads whose graph has a single-row variant: their one-row runs take a faster onnxruntime kernel.',
+      registers: r,
+    }),
     sharedGraphs: new Gauge({ name: 'modelmux_replica_shared_graphs', help: 'Sessions shared by the loaded models of one graph (one per model shape).', registers: r }),
     evictions: new Counter({
       name: 'modelmux_replica_model_evictions_total',

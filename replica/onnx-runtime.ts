@@ -67,11 +67,19 @@ export async function createSession(model: string | Uint8Array, provider: Execut
   }
 }
 
+/** A session and the weights fed to each of its runs beside the request's inputs. */
+export interface FedSession {
+  session: ort.InferenceSession;
+  weights: Readonly<Record<string, ort.Tensor>>;
+}
+
 /**
  * A model served by `session`. `weights` are fed to every run beside the request's inputs and
  * are not part of the model's signature: they are how a shared graph becomes this model.
+ * `singleRow`, when given, runs the requests of one row instead: the same model, computed by a
+ * graph that is faster for one row (replica/single-row-graph.ts).
  */
-export function modelSession(session: ort.InferenceSession, release: () => Promise<void>, weights: Readonly<Record<string, ort.Tensor>> = {}): ModelSession {
+export function modelSession(session: ort.InferenceSession, release: () => Promise<void>, weights: Readonly<Record<string, ort.Tensor>> = {}, singleRow?: FedSession): ModelSession {
   // Non-tensor outputs (e.g. sklearn-onnx's ZipMap probabilities) are not fetched: the tensor
   // outputs beside them are still served. A non-tensor input cannot be fed, so it is refused.
   const outputs = specs(session.outputMetadata.filter((m) => m.isTensor), 'output');
@@ -83,14 +91,15 @@ export function modelSession(session: ort.InferenceSession, release: () => Promi
     signature,
     batchable,
     run: async (inputs) => {
-      const feeds: Record<string, ort.Tensor> = { ...weights };
+      const use = singleRow && inputs.length > 0 && inputs.every((t) => t.dims[0] === 1) ? singleRow : { session, weights };
+      const feeds: Record<string, ort.Tensor> = { ...use.weights };
       signature.inputs.forEach((spec, i) => {
         const t = inputs[i];
         if (t) feeds[spec.name] = new ort.Tensor(ORT_TYPE[t.datatype] as 'float32', t.data as Float32Array, t.dims);
       });
       let results: ort.InferenceSession.ReturnType;
       try {
-        results = await session.run(feeds, fetches);
+        results = await use.session.run(feeds, fetches);
       } catch (err) {
         throw new ModelmuxError('inference_failed', `onnxruntime failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
       }

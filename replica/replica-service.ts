@@ -54,9 +54,10 @@ export class ReplicaService {
     this.sessions = new GraphSessions(
       opts.provider,
       opts.session,
-      (kind, weights) => {
+      (kind, weights, singleRow) => {
         opts.metrics.opens.inc({ kind });
         if (weights === 'mapped') opts.metrics.mappedLoads.inc();
+        if (singleRow) opts.metrics.singleRowLoads.inc();
       },
       opts.mapper,
     );

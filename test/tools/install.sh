@@ -7,9 +7,9 @@ cd "$(dirname "$0")"
 if ! command -v openssl >/dev/null 2>&1; then
   apt-get update >&2 && apt-get install -y openssl >&2
 fi
-# `npm run build` compiles native/file-map.c (mapped model weights); CI requires it.
-if ! command -v cc >/dev/null 2>&1; then
-  apt-get update >&2 && apt-get install -y gcc libc6-dev >&2
+# `npm run build` compiles native/file-map.cc (mapped model weights); CI requires it.
+if ! command -v c++ >/dev/null 2>&1; then
+  apt-get update >&2 && apt-get install -y g++ >&2
 fi
 bash ./build-control-plane.sh >/dev/null
 bash ./build-seaweedfs.sh >/dev/null
