@@ -63,7 +63,7 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   shareGraphs: {
     flag: 'share-graphs',
     env: REPLICA_ENV.shareGraphs,
-    help: 'Models with the same graph share one onnxruntime session, their float weights fed as inputs: a load reads the file and creates no session (default true).',
+    help: 'Models with the same graph share one onnxruntime session, their float weights fed as inputs: a load reads the file and creates no session; one-row runs of a graph with a one-column Gemm weight use a faster variant of it (default true).',
   },
   mapWeights: {
     flag: 'map-weights',

@@ -12,7 +12,11 @@ import { alignWeights } from './aligned-weights.js';
 export interface FileMapper {
   /** The whole file as an ArrayBuffer; throws (code ENOENT or EMAP) when it cannot be mapped. */
   map(path: string): ArrayBuffer;
-  /** Unmaps a buffer from `map`: views of it read as empty from then on. Idempotent. */
+  /**
+   * Gives back a buffer from `map`; views of it must not be used from then on. The native mapper
+   * unmaps it, and its views read as empty; IdleMappings keeps the mapping for the file's next
+   * load. Idempotent.
+   */
   unmap(buffer: ArrayBuffer): void;
 }
 
@@ -20,10 +24,10 @@ export interface FileMapper {
 // or from replica/ (jest, on the sources).
 const CANDIDATES = ['../native/file-map.node', '../dist/native/file-map.node'];
 
-/** The mapper, or why there is none: not built on this machine (no C compiler or Node headers) or not loadable. */
+/** The mapper, or why there is none: not built on this machine (no C++ compiler or Node headers) or not loadable. */
 export function loadFileMapper(): FileMapper | { unavailable: string } {
   const path = CANDIDATES.map((c) => fileURLToPath(new URL(c, import.meta.url))).find((p) => existsSync(p));
-  if (path === undefined) return { unavailable: 'dist/native/file-map.node was not built (npm run build needs a C compiler and the Node headers)' };
+  if (path === undefined) return { unavailable: 'dist/native/file-map.node was not built (npm run build needs a C++ compiler and the Node headers)' };
   try {
     return createRequire(import.meta.url)(path) as FileMapper;
   } catch (err) {

@@ -7,7 +7,8 @@ import { ConfigError } from '../common/config.js';
 import { createLogger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { parseReplicaConfig } from './config.js';
-import { alignFileWeights, loadFileMapper, type FileMapper } from './file-map.js';
+import { alignFileWeights, loadFileMapper } from './file-map.js';
+import { IdleMappings } from './idle-mappings.js';
 import { FileModelStore } from './file-model-store.js';
 import { HotnessMeter } from './hotness.js';
 import { createReplicaMetrics } from './metrics.js';
@@ -41,11 +42,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   let store: ModelStore;
   // Only the S3 store's downloads are mapped: the replica wrote them and never rewrites them,
   // where a file:// folder is the user's, and a file truncated while mapped would crash us.
-  let mapper: FileMapper | undefined;
+  let mapper: IdleMappings | undefined;
   if (config.modelSource.startsWith('s3://') && config.shareGraphs && config.mapWeights) {
     const loaded = loadFileMapper();
     if ('unavailable' in loaded) baseLog.warn('model weights are read into memory at each load, not mapped', { event: 'no-mapping', reason: loaded.unavailable });
-    else mapper = loaded;
+    // Parked mappings are of files in the disk cache, which deletes through forget(): its bound is theirs.
+    else mapper = new IdleMappings(loaded, config.diskCacheBytes, () => metrics.mappingReuses.inc());
   }
   if (config.modelSource.startsWith('s3://')) {
     let peers: PeerFiles | undefined;
@@ -68,7 +70,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       ...(peers !== undefined ? { peers } : {}),
       clock,
       onFetch: (source) => metrics.fetches.inc({ source }),
-      ...(mapper !== undefined ? { prepare: (path: string) => alignFileWeights(path, config.maxModelBytes) } : {}),
+      ...(mapper !== undefined ? { prepare: (path: string) => alignFileWeights(path, config.maxModelBytes), onRemove: (path: string) => mapper?.forget(path) } : {}),
       ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),
       ...(config.s3ForcePathStyle !== undefined ? { forcePathStyle: config.s3ForcePathStyle } : {}),
       ...(config.maxModelBytes !== undefined ? { maxFileBytes: config.maxModelBytes } : {}),

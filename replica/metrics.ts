@@ -45,6 +45,11 @@ export function createReplicaMetrics() {
       help: 'Shared-graph loads whose weights were viewed in the mapped file instead of read into memory.',
       registers: r,
     }),
+    mappingReuses: new Counter({
+      name: 'modelmux_replica_mapping_reuses_total',
+      help: 'Mapped loads that took back the mapping of an earlier load of the same file instead of mapping it again.',
+      registers: r,
+    }),
     singleRowLoads: new Counter({
       name: 'modelmux_replica_single_row_loads_total',
       help: 'Shared-graph loads whose graph has a single-row variant: their one-row runs take a faster onnxruntime kernel.',

@@ -44,6 +44,8 @@ export interface S3StoreOptions {
    * so they can be mapped (replica/file-map.ts).
    */
   prepare?: (path: string) => Promise<number | undefined>;
+  /** Called as a cached file is deleted, before it is: whatever still maps it lets go (IdleMappings). */
+  onRemove?: (path: string) => void;
 }
 
 const NOT_FOUND = new Set(['NoSuchKey', 'NotFound']);
@@ -82,7 +84,10 @@ export class S3ModelStore implements ModelStore {
     // Files left by an earlier process are not in the index and would fill the volume unseen.
     rmSync(this.dir, { recursive: true, force: true });
     mkdirSync(this.dir, { recursive: true });
-    this.files = new DiskFileCache(opts.diskCacheBytes, (path) => void rm(path, { force: true }).catch(() => undefined));
+    this.files = new DiskFileCache(opts.diskCacheBytes, (path) => {
+      opts.onRemove?.(path);
+      void rm(path, { force: true }).catch(() => undefined);
+    });
     this.peers = opts.peers;
     this.client = new S3Client({
       region: opts.region,

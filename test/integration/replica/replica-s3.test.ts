@@ -1,5 +1,5 @@
 import { DeleteObjectCommand } from '@aws-sdk/client-s3';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -260,6 +260,23 @@ describe('replica over a real S3-compatible store', () => {
     expect(m.get('modelmux_replica_model_opens_total{kind="shared_graph"}')).toBe(6);
     expect(m.get('modelmux_replica_mapped_loads_total')).toBe(6);
     expect(m.get('modelmux_replica_model_fetches_total{source="disk"}')).toBe(3);
+    // The second round took back the first round's mappings, parked when each model was evicted.
+    expect(m.get('modelmux_replica_mapping_reuses_total')).toBe(3);
+    // The wine models' one-column head: their one-row runs take the single-row variant.
+    expect(m.get('modelmux_replica_single_row_loads_total')).toBe(6);
+
+    // A disk cache with room for one file (1.3 kB each): each download evicts the file before
+    // it while that file's model is still loaded, so the model's mapping is let go when the
+    // model is, not parked (there is room to park it): no mapping keeps a deleted file on disk.
+    const small = await replica(['--max-models', '1', '--cache-policy', 'lru', '--disk-cache-bytes', '2000']);
+    await cycle(small);
+    m = await small.metrics();
+    expect(m.get('modelmux_replica_mapped_loads_total')).toBe(6);
+    expect(m.get('modelmux_replica_model_fetches_total{source="store"}')).toBe(6);
+    expect(m.get('modelmux_replica_mapping_reuses_total') ?? 0).toBe(0);
+    const maps = (await readFile(`/proc/${small.pid}/maps`, 'utf8')).split('\n').filter((l) => l.includes('.onnx'));
+    expect(maps.length).toBeGreaterThan(0); // the loaded model's file
+    expect(maps.filter((l) => l.includes('(deleted)'))).toEqual([]);
 
     const read = await replica(['--max-models', '1', '--cache-policy', 'lru', '--map-weights', 'false']);
     await cycle(read);
