@@ -17,9 +17,8 @@ import type { FileMapper } from './file-map.js';
 export class IdleMappings implements FileMapper {
   private readonly idle = new Map<string, ArrayBuffer>();
   private idleBytes = 0;
-  /** The file each buffer in use maps, so that `unmap` knows where to park it. */
+  /** The file each buffer in use or parked maps: `unmap` parks it under that path. */
   private readonly paths = new WeakMap<ArrayBuffer, string>();
-  private readonly parked = new WeakSet<ArrayBuffer>();
   /** Buffers in use per file, and the files deleted while in use: those are unmapped, not parked, on release. */
   private readonly inUse = new Map<string, number>();
   private readonly deleted = new Set<string>();
@@ -40,8 +39,6 @@ export class IdleMappings implements FileMapper {
     if (parked) {
       this.idle.delete(path);
       this.idleBytes -= parked.byteLength;
-      this.parked.delete(parked);
-      this.paths.set(parked, path);
       this.onReuse();
       return parked;
     }
@@ -58,16 +55,19 @@ export class IdleMappings implements FileMapper {
 
   /** Parks the buffer for the next load of its file; views of it must not be used by the caller afterwards. */
   unmap(buffer: ArrayBuffer): void {
-    if (this.parked.has(buffer)) return;
     const path = this.paths.get(buffer);
-    this.paths.delete(buffer);
-    const deleted = path !== undefined && this.deleted.has(path);
-    if (path !== undefined) this.release(path);
+    // A buffer this pool did not make (or already unmapped) is the mapper's to unmap.
+    if (path === undefined) return this.mapper.unmap(buffer);
+    if (this.idle.get(path) === buffer) return; // parked already
+    const deleted = this.deleted.has(path);
+    this.release(path);
     // The same file loaded twice at once (a model reloaded while its evicted copy finished a
-    // request) parks one mapping; and a buffer this pool did not make is the mapper's to unmap.
-    if (path === undefined || deleted || this.idle.has(path) || buffer.byteLength > this.maxIdleBytes) return this.mapper.unmap(buffer);
+    // request) parks one mapping.
+    if (deleted || this.idle.has(path) || buffer.byteLength > this.maxIdleBytes) {
+      this.paths.delete(buffer);
+      return this.mapper.unmap(buffer);
+    }
     this.idle.set(path, buffer);
-    this.parked.add(buffer);
     this.idleBytes += buffer.byteLength;
     for (const [oldest, old] of this.idle) {
       if (this.idleBytes <= this.maxIdleBytes) break;
@@ -91,7 +91,7 @@ export class IdleMappings implements FileMapper {
 
   private drop(path: string, buffer: ArrayBuffer): void {
     this.idle.delete(path);
-    this.parked.delete(buffer);
+    this.paths.delete(buffer);
     this.idleBytes -= buffer.byteLength;
     this.mapper.unmap(buffer);
   }

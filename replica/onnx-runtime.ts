@@ -87,11 +87,12 @@ export function modelSession(session: ort.InferenceSession, release: () => Promi
   const signature = { inputs: specs(session.inputMetadata.filter((m) => !Object.hasOwn(weights, m.name)), 'input'), outputs };
   const fetches = outputs.map((o) => o.name);
   const batchable = [...signature.inputs, ...signature.outputs].every((s) => s.shape.length > 0 && s.shape[0] === -1);
+  const asLoaded: FedSession = { session, weights };
   return {
     signature,
     batchable,
     run: async (inputs) => {
-      const use = singleRow && inputs.length > 0 && inputs.every((t) => t.dims[0] === 1) ? singleRow : { session, weights };
+      const use = singleRow && inputs.length > 0 && inputs.every((t) => t.dims[0] === 1) ? singleRow : asLoaded;
       const feeds: Record<string, ort.Tensor> = { ...use.weights };
       signature.inputs.forEach((spec, i) => {
         const t = inputs[i];

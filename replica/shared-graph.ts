@@ -28,7 +28,7 @@ export interface SplitModel {
 
 // onnx.proto field numbers used here.
 export const MODEL = { producerName: 2, producerVersion: 3, modelVersion: 5, docString: 6, graph: 7, metadataProps: 14 };
-export const GRAPH = { name: 2, initializer: 5, docString: 10, input: 11 };
+export const GRAPH = { node: 1, name: 2, initializer: 5, docString: 10, input: 11, output: 12, valueInfo: 13 };
 export const TENSOR = { dims: 1, dataType: 2, segment: 3, name: 8, rawData: 9, externalData: 13, dataLocation: 14 };
 const VALUE_INFO_NAME = 1;
 /** Fields that say who made a model, not what it computes: dropped so that equal graphs hash equal. */
@@ -36,6 +36,17 @@ const MODEL_LABELS = new Set([MODEL.producerName, MODEL.producerVersion, MODEL.m
 const SHARED_GRAPH_NAME = 'modelmux-shared';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A string field's value (`from`–`to`, its payload), decoded strictly. */
+export function text(bytes: Uint8Array, from: number, to: number): string {
+  return utf8.decode(bytes.subarray(from, to));
+}
+
+/** The name of the ValueInfoProto at `from`–`to`. */
+export function valueInfoName(bytes: Uint8Array, from: number, to: number): string | undefined {
+  for (const f of protoFields(bytes, from, to)) if (f.field === VALUE_INFO_NAME && f.wire === WIRE_LEN) return text(bytes, f.valueStart, f.valueEnd);
+  return undefined;
+}
 
 /** The weight a TensorProto (at `from`–`to`) holds, or undefined when it is not one that moves. */
 export function readWeight(bytes: Uint8Array, from: number, to: number): WeightRef | undefined {
@@ -47,7 +58,7 @@ export function readWeight(bytes: Uint8Array, from: number, to: number): WeightR
     if (f.field === TENSOR.dims && f.wire === WIRE_VARINT) dims.push(f.int);
     else if (f.field === TENSOR.dims && f.wire === WIRE_LEN) for (const d of packedVarints(bytes, f.valueStart, f.valueEnd)) dims.push(d);
     else if (f.field === TENSOR.dataType) dataType = f.int;
-    else if (f.field === TENSOR.name && f.wire === WIRE_LEN) name = utf8.decode(bytes.subarray(f.valueStart, f.valueEnd));
+    else if (f.field === TENSOR.name && f.wire === WIRE_LEN) name = text(bytes, f.valueStart, f.valueEnd);
     else if (f.field === TENSOR.rawData && f.wire === WIRE_LEN) raw = { start: f.valueStart, end: f.valueEnd };
     // Split or external tensors stay where they are: onnxruntime knows how to read them.
     else if (f.field === TENSOR.segment || f.field === TENSOR.externalData || (f.field === TENSOR.dataLocation && f.int !== 0)) return undefined;
@@ -101,7 +112,7 @@ export function splitWeights(model: Uint8Array): SplitModel | undefined {
         }
         if (g.field === GRAPH.input && g.wire === WIRE_LEN) {
           for (const v of protoFields(model, g.valueStart, g.valueEnd)) {
-            if (v.field === VALUE_INFO_NAME && v.wire === WIRE_LEN) inputs.add(utf8.decode(model.subarray(v.valueStart, v.valueEnd)));
+            if (v.field === VALUE_INFO_NAME && v.wire === WIRE_LEN) inputs.add(text(model, v.valueStart, v.valueEnd));
           }
         }
         graph.raw(model.subarray(g.start, g.end));

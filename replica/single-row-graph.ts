@@ -1,6 +1,6 @@
 import { ProtoError, protoFields, ProtoWriter, WIRE_LEN, WIRE_VARINT } from '../common/proto-wire.js';
 import { writeValueInfo } from '../common/onnx-writer.js';
-import { MODEL, type SplitModel } from './shared-graph.js';
+import { GRAPH, MODEL, text, valueInfoName, type SplitModel } from './shared-graph.js';
 
 /**
  * onnxruntime runs a one-row Gemm with MLAS's M=1 kernel, which walks B row by row. When B has
@@ -20,32 +20,22 @@ export interface SingleRowGraph {
   transposed: Map<string, number>;
 }
 
-// onnx.proto field numbers used here.
-const GRAPH = { node: 1, input: 11, output: 12, valueInfo: 13 };
+// onnx.proto field numbers used here (the model's and graph's: shared-graph.ts).
 const NODE = { input: 1, opType: 4, attribute: 5, domain: 7 };
 const ATTRIBUTE = { name: 1, i: 3, g: 6, graphs: 11, type: 20 };
 const ATTRIBUTE_INT = 2;
-const VALUE_INFO_NAME = 1;
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 interface NodeInfo {
-  start: number;
-  end: number;
   gemm: boolean;
   inputs: string[];
   transB: number;
-  /** Where the transB attribute lies, dropped when the node is rewritten. */
-  transBField?: { start: number; end: number };
-}
-
-function text(bytes: Uint8Array, from: number, to: number): string {
-  return utf8.decode(bytes.subarray(from, to));
+  /** Where the transB attribute field starts, dropped when the node is rewritten. */
+  transBStart?: number;
 }
 
 /** undefined when the node holds a subgraph: names inside it may use the weights in ways not seen here. */
-function readNode(bytes: Uint8Array, start: number, end: number, from: number, to: number): NodeInfo | undefined {
-  const node: NodeInfo = { start, end, gemm: false, inputs: [], transB: 0 };
+function readNode(bytes: Uint8Array, from: number, to: number): NodeInfo | undefined {
+  const node: NodeInfo = { gemm: false, inputs: [], transB: 0 };
   let opType = '';
   let domain = '';
   for (const f of protoFields(bytes, from, to)) {
@@ -63,17 +53,12 @@ function readNode(bytes: Uint8Array, start: number, end: number, from: number, t
       }
       if (name === 'transB') {
         node.transB = value;
-        node.transBField = { start: f.start, end: f.end };
+        node.transBStart = f.start;
       }
     }
   }
   node.gemm = opType === 'Gemm' && (domain === '' || domain === 'ai.onnx');
   return node;
-}
-
-function valueInfoName(bytes: Uint8Array, from: number, to: number): string | undefined {
-  for (const f of protoFields(bytes, from, to)) if (f.field === VALUE_INFO_NAME && f.wire === WIRE_LEN) return text(bytes, f.valueStart, f.valueEnd);
-  return undefined;
 }
 
 /**
@@ -88,17 +73,18 @@ export function singleRowGraph(split: SplitModel): SingleRowGraph | undefined {
     const graphField = [...protoFields(model)].find((f) => f.field === MODEL.graph && f.wire === WIRE_LEN);
     if (!graphField) return undefined;
     const fields = [...protoFields(model, graphField.valueStart, graphField.valueEnd)];
-    const nodes: NodeInfo[] = [];
+    // By where each node's field starts, for the rewrite below.
+    const nodes = new Map<number, NodeInfo>();
     for (const f of fields) {
       if (f.field !== GRAPH.node || f.wire !== WIRE_LEN) continue;
-      const node = readNode(model, f.start, f.end, f.valueStart, f.valueEnd);
+      const node = readNode(model, f.valueStart, f.valueEnd);
       if (!node) return undefined;
-      nodes.push(node);
+      nodes.set(f.start, node);
     }
     // A weight qualifies when every use of it is as B of a Gemm that does not transpose B.
     const transposed = new Map<string, number>();
     const otherUses = new Set<string>();
-    for (const node of nodes) {
+    for (const node of nodes.values()) {
       node.inputs.forEach((name, i) => {
         const k = columns.get(name);
         if (k === undefined) return;
@@ -114,7 +100,7 @@ export function singleRowGraph(split: SplitModel): SingleRowGraph | undefined {
 
     const graph = new ProtoWriter();
     for (const f of fields) {
-      const node = f.field === GRAPH.node ? nodes.find((n) => n.start === f.start) : undefined;
+      const node = f.field === GRAPH.node ? nodes.get(f.start) : undefined;
       const named = f.field === GRAPH.input || f.field === GRAPH.valueInfo ? valueInfoName(model, f.valueStart, f.valueEnd) : undefined;
       if (node?.gemm && transposed.has(node.inputs[1] ?? '')) graph.bytes(GRAPH.node, transposedGemm(model, f.valueStart, f.valueEnd, node));
       else if (named !== undefined && transposed.has(named)) {
@@ -138,7 +124,7 @@ export function singleRowGraph(split: SplitModel): SingleRowGraph | undefined {
 function transposedGemm(bytes: Uint8Array, from: number, to: number, node: NodeInfo): Uint8Array {
   const w = new ProtoWriter();
   for (const f of protoFields(bytes, from, to)) {
-    if (node.transBField && f.start === node.transBField.start) continue;
+    if (f.start === node.transBStart) continue;
     w.raw(bytes.subarray(f.start, f.end));
   }
   w.message(NODE.attribute, (a) => a.string(ATTRIBUTE.name, 'transB').int(ATTRIBUTE.i, 1).int(ATTRIBUTE.type, ATTRIBUTE_INT));
