@@ -1,16 +1,15 @@
-import { copyFile, mkdir } from 'node:fs/promises';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { SAMPLE_WINE } from '../common/wine-model.js';
-import { alignFileWeights, loadFileMapper, type FileMapper } from '../replica/file-map.js';
+import { loadFileMapper, type FileMapper } from '../replica/file-map.js';
 import { GraphSessions } from '../replica/graph-sessions.js';
 import type { ModelSession } from '../replica/onnx-runtime.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
-import { ensureModelFiles } from './lib/model-set.js';
+import { ensureAlignedCopies, modelDirFor } from './lib/model-set.js';
+import { modelIds } from './lib/traffic.js';
 import { runBenchmark, writeResults } from './lib/entry.js';
 
 /**
@@ -73,21 +72,13 @@ export async function main(argv: string[]): Promise<void> {
   const o = parseConfig('bench load', 'Replica load path: a session per model vs shared-graph sessions.', schema, specs, argv, process.env);
   const m = machineInfo();
   const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '../..');
-  const dir = join(homedir(), '.cache/modelmux/bench-models', String(o.modelBytes));
-  await mkdir(dir, { recursive: true });
-  const ids = Array.from({ length: o.models }, (_, i) => `m${String(i).padStart(3, '0')}`);
-  await ensureModelFiles(dir, ids, o.modelBytes);
-  const path = (i: number): string => join(dir, ids[i] as string, 'model.onnx');
-  // The mapped variant opens the copies the S3 store would have made at download: weights aligned.
+  const ids = modelIds(o.models);
   const mapper = loadFileMapper();
   if ('unavailable' in mapper) throw new Error(`the mapped variant needs the file mapper: ${mapper.unavailable}`);
-  const alignedDir = join(homedir(), '.cache/modelmux/bench-models-aligned', String(o.modelBytes));
-  await mkdir(alignedDir, { recursive: true });
-  const alignedPath = (i: number): string => join(alignedDir, `${ids[i] as string}.onnx`);
-  for (let i = 0; i < o.models; i++) {
-    await copyFile(path(i), alignedPath(i));
-    await alignFileWeights(alignedPath(i));
-  }
+  // The mapped variant opens the copies the S3 store would have made at download: weights aligned.
+  const aligned = await ensureAlignedCopies(ids, o.modelBytes);
+  const path = (i: number): string => join(modelDirFor(o.modelBytes), ids[i] as string, 'model.onnx');
+  const alignedPath = (i: number): string => aligned.get(ids[i] as string) as string;
   const rows: Row[] = [];
   for (let r = 1; r <= o.rounds; r++) {
     for (const variant of VARIANTS) {

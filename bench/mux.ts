@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
@@ -15,7 +14,7 @@ import { totalCpuSeconds, treePids } from './lib/proc-cpu.js';
 import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { medianBy, rotated } from './lib/stats.js';
-import { ensureModelFiles, uploadModels } from './lib/model-set.js';
+import { ensureModelFiles, modelDirFor, uploadModels } from './lib/model-set.js';
 import { startModelmuxLocal } from './lib/modelmux-local.js';
 import { startRayServe } from './lib/ray-serve.js';
 import { idSampler, modelIds, PATTERN_LABELS, PATTERNS, type PatternName } from './lib/traffic.js';
@@ -317,7 +316,7 @@ export async function main(argv: string[]): Promise<void> {
   const log = (msg: string): void => void process.stderr.write(`[bench:mux ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
   const ids = modelIds(o.models);
-  const modelDir = o.modelDir ?? join(homedir(), '.cache/modelmux/bench-models', String(o.modelBytes));
+  const modelDir = o.modelDir ?? modelDirFor(o.modelBytes);
   log(`models: ${o.models} × ${o.modelBytes} bytes in ${modelDir}`);
   const made = await ensureModelFiles(modelDir, ids, o.modelBytes);
   log(`models ready (${made.written} written, ${(made.totalBytes / 1e9).toFixed(2)} GB)`);

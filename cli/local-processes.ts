@@ -36,9 +36,18 @@ export async function freePorts(n: number): Promise<number[]> {
   return ports;
 }
 
+/**
+ * How every line of common/log.ts and of the router's access log starts at info: a match needs
+ * no parse. Under model churn a replica writes four lines per load and the router one per
+ * request; parsing each took a quarter of this process's CPU (bench:mux, uniform traffic: 16 →
+ * 12–13 µs per request).
+ */
+const INFO_LINE = /^\{"time":"[^"]*","level":"(?:info|debug)"/;
+
 /** JSON log lines below warn are shown only with --verbose; anything else (a stack trace) always. */
-function worthShowing(line: string, verbose: boolean): boolean {
+export function worthShowing(line: string, verbose: boolean): boolean {
   if (verbose) return true;
+  if (INFO_LINE.test(line)) return false;
   try {
     const level = (JSON.parse(line) as { level?: unknown }).level;
     return level !== 'info' && level !== 'debug';

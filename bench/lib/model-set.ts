@@ -1,6 +1,12 @@
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { hiddenUnitsForBytes, wineModelBytes } from '../../common/wine-model.js';
+import { alignFileWeights } from '../../replica/file-map.js';
+
+/** Where generated models of `bytes` each are kept between runs, and their aligned copies. */
+export const modelDirFor = (bytes: number): string => join(homedir(), '.cache/modelmux/bench-models', String(bytes));
+const alignedDirFor = (bytes: number): string => join(homedir(), '.cache/modelmux/bench-models-aligned', String(bytes));
 
 /**
  * The benchmark's models: `count` deterministic wine models of about `bytes` each, written once
@@ -30,6 +36,27 @@ export async function ensureModelFiles(dir: string, ids: readonly string[], byte
     totalBytes += data.length;
   }
   return { written, totalBytes };
+}
+
+/**
+ * The models as the S3 store leaves them after a download: copies with their weights aligned
+ * (replica/aligned-weights.ts), so a replica maps them. Made from ensureModelFiles' files (in
+ * `modelDirFor(bytes)`); answers the copies' paths by id.
+ */
+export async function ensureAlignedCopies(ids: readonly string[], bytes: number): Promise<Map<string, string>> {
+  const dir = modelDirFor(bytes);
+  await mkdir(dir, { recursive: true });
+  await ensureModelFiles(dir, ids, bytes);
+  const alignedDir = alignedDirFor(bytes);
+  await mkdir(alignedDir, { recursive: true });
+  const paths = new Map<string, string>();
+  for (const id of ids) {
+    const path = join(alignedDir, `${id}.onnx`);
+    await copyFile(join(dir, id, 'model.onnx'), path);
+    await alignFileWeights(path);
+    paths.set(id, path);
+  }
+  return paths;
 }
 
 /** Copies the model files into a bucket under `prefix`, `parallel` uploads at a time. */

@@ -1,5 +1,8 @@
 import { exampleModelIds, parseDestination } from '../../cli/example-models.js';
 import { bannerText, curlCommands } from '../../cli/local-banner.js';
+import { worthShowing } from '../../cli/local-processes.js';
+import { createLogger } from '../../common/log.js';
+import { AccessLog } from '../../router/access-log.js';
 
 describe('modelmux models destinations', () => {
   it('reads s3 URIs, file URIs and plain paths, and refuses other schemes', () => {
@@ -41,5 +44,36 @@ describe('the local mode banner', () => {
   it('quotes a single quote in a URL so the printed command still pastes into a shell', () => {
     const c = curlCommands({ ...input, routerUrl: "http://h:1/it's" });
     expect(c.v2.startsWith(`curl -sS 'http://h:1/it'\\''s/wine/v2/models/wine-0/infer'`)).toBe(true);
+  });
+});
+
+describe("which of a child's lines modelmux local shows", () => {
+  const written = (use: (sink: (line: string) => void) => void): string => {
+    const lines: string[] = [];
+    use((line) => lines.push(line));
+    return lines[0] as string;
+  };
+  const info = written((sink) => createLogger({ component: 'replica' }, sink).info("Loading model 'm1'.", { model: 'm1' }));
+  const warn = written((sink) => createLogger({ component: 'replica' }, sink).warn('cannot publish', { reason: 'x' }));
+  const access = written((sink) =>
+    new AccessLog({ component: 'router' }, sink).request({
+      requestId: 'r1', method: 'POST', path: '/wine/v2/models/m1/infer', route: '/wine', model: 'm1', form: 'v2',
+      replica: 'a', placement: 'holder', waitedMs: undefined, tries: 1, error: undefined, status: 200, durationMs: 1.5,
+    }),
+  );
+
+  it('hides info lines of the loggers and the access log unless verbose, and shows warnings and anything not JSON', () => {
+    expect(worthShowing(info, false)).toBe(false);
+    expect(worthShowing(access, false)).toBe(false);
+    expect(worthShowing(warn, false)).toBe(true);
+    expect(worthShowing('Error: boom', false)).toBe(true);
+    expect(worthShowing('   ', false)).toBe(false);
+    for (const line of [info, access, warn]) expect(worthShowing(line, true)).toBe(true);
+  });
+
+  it('reads the level of JSON lines in another field order', () => {
+    expect(worthShowing('{"level":"info","msg":"x"}', false)).toBe(false);
+    expect(worthShowing('{"msg":"x","level":"error"}', false)).toBe(true);
+    expect(worthShowing('{"time":"t","msg":"a \\"level\\":\\"info\\"","level":"warn"}', false)).toBe(true);
   });
 });

@@ -1,0 +1,196 @@
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { intString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { systemClock } from '../common/clock.js';
+import { createLogger } from '../common/log.js';
+import type { ModelId } from '../common/model-id.js';
+import { CONCURRENT_LOADS } from '../common/resource.js';
+import { SAMPLE_WINE, WINE_INPUT } from '../common/wine-model.js';
+import { loadFileMapper, type FileMapper } from '../replica/file-map.js';
+import { IdleMappings } from '../replica/idle-mappings.js';
+import { createReplicaMetrics } from '../replica/metrics.js';
+import type { LocalModelFile, ModelStore } from '../replica/model-store.js';
+import { ReplicaService } from '../replica/replica-service.js';
+import { runBenchmark, writeResults } from './lib/entry.js';
+import { machineInfo, machineLine } from './lib/machine.js';
+import { fmt, mdTable } from './lib/markdown.js';
+import { ensureAlignedCopies } from './lib/model-set.js';
+import { median, rotated } from './lib/stats.js';
+import { idSampler, modelIds, PATTERNS, type PatternName } from './lib/traffic.js';
+
+/**
+ * `npm run bench:serve`: one replica's serving path (cache, loads, onnxruntime) in one process,
+ * without HTTP, a router or other processes on the CPU: CPU per request under each traffic
+ * pattern, with few slots (loads) and with a slot for every model (no loads after the first).
+ * It splits bench:mux's spread across patterns into what the loads cost and what running a
+ * model whose weights are not in the CPU's cache costs, measured apart from the machine's noise.
+ * Writes bench/results/serve.{json,md}.
+ */
+
+const schema = z.object({
+  // One replica's share of bench:mux's 200 models over 2 replicas.
+  models: intString(2, 10_000).default(100),
+  modelBytes: intString(1000, 1_000_000_000).default(5_000_000),
+  slots: z
+    .string()
+    .default('8,100')
+    .transform((s, ctx) => {
+      const out = s.split(',').map((x) => Number(x.trim()));
+      if (out.some((n) => !Number.isInteger(n) || n < 1)) ctx.addIssue({ code: 'custom', message: 'a comma list of positive integers' });
+      return out;
+    }),
+  patterns: z
+    .string()
+    .default(PATTERNS.join(','))
+    .transform((s, ctx) => {
+      const out = s.split(',').map((x) => x.trim());
+      const unknown = out.filter((p) => !(PATTERNS as readonly string[]).includes(p));
+      if (unknown.length > 0) ctx.addIssue({ code: 'custom', message: `unknown pattern(s) ${unknown.join(', ')}; known: ${PATTERNS.join(', ')}` });
+      return out as PatternName[];
+    }),
+  concurrency: intString(1, 1000).default(8),
+  seconds: z.coerce.number().min(0.5).max(600).default(4),
+  rounds: intString(1, 20).default(3),
+  seed: intString(0, 2 ** 31).default(42),
+  out: z.string().default('bench/results/serve'),
+});
+type Options = z.infer<typeof schema>;
+const specs: OptionSpecs<typeof schema.shape> = {
+  models: { flag: 'models', help: "Models the replica is asked for (default 100: one replica's share in bench:mux)." },
+  modelBytes: { flag: 'model-bytes', help: 'Size of each model file (default 5000000).' },
+  slots: { flag: 'slots', help: 'Comma list of --max-models values to measure (default 8,100).' },
+  patterns: { flag: 'patterns', help: `Comma list of ${PATTERNS.join(', ')} (default all).` },
+  concurrency: { flag: 'concurrency', help: 'Requests in flight, as the router keeps on a replica (default 8).' },
+  seconds: { flag: 'seconds', help: 'Measured seconds per pattern per slot count per round (default 4).' },
+  rounds: { flag: 'rounds', help: 'Rounds, patterns in a rotated order each round (default 3).' },
+  seed: { flag: 'seed', help: 'Seed of the model sequences (default 42).' },
+  out: { flag: 'out', help: 'Results path without extension (default bench/results/serve).' },
+};
+
+interface Row {
+  slots: number;
+  pattern: PatternName;
+  round: number;
+  requests: number;
+  cpuUsPerRequest: number;
+  loadsPer1000: number;
+}
+
+/** The model files as the S3 store leaves them after a download, with nothing to fetch: private, so mapped. */
+class LocalCopies implements ModelStore {
+  readonly uri = 'file://bench-aligned-copies';
+  constructor(private readonly paths: ReadonlyMap<string, string>) {}
+  fetch(id: ModelId): Promise<LocalModelFile> {
+    const path = this.paths.get(id);
+    if (path === undefined) throw new Error(`no copy of ${id}`);
+    return Promise.resolve({ path, bytes: 0, private: true });
+  }
+}
+
+const counterValue = async (c: { get(): Promise<{ values: { value: number }[] }> }): Promise<number> => (await c.get()).values.reduce((n, v) => n + v.value, 0);
+
+async function measure(o: Options, slots: number, pattern: PatternName, round: number, store: ModelStore, mapper: FileMapper, ids: readonly ModelId[]): Promise<Row> {
+  const metrics = createReplicaMetrics();
+  const service = new ReplicaService({
+    store,
+    provider: 'cpu',
+    session: { graphOptimization: 'basic', prepackWeights: false, shareGraphs: true },
+    mapper: new IdleMappings(mapper, 2 * 1024 ** 3, () => undefined),
+    maxModels: slots,
+    maxConcurrentLoads: CONCURRENT_LOADS.default,
+    cachePolicy: 'frequency',
+    maxBatchSize: 1,
+    batchWaitMs: 0,
+    requestTimeoutMs: 60_000,
+    loadDelayMs: 0,
+    clock: systemClock,
+    // The replica's log lines are built as in production, then dropped: this process's stdout is the report.
+    log: createLogger({ component: 'replica' }, () => undefined),
+    metrics,
+    onTableChange: () => undefined,
+  });
+  const body = { inputs: [{ name: WINE_INPUT, shape: [1, SAMPLE_WINE.length], datatype: 'FP32', data: [...SAMPLE_WINE] }] };
+  const none = new Uint8Array(0);
+  try {
+    // Every model once, then a second of the pattern: the measured window starts in its steady state.
+    for (const id of ids) await service.infer(id, body, none);
+    const next = idSampler(pattern, ids, o.seed + round) as () => ModelId;
+    const drive = async (seconds: number): Promise<number> => {
+      const until = performance.now() + seconds * 1000;
+      let n = 0;
+      await Promise.all(
+        Array.from({ length: o.concurrency }, async () => {
+          while (performance.now() < until) {
+            await service.infer(next(), body, none);
+            n++;
+          }
+        }),
+      );
+      return n;
+    };
+    await drive(1);
+    const loads0 = await counterValue(metrics.loads);
+    const cpu0 = process.cpuUsage();
+    const requests = await drive(o.seconds);
+    const cpu = process.cpuUsage(cpu0);
+    const loads = (await counterValue(metrics.loads)) - loads0;
+    return { slots, pattern, round, requests, cpuUsPerRequest: (cpu.user + cpu.system) / requests, loadsPer1000: (1000 * loads) / requests };
+  } finally {
+    await service.close();
+  }
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const o = parseConfig('bench serve', "One replica's serving path by traffic pattern, with and without loads.", schema, specs, argv, process.env);
+  const m = machineInfo();
+  const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '../..');
+  const mapper = loadFileMapper();
+  if ('unavailable' in mapper) throw new Error(`bench:serve maps models as a replica does and needs the file mapper: ${mapper.unavailable}`);
+  const ids = modelIds(o.models) as ModelId[];
+  const store = new LocalCopies(await ensureAlignedCopies(ids, o.modelBytes));
+  const rows: Row[] = [];
+  for (let round = 1; round <= o.rounds; round++) {
+    for (const slots of o.slots) {
+      for (const pattern of rotated(o.patterns, round - 1)) {
+        const row = await measure(o, slots, pattern, round, store, mapper, ids);
+        rows.push(row);
+        process.stderr.write(`[bench:serve] round ${round}, ${slots} slots, ${pattern}: ${row.cpuUsPerRequest.toFixed(0)} µs CPU per request, ${row.loadsPer1000.toFixed(0)} loads per 1000\n`);
+      }
+    }
+  }
+
+  const med = (slots: number, p: PatternName, key: 'cpuUsPerRequest' | 'loadsPer1000'): number => median(rows.filter((r) => r.slots === slots && r.pattern === p).map((r) => r[key]));
+  // Throughput on a CPU-bound machine is 1 / CPU per request: the spread is the cheapest pattern's CPU over the dearest's.
+  const spread = (slots: number): number => 1 - Math.min(...o.patterns.map((p) => med(slots, p, 'cpuUsPerRequest'))) / Math.max(...o.patterns.map((p) => med(slots, p, 'cpuUsPerRequest')));
+  const command = argv.length > 0 ? `npm run bench:serve -- ${argv.join(' ')}` : 'npm run bench:serve';
+  const fewest = Math.min(...o.slots);
+  const most = Math.max(...o.slots);
+  const perLoad = (p: PatternName): number => (med(fewest, p, 'cpuUsPerRequest') - med(most, p, 'cpuUsPerRequest')) / ((med(fewest, p, 'loadsPer1000') - med(most, p, 'loadsPer1000')) / 1000);
+  const md = [
+    "## One replica's serving path by traffic pattern, with and without loads",
+    '',
+    `Command: \`${command}\``,
+    '',
+    `Machine: ${machineLine(m)}`,
+    '',
+    `Setup: one process, one ReplicaService as \`modelmux replica\` builds it (frequency policy, shared graphs, mapped weights, idle mappings, log lines built and dropped), no HTTP; ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB, aligned copies on local disk (page cache warm) as the S3 store leaves them; ${o.concurrency} requests in flight; per cell every model once, 1 s of the pattern, then ${o.seconds} s measured; ${o.rounds} rounds, patterns rotated each round; medians over rounds.`,
+    '',
+    mdTable(
+      ['slots (--max-models)', ...o.patterns.map((p) => `${p}: CPU µs / request`), ...o.patterns.map((p) => `${p}: loads / 1000`), 'spread (1 − cheapest / dearest)'],
+      o.slots.map((s) => [String(s), ...o.patterns.map((p) => fmt(med(s, p, 'cpuUsPerRequest'), 0)), ...o.patterns.map((p) => fmt(med(s, p, 'loadsPer1000'), 0)), `${fmt(100 * spread(s), 1)}%`]),
+    ),
+    '',
+    ...(o.slots.length > 1 ? [`CPU per load (${fewest} slots against ${most}, by the difference in loads): ${o.patterns.map((p) => `${p} ${fmt(perLoad(p), 0)} µs`).join(', ')}.`, ''] : []),
+    mdTable(
+      ['round', 'slots', ...o.patterns.map((p) => `${p}: CPU µs / request`)],
+      rows
+        .filter((r) => r.pattern === o.patterns[0])
+        .map((r) => [String(r.round), String(r.slots), ...o.patterns.map((p) => fmt(rows.find((x) => x.round === r.round && x.slots === r.slots && x.pattern === p)?.cpuUsPerRequest, 0))]),
+    ),
+    '',
+  ].join('\n');
+  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows }, md);
+}
+
+await runBenchmark(main);
