@@ -3,10 +3,11 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { ConfigError, booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts, startS3Server, type S3Server } from '../test/helpers/s3-server.js';
 import { checkAnswer } from './lib/answer-check.js';
+import { commaList } from './lib/comma-list.js';
 import { globalLruMisses } from './lib/global-lru.js';
 import type { LoadStats } from './lib/load-stats.js';
 import { failureText, runLoad, type LoadResult } from './lib/load-generator.js';
@@ -111,16 +112,6 @@ interface FirstPass {
   ok: number;
   loads: number;
   downloads: number;
-}
-
-function list<T extends string>(raw: string, allowed: readonly T[], what: string): T[] {
-  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
-  const bad = items.filter((s) => !(allowed as readonly string[]).includes(s));
-  if (bad.length > 0) throw new ConfigError('bench mux', [`unknown ${what}: ${bad.join(', ')} (known: ${allowed.join(', ')})`]);
-  const twice = items.filter((s, i) => items.indexOf(s) !== i);
-  // The tables have one row per pattern and round: a repeat is what --rounds is for.
-  if (twice.length > 0) throw new ConfigError('bench mux', [`${what} listed more than once: ${[...new Set(twice)].join(', ')} (use --rounds to measure each again)`]);
-  return items as T[];
 }
 
 /** Every round of `pattern` on `system`, in the order measured. */
@@ -307,8 +298,8 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], passes: readon
 
 export async function main(argv: string[]): Promise<void> {
   const o = parseConfig('bench mux', 'Multiplexing benchmark: modelmux local vs Ray Serve.', schema, specs, argv, process.env);
-  const patterns = list(o.patterns, PATTERNS, 'pattern');
-  const systems = list(o.systems, SYSTEMS, 'system');
+  const patterns = commaList('bench mux', o.patterns, PATTERNS, 'pattern');
+  const systems = commaList('bench mux', o.systems, SYSTEMS, 'system');
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
   const workDir = join(repoRoot, 'bench/results/.work');
   await mkdir(workDir, { recursive: true });

@@ -12,6 +12,7 @@ import { IdleMappings } from '../replica/idle-mappings.js';
 import { createReplicaMetrics } from '../replica/metrics.js';
 import type { LocalModelFile, ModelStore } from '../replica/model-store.js';
 import { ReplicaService } from '../replica/replica-service.js';
+import { commaList } from './lib/comma-list.js';
 import { runBenchmark, writeResults } from './lib/entry.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
@@ -40,15 +41,7 @@ const schema = z.object({
       if (out.some((n) => !Number.isInteger(n) || n < 1)) ctx.addIssue({ code: 'custom', message: 'a comma list of positive integers' });
       return out;
     }),
-  patterns: z
-    .string()
-    .default(PATTERNS.join(','))
-    .transform((s, ctx) => {
-      const out = s.split(',').map((x) => x.trim());
-      const unknown = out.filter((p) => !(PATTERNS as readonly string[]).includes(p));
-      if (unknown.length > 0) ctx.addIssue({ code: 'custom', message: `unknown pattern(s) ${unknown.join(', ')}; known: ${PATTERNS.join(', ')}` });
-      return out as PatternName[];
-    }),
+  patterns: z.string().default(PATTERNS.join(',')),
   concurrency: intString(1, 1000).default(8),
   seconds: z.coerce.number().min(0.5).max(600).default(4),
   rounds: intString(1, 20).default(3),
@@ -143,6 +136,7 @@ async function measure(o: Options, slots: number, pattern: PatternName, round: n
 
 export async function main(argv: string[]): Promise<void> {
   const o = parseConfig('bench serve', "One replica's serving path by traffic pattern, with and without loads.", schema, specs, argv, process.env);
+  const patterns = commaList('bench serve', o.patterns, PATTERNS, 'pattern');
   const m = machineInfo();
   const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '../..');
   const mapper = loadFileMapper();
@@ -152,7 +146,7 @@ export async function main(argv: string[]): Promise<void> {
   const rows: Row[] = [];
   for (let round = 1; round <= o.rounds; round++) {
     for (const slots of o.slots) {
-      for (const pattern of rotated(o.patterns, round - 1)) {
+      for (const pattern of rotated(patterns, round - 1)) {
         const row = await measure(o, slots, pattern, round, store, mapper, ids);
         rows.push(row);
         process.stderr.write(`[bench:serve] round ${round}, ${slots} slots, ${pattern}: ${row.cpuUsPerRequest.toFixed(0)} µs CPU per request, ${row.loadsPer1000.toFixed(0)} loads per 1000\n`);
@@ -162,13 +156,13 @@ export async function main(argv: string[]): Promise<void> {
 
   const med = (slots: number, p: PatternName, key: 'cpuUsPerRequest' | 'loadsPer1000'): number => median(rows.filter((r) => r.slots === slots && r.pattern === p).map((r) => r[key]));
   // Throughput on a CPU-bound machine is 1 / CPU per request: the spread is the cheapest pattern's CPU over the dearest's.
-  const spread = (slots: number): number => 1 - Math.min(...o.patterns.map((p) => med(slots, p, 'cpuUsPerRequest'))) / Math.max(...o.patterns.map((p) => med(slots, p, 'cpuUsPerRequest')));
+  const spread = (slots: number): number => 1 - Math.min(...patterns.map((p) => med(slots, p, 'cpuUsPerRequest'))) / Math.max(...patterns.map((p) => med(slots, p, 'cpuUsPerRequest')));
   const command = argv.length > 0 ? `npm run bench:serve -- ${argv.join(' ')}` : 'npm run bench:serve';
   const fewest = Math.min(...o.slots);
   const most = Math.max(...o.slots);
   const loadsAdded = (p: PatternName): number => (med(fewest, p, 'loadsPer1000') - med(most, p, 'loadsPer1000')) / 1000;
   // Per load only where loads make up most of the difference: a few hundred loads per 1000 leave it within the noise.
-  const churned = o.patterns.reduce((a, b) => (loadsAdded(b) > loadsAdded(a) ? b : a));
+  const churned = patterns.reduce((a, b) => (loadsAdded(b) > loadsAdded(a) ? b : a));
   const perLoad = (med(fewest, churned, 'cpuUsPerRequest') - med(most, churned, 'cpuUsPerRequest')) / loadsAdded(churned);
   const md = [
     "## One replica's serving path by traffic pattern, with and without loads",
@@ -180,18 +174,18 @@ export async function main(argv: string[]): Promise<void> {
     `Setup: one process, one ReplicaService as \`modelmux replica\` builds it (frequency policy, shared graphs, mapped weights, idle mappings, log lines built and dropped), no HTTP; ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB, aligned copies on local disk (page cache warm) as the S3 store leaves them; ${o.concurrency} requests in flight; per cell every model once, 1 s of the pattern, then ${o.seconds} s measured; ${o.rounds} rounds, patterns rotated each round; medians over rounds.`,
     '',
     mdTable(
-      ['slots (--max-models)', ...o.patterns.map((p) => `${p}: CPU µs / request`), ...o.patterns.map((p) => `${p}: loads / 1000`), 'spread (1 − cheapest / dearest)'],
-      o.slots.map((s) => [String(s), ...o.patterns.map((p) => fmt(med(s, p, 'cpuUsPerRequest'), 0)), ...o.patterns.map((p) => fmt(med(s, p, 'loadsPer1000'), 0)), `${fmt(100 * spread(s), 1)}%`]),
+      ['slots (--max-models)', ...patterns.map((p) => `${p}: CPU µs / request`), ...patterns.map((p) => `${p}: loads / 1000`), 'spread (1 − cheapest / dearest)'],
+      o.slots.map((s) => [String(s), ...patterns.map((p) => fmt(med(s, p, 'cpuUsPerRequest'), 0)), ...patterns.map((p) => fmt(med(s, p, 'loadsPer1000'), 0)), `${fmt(100 * spread(s), 1)}%`]),
     ),
     '',
     ...(o.slots.length > 1 && loadsAdded(churned) > 0
       ? [`CPU per load, ${churned} traffic (the most loads added): ${fmt(perLoad, 0)} µs (${fewest} slots against ${most}, by the difference in CPU per request over the difference in loads).`, '']
       : []),
     mdTable(
-      ['round', 'slots', ...o.patterns.map((p) => `${p}: CPU µs / request`)],
+      ['round', 'slots', ...patterns.map((p) => `${p}: CPU µs / request`)],
       rows
-        .filter((r) => r.pattern === o.patterns[0])
-        .map((r) => [String(r.round), String(r.slots), ...o.patterns.map((p) => fmt(rows.find((x) => x.round === r.round && x.slots === r.slots && x.pattern === p)?.cpuUsPerRequest, 0))]),
+        .filter((r) => r.pattern === patterns[0])
+        .map((r) => [String(r.round), String(r.slots), ...patterns.map((p) => fmt(rows.find((x) => x.round === r.round && x.slots === r.slots && x.pattern === p)?.cpuUsPerRequest, 0))]),
     ),
     '',
   ].join('\n');

@@ -1,4 +1,6 @@
+import { commaList } from '../../../bench/lib/comma-list.js';
 import { globalLruMisses } from '../../../bench/lib/global-lru.js';
+import { ConfigError } from '../../../common/config.js';
 import { sumMetric } from '../../../bench/lib/prom-text.js';
 import { median, medianBy, percentile, rotated, summarize } from '../../../bench/lib/stats.js';
 import { idSampler, modelIds } from '../../../bench/lib/traffic.js';
@@ -150,5 +152,19 @@ describe('the Machine line', () => {
 
   it('says so when git could not tell', () => {
     expect(machineLine({ ...machine, uncommitted: undefined })).toContain('commit 8c1b4d7 (working tree unknown)');
+  });
+});
+
+describe('comma lists of known names (--patterns, --systems)', () => {
+  const known = ['uniform', 'one-hot', 'zipf'] as const;
+
+  it('keeps the order given and ignores spaces and empty items', () => {
+    expect(commaList('bench x', ' zipf, uniform ,,', known, 'pattern')).toEqual(['zipf', 'uniform']);
+  });
+
+  it('refuses an unknown name or a repeat with the command, the name and what is known', () => {
+    expect(() => commaList('bench x', 'uniform,bogus', known, 'pattern')).toThrow(ConfigError);
+    expect(() => commaList('bench x', 'uniform,bogus', known, 'pattern')).toThrow(/^modelmux bench x: .*\n.*unknown pattern: bogus \(known: uniform, one-hot, zipf\)/);
+    expect(() => commaList('bench x', 'zipf,uniform,zipf', known, 'pattern')).toThrow(/pattern listed more than once: zipf/);
   });
 });
