@@ -5,13 +5,13 @@ import { intString, parseConfig, type OptionSpecs } from '../common/config.js';
 import { systemClock } from '../common/clock.js';
 import { createLogger } from '../common/log.js';
 import type { ModelId } from '../common/model-id.js';
-import { CONCURRENT_LOADS } from '../common/resource.js';
 import { SAMPLE_WINE, WINE_INPUT } from '../common/wine-model.js';
 import { loadFileMapper, type FileMapper } from '../replica/file-map.js';
 import { IdleMappings } from '../replica/idle-mappings.js';
 import { createReplicaMetrics } from '../replica/metrics.js';
 import type { LocalModelFile, ModelStore } from '../replica/model-store.js';
-import { ReplicaService } from '../replica/replica-service.js';
+import { parseReplicaConfig } from '../replica/config.js';
+import { ReplicaService, serviceTuning } from '../replica/replica-service.js';
 import { commaList } from './lib/comma-list.js';
 import { runBenchmark, writeResults } from './lib/entry.js';
 import { machineInfo, machineLine } from './lib/machine.js';
@@ -74,10 +74,10 @@ interface Row {
 class LocalCopies implements ModelStore {
   readonly uri = 'file://bench-aligned-copies';
   constructor(private readonly paths: ReadonlyMap<string, string>) {}
-  fetch(id: ModelId): Promise<LocalModelFile> {
+  async fetch(id: ModelId): Promise<LocalModelFile> {
     const path = this.paths.get(id);
     if (path === undefined) throw new Error(`no copy of ${id}`);
-    return Promise.resolve({ path, bytes: 0, private: true });
+    return { path, bytes: 0, private: true };
   }
 }
 
@@ -85,18 +85,12 @@ const counterValue = async (c: { get(): Promise<{ values: { value: number }[] }>
 
 async function measure(o: Options, slots: number, pattern: PatternName, round: number, store: ModelStore, mapper: FileMapper, ids: readonly ModelId[]): Promise<Row> {
   const metrics = createReplicaMetrics();
+  // The replica's own defaults, from its own parser: only the slots are the benchmark's.
+  const config = parseReplicaConfig(['--model-source', 's3://bench/models', '--max-models', String(slots)], {});
   const service = new ReplicaService({
+    ...serviceTuning(config),
     store,
-    provider: 'cpu',
-    session: { graphOptimization: 'basic', prepackWeights: false, shareGraphs: true },
-    mapper: new IdleMappings(mapper, 2 * 1024 ** 3, () => undefined),
-    maxModels: slots,
-    maxConcurrentLoads: CONCURRENT_LOADS.default,
-    cachePolicy: 'frequency',
-    maxBatchSize: 1,
-    batchWaitMs: 0,
-    requestTimeoutMs: 60_000,
-    loadDelayMs: 0,
+    mapper: new IdleMappings(mapper, config.diskCacheBytes, () => undefined),
     clock: systemClock,
     // The replica's log lines are built as in production, then dropped: this process's stdout is the report.
     log: createLogger({ component: 'replica' }, () => undefined),

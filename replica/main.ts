@@ -16,7 +16,7 @@ import type { ModelStore } from './model-store.js';
 import { checkExecutionProvider } from './onnx-runtime.js';
 import { PeerFiles } from './peer-files.js';
 import { PublishCoalescer } from './publish-coalescer.js';
-import { ReplicaService } from './replica-service.js';
+import { ReplicaService, serviceTuning } from './replica-service.js';
 import { S3ModelStore } from './s3-model-store.js';
 import { createReplicaApp } from './server.js';
 import { kubePodPatcher, tablePatch } from './table-publisher.js';
@@ -83,18 +83,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const hotness = new HotnessMeter(clock);
   let coalescer: PublishCoalescer | undefined;
   const service = new ReplicaService({
+    ...serviceTuning(config),
     store,
-    provider: config.executionProvider,
-    session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights, shareGraphs: config.shareGraphs },
     ...(mapper !== undefined ? { mapper } : {}),
-    maxModels: config.maxModels,
-    ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
-    maxConcurrentLoads: config.maxConcurrentLoads,
-    cachePolicy: config.cachePolicy,
-    maxBatchSize: config.maxBatchSize,
-    batchWaitMs: config.batchWaitMs,
-    requestTimeoutMs: config.requestTimeoutMs,
-    loadDelayMs: config.testHooks ? config.testLoadDelayMs : 0,
     clock,
     log: baseLog,
     metrics,

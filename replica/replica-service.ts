@@ -5,6 +5,7 @@ import type { Logger } from '../common/log.js';
 import type { ModelId } from '../common/model-id.js';
 import type { ModelTable } from '../common/model-table.js';
 import type { CachePolicy } from '../common/resource.js';
+import type { ReplicaConfig } from './config.js';
 import { Batcher } from './batcher.js';
 import { inferResponseBody, parseInferBody, type InferResponse } from './inference-body.js';
 import type { ReplicaMetrics } from './metrics.js';
@@ -35,6 +36,27 @@ export interface ReplicaServiceOptions {
   metrics: ReplicaMetrics;
   /** Called on every change of the loaded/loading sets. */
   onTableChange: () => void;
+}
+
+/** What a replica's configuration decides of its service: everything but its parts and wiring. */
+export type ServiceTuning = Pick<
+  ReplicaServiceOptions,
+  'provider' | 'session' | 'maxModels' | 'maxModelBytes' | 'maxConcurrentLoads' | 'cachePolicy' | 'maxBatchSize' | 'batchWaitMs' | 'requestTimeoutMs' | 'loadDelayMs'
+>;
+
+export function serviceTuning(config: ReplicaConfig): ServiceTuning {
+  return {
+    provider: config.executionProvider,
+    session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights, shareGraphs: config.shareGraphs },
+    maxModels: config.maxModels,
+    ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
+    maxConcurrentLoads: config.maxConcurrentLoads,
+    cachePolicy: config.cachePolicy,
+    maxBatchSize: config.maxBatchSize,
+    batchWaitMs: config.batchWaitMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+    loadDelayMs: config.testHooks ? config.testLoadDelayMs : 0,
+  };
 }
 
 export interface InferOutcome {
