@@ -86,6 +86,8 @@ export class ModelCache<T extends Releasable> {
   private readonly loadQueue: (() => void)[] = [];
   private readonly frequency: FrequencySketch | undefined;
   private versionValue = 0;
+  /** The sum of `bytes` of the LRU's entries, kept as they enter and leave: read on every change. */
+  private bytesLoaded = 0;
   private closed = false;
 
   constructor(private readonly opts: ModelCacheOptions<T>) {
@@ -94,6 +96,7 @@ export class ModelCache<T extends Releasable> {
       max: opts.maxModels,
       ...(opts.maxBytes !== undefined ? { maxSize: opts.maxBytes, sizeCalculation: (e: Entry<T>) => Math.max(1, e.bytes) } : {}),
       dispose: (entry, _key, reason) => {
+        this.bytesLoaded -= entry.bytes;
         if (reason === 'evict' || reason === 'delete') this.retire(entry, 'capacity');
       },
     });
@@ -112,10 +115,16 @@ export class ModelCache<T extends Releasable> {
     return [...this.loading.keys()];
   }
 
+  get loadedCount(): number {
+    return this.lru.size;
+  }
+
+  get loadingCount(): number {
+    return this.loading.size;
+  }
+
   get loadedBytes(): number {
-    let n = 0;
-    for (const e of this.lru.values()) n += e.bytes;
-    return n;
+    return this.bytesLoaded;
   }
 
   /** Leases held on evicted models not yet released. */
@@ -211,6 +220,7 @@ export class ModelCache<T extends Releasable> {
   }
 
   private insert(entry: Entry<T>): void {
+    this.bytesLoaded += entry.bytes;
     this.lru.set(entry.id, entry);
     this.changed();
   }

@@ -196,8 +196,8 @@ export class ReplicaService {
         else log.error(`Failed to release model '${e.id}'.`, { model: e.id, event: 'release-failed', reason: e.error instanceof Error ? e.error.message : String(e.error) });
         break;
       case 'change':
-        metrics.modelsLoaded.set(this.cache.loadedIds.length);
-        metrics.modelsLoading.set(this.cache.loadingIds.length);
+        metrics.modelsLoaded.set(this.cache.loadedCount);
+        metrics.modelsLoading.set(this.cache.loadingCount);
         metrics.bytesLoaded.set(this.cache.loadedBytes);
         metrics.sharedGraphs.set(this.sessions.sharedCount);
         this.opts.onTableChange();

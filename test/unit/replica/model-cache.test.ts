@@ -161,6 +161,44 @@ describe('model cache', () => {
     expect(h.cache.loadedIds.sort()).toEqual(['b', 'c']);
   });
 
+  it('keeps its counts and loaded bytes equal to the loaded set through evictions, re-entries and close', async () => {
+    const h = harness({ maxModels: 3, maxBytes: 100, policy: 'frequency' });
+    const bytes = new Map<string, number>();
+    const check = (): void => {
+      expect(h.cache.loadedCount).toBe(h.cache.loadedIds.length);
+      expect(h.cache.loadingCount).toBe(h.cache.loadingIds.length);
+      expect(h.cache.loadedBytes).toBe(h.cache.loadedIds.reduce((n, id) => n + (bytes.get(id) ?? NaN), 0));
+    };
+    // A fixed walk that evicts by count and by bytes, refuses entries and brings a draining model back.
+    const walk: [string, number][] = [['a', 10], ['b', 20], ['a', 10], ['c', 30], ['d', 50], ['a', 10], ['e', 60], ['e', 60], ['b', 20], ['f', 5]];
+    for (const [id, size] of walk) {
+      bytes.set(id, size);
+      await h.use(id, size);
+      check();
+    }
+    const held = await h.cache.acquire('e');
+    expect(held.hit).toBe(true);
+    for (const id of ['g', 'h', 'g', 'h', 'g', 'h', 'g', 'h']) {
+      bytes.set(id, 45);
+      await h.use(id, 45);
+      check();
+    }
+    // Evicted while held, then asked for again: it re-enters without a load.
+    expect(h.cache.drainingIds).toEqual(['e']);
+    const loadsOfE = h.calls.filter((c) => c === 'e').length;
+    const again = await h.cache.acquire('e');
+    expect(h.calls.filter((c) => c === 'e')).toHaveLength(loadsOfE);
+    expect(h.cache.loadedIds).toContain('e');
+    check();
+    held.done();
+    again.done();
+    const closing = h.cache.close();
+    check();
+    await closing;
+    expect(h.cache.loadedBytes).toBe(0);
+    expect(h.cache.loadedCount).toBe(0);
+  });
+
   it('grows its version with every change of the loaded and loading sets', async () => {
     const h = harness({ maxModels: 1 });
     const v0 = h.cache.version;
