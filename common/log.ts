@@ -26,15 +26,29 @@ export const stdoutSink: LineSink = (line, urgent) => {
   stdoutBatch.add(line, urgent);
 };
 
-export function createLogger(base: LogFields = {}, write: LineSink = stdoutSink): Logger {
-  const emit = (level: string, msg: string, fields?: LogFields): void => {
-    write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...base, ...fields }), level !== 'info');
-  };
+/** Least severe first: a process logs the lines of its level and of the levels after it. */
+export const LOG_LEVELS = ['info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Whether a process at `level` writes lines of `line`'s level. */
+export function logs(level: LogLevel, line: LogLevel): boolean {
+  return LOG_LEVELS.indexOf(line) >= LOG_LEVELS.indexOf(level);
+}
+
+const skip = (): void => undefined;
+
+/** Lines below `level` are not built at all: a busy replica's info lines cost CPU, not only log volume. */
+export function createLogger(base: LogFields = {}, write: LineSink = stdoutSink, level: LogLevel = 'info'): Logger {
+  const emit =
+    (lineLevel: LogLevel) =>
+    (msg: string, fields?: LogFields): void => {
+      write(JSON.stringify({ time: new Date().toISOString(), level: lineLevel, msg, ...base, ...fields }), lineLevel !== 'info');
+    };
   return {
-    info: (m, f) => emit('info', m, f),
-    warn: (m, f) => emit('warn', m, f),
-    error: (m, f) => emit('error', m, f),
-    child: (f) => createLogger({ ...base, ...f }, write),
+    info: logs(level, 'info') ? emit('info') : skip,
+    warn: logs(level, 'warn') ? emit('warn') : skip,
+    error: emit('error'),
+    child: (f) => createLogger({ ...base, ...f }, write, level),
   };
 }
 

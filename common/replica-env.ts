@@ -34,6 +34,8 @@ export const REPLICA_ENV = {
   publishIntervalMs: 'MODELMUX_PUBLISH_INTERVAL_MS',
   /** Name in the x-modelmux-replica header and logs; POD_NAME, else host:port, when unset. */
   replicaName: 'MODELMUX_REPLICA_NAME',
+  /** info, warn or error: lines below it are not written (the router and the operator read it too). */
+  logLevel: 'MODELMUX_LOG_LEVEL',
   /**
    * Test hooks, never for production: `true` honours the `x-modelmux-test-delay-ms` request
    * header (an inference holds its model that long before running) and applies

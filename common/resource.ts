@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LOG_LEVELS } from './log.js';
 
 /**
  * The MultiplexedDeployment spec: the one definition. The CRD's openAPIV3Schema in crds/ is
@@ -108,6 +109,8 @@ export const multiplexedDeploymentSpecSchema = z
      * once at download (ADR 0021); false reads them, as before it.
      */
     mapWeights: z.boolean().default(true),
+    /** The replicas' log level: `warn` drops the four info lines of every load and eviction. */
+    logLevel: z.enum(LOG_LEVELS).default('info'),
     autoscaling: autoscalingSchema.optional(),
   })
   .strict();

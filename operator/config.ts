@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 
 export const operatorConfigSchema = z.object({
   replicaImage: z.string().min(1).default('ghcr.io/modelmux/modelmux:0.1.0'),
@@ -14,6 +15,7 @@ export const operatorConfigSchema = z.object({
   metricsPort: intString(0, 65535).default(8081),
   workers: intString(1, 32).default(2),
   resyncSeconds: intString(10, 86400).default(300),
+  ...logOptionsShape,
 });
 
 export type OperatorConfig = z.infer<typeof operatorConfigSchema> & { leaderElectionNamespace: string; identity: string };
@@ -34,6 +36,7 @@ const specs: OptionSpecs<typeof operatorConfigSchema.shape> = {
   metricsPort: { flag: 'metrics-port', env: 'MODELMUX_OPERATOR_METRICS_PORT', help: 'Port of /metrics, /healthz, /readyz (default 8081; 0 picks one).' },
   workers: { flag: 'workers', env: 'MODELMUX_OPERATOR_WORKERS', help: 'Resources reconciled in parallel (default 2).' },
   resyncSeconds: { flag: 'resync-seconds', env: 'MODELMUX_OPERATOR_RESYNC_SECONDS', help: 'Reconcile every resource at least this often (default 300).' },
+  ...logOptionSpecs,
 };
 
 export function parseOperatorConfig(argv: readonly string[], env: NodeJS.ProcessEnv): OperatorConfig {

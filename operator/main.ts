@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig, Watch } from '@kubernetes/client-node';
-import { createLogger } from '../common/log.js';
+import { createLogger, stdoutSink } from '../common/log.js';
 import { parseOperatorConfig } from './config.js';
 import { Controller } from './controller.js';
 import { EventRecorder } from './events.js';
@@ -14,7 +14,7 @@ import { WorkQueue } from './work-queue.js';
 /** `modelmux operator`: wiring only. */
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   const config = parseOperatorConfig(argv, env);
-  const log = createLogger({ component: 'operator', identity: config.identity });
+  const log = createLogger({ component: 'operator', identity: config.identity }, stdoutSink, config.logLevel);
   const kc = new KubeConfig();
   kc.loadFromDefault();
   const client = new KubeClient(kc);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
 import { CACHE_POLICIES, CONCURRENT_LOADS, EXECUTION_PROVIDERS } from '../common/resource.js';
+import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 import { GRAPH_OPTIMIZATION_LEVELS } from './onnx-runtime.js';
 
@@ -31,6 +32,7 @@ export const replicaConfigSchema = z.object({
   requestTimeoutMs: intString(1, 3_600_000).default(60_000),
   publishIntervalMs: intString(0, 60_000).default(300),
   replicaName: z.string().min(1).max(253).optional(),
+  ...logOptionsShape,
   podName: z.string().min(1).max(253).optional(),
   podNamespace: z.string().min(1).max(63).optional(),
   podIp: z.string().min(1).optional(),
@@ -81,6 +83,7 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   requestTimeoutMs: { flag: 'request-timeout-ms', env: REPLICA_ENV.requestTimeoutMs, help: 'Deadline of one inference request, including its load; 504 past it (default 60000).' },
   publishIntervalMs: { flag: 'publish-interval-ms', env: REPLICA_ENV.publishIntervalMs, help: 'Shortest gap between two patches of the pod annotation (default 300).' },
   replicaName: { flag: 'replica-name', env: REPLICA_ENV.replicaName, help: 'Name in x-modelmux-replica and logs (default: POD_NAME, else host:port).' },
+  ...logOptionSpecs,
   podName: { flag: 'pod-name', env: REPLICA_ENV.podName, help: 'Own pod name (downward API); with the namespace, enables table publication.' },
   podNamespace: { flag: 'pod-namespace', env: REPLICA_ENV.podNamespace, help: 'Own pod namespace (downward API).' },
   podIp: { flag: 'pod-ip', env: REPLICA_ENV.podIp, help: 'Own pod IP (downward API), for logs.' },

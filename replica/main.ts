@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { systemClock } from '../common/clock.js';
 import { ConfigError } from '../common/config.js';
-import { createLogger } from '../common/log.js';
+import { createLogger, stdoutSink } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { parseReplicaConfig } from './config.js';
 import { alignFileWeights, loadFileMapper } from './file-map.js';
@@ -28,7 +28,7 @@ const COST_REFRESH_MS = 10_000;
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   const config = parseReplicaConfig(argv, env);
   const clock = systemClock;
-  const baseLog = createLogger({ component: 'replica', ...(config.podName ? { pod: config.podName } : {}) });
+  const baseLog = createLogger({ component: 'replica', ...(config.podName ? { pod: config.podName } : {}) }, stdoutSink, config.logLevel);
   try {
     await checkExecutionProvider(config.executionProvider);
   } catch (err) {

@@ -1,12 +1,13 @@
-import { stdoutSink } from '../common/log.js';
+import { logs, stdoutSink, type LogLevel } from '../common/log.js';
 import type { LineSink } from '../common/line-batch.js';
 
 /**
  * The router's access log: one JSON line per request, the same shape as common/log.ts lines
  * (`time`, `level`, `msg: "request"`, the base fields, then the request's), written without
  * building an object for JSON.stringify, into the same sink as the other log lines (batched on
- * stdout: common/line-batch.ts). A line with an error code is urgent. Every request is logged;
- * nothing is sampled.
+ * stdout: common/line-batch.ts). A failed request's line (one with an error code) is a warning,
+ * written at once; the others are info lines. Every request is logged at level info; nothing is
+ * sampled.
  */
 
 /**
@@ -56,7 +57,11 @@ export class AccessLog {
   /** The current second as an ISO time up to its dot, formatted once a second. */
   private second = -1;
   private secondIso = '';
+  /** The line's fields after `time`, for a served and for a failed request. */
   private readonly prefix: string;
+  private readonly failedPrefix: string;
+  private readonly writesServed: boolean;
+  private readonly writesFailed: boolean;
   /** Route prefixes and replica names, a few repeated on every line: each quoted once. */
   private readonly quoted = new Map<string, string>();
 
@@ -64,20 +69,25 @@ export class AccessLog {
   constructor(
     base: Record<string, string>,
     private readonly write: LineSink = stdoutSink,
+    level: LogLevel = 'info',
   ) {
-    let p = '","level":"info","msg":"request"';
-    for (const [k, v] of Object.entries(base)) p += `,${q(k)}:${q(v)}`;
-    this.prefix = p;
+    let fields = '';
+    for (const [k, v] of Object.entries(base)) fields += `,${q(k)}:${q(v)}`;
+    this.prefix = `","level":"info","msg":"request"${fields}`;
+    this.failedPrefix = `","level":"warn","msg":"request"${fields}`;
+    this.writesServed = logs(level, 'info');
+    this.writesFailed = logs(level, 'warn');
   }
 
   request(e: AccessEntry): void {
+    if (!(e.error === undefined ? this.writesServed : this.writesFailed)) return;
     const ms = Date.now();
     const second = Math.floor(ms / 1000);
     if (second !== this.second) {
       this.second = second;
       this.secondIso = new Date(second * 1000).toISOString().slice(0, 20);
     }
-    let line = `{"time":"${this.secondIso}${MILLIS_Z[ms - second * 1000] as string}${this.prefix},"requestId":"${e.requestId}","method":"${e.method}","path":${q(e.path)},"route":${this.name(e.route)}`;
+    let line = `{"time":"${this.secondIso}${MILLIS_Z[ms - second * 1000] as string}${e.error === undefined ? this.prefix : this.failedPrefix},"requestId":"${e.requestId}","method":"${e.method}","path":${q(e.path)},"route":${this.name(e.route)}`;
     if (e.model !== undefined) line += `,"model":"${e.model}"`;
     if (e.form !== undefined) line += `,"form":"${e.form}"`;
     if (e.replica !== undefined) line += `,"replica":${this.name(e.replica)}`;

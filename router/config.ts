@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { DEFAULT_RECENT_MS } from './balancer.js';
 import { parseStaticRoutes, type StaticRoute } from './static-discovery.js';
 
@@ -27,6 +28,7 @@ export const routerConfigSchema = z.object({
   connectionsPerReplica: positiveInt.default(64),
   shutdownGraceMs: positiveInt.default(25_000),
   fastPath: booleanString.default(true),
+  ...logOptionsShape,
 });
 
 const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
@@ -46,6 +48,7 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   connectionsPerReplica: { flag: 'connections-per-replica', env: 'MODELMUX_CONNECTIONS_PER_REPLICA', help: 'Keep-alive connections per replica. Default 64.' },
   shutdownGraceMs: { flag: 'shutdown-grace-ms', env: 'MODELMUX_SHUTDOWN_GRACE_MS', help: 'On SIGTERM, how long in-flight requests may finish. Default 25000.' },
   fastPath: { flag: 'fast-path', env: 'MODELMUX_FAST_PATH', help: "Read plain HTTP/1.1 requests with the router's own reader, the rest with node:http; false: node:http reads every request. Default true." },
+  ...logOptionSpecs,
 };
 
 export type RouterConfig = z.infer<typeof routerConfigSchema> & { staticRoutes: StaticRoute[] };

@@ -1,5 +1,5 @@
 import { systemClock, systemRandom } from '../common/clock.js';
-import { createLogger } from '../common/log.js';
+import { createLogger, stdoutSink } from '../common/log.js';
 import { AccessLog } from './access-log.js';
 import { systemSetTimer } from './balancer.js';
 import { parseRouterConfig } from './config.js';
@@ -14,10 +14,10 @@ import { StaticDiscovery } from './static-discovery.js';
 /** `modelmux router`: wiring only. Resolves once listening; SIGTERM/SIGINT drain and exit. */
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   const config = parseRouterConfig(argv, env);
-  const log = createLogger({ component: 'router' });
+  const log = createLogger({ component: 'router' }, stdoutSink, config.logLevel);
   const metrics = new RouterMetrics();
   // Access lines share stdout's batches with the other log lines (common/log.ts).
-  const access = new AccessLog({ component: 'router' });
+  const access = new AccessLog({ component: 'router' }, stdoutSink, config.logLevel);
   const routes = new RouteTable(
     { recentMs: config.recentMs, tableLagMs: config.pollIntervalMs * 2 + 1000, maxQueue: config.maxQueue, connectionsPerReplica: config.connectionsPerReplica },
     systemClock,

@@ -82,6 +82,8 @@ export function replicaEnv(spec: MultiplexedDeploymentSpec): V1EnvVar[] {
     value(REPLICA_ENV.mapWeights, String(spec.mapWeights)),
   );
   if (spec.maxModelBytesPerReplica !== undefined) env.push(value(REPLICA_ENV.maxModelBytes, spec.maxModelBytesPerReplica));
+  // Only when set: a new variable in the template would roll every existing pool's pods on upgrade.
+  if (spec.logLevel !== 'info') env.push(value(REPLICA_ENV.logLevel, spec.logLevel));
   const diskCache = diskCacheBytes(spec.modelCacheSize);
   if (diskCache !== undefined) env.push(value(REPLICA_ENV.diskCacheBytes, String(diskCache)));
   env.push(field(REPLICA_ENV.podName, 'metadata.name'), field(REPLICA_ENV.podNamespace, 'metadata.namespace'), field(REPLICA_ENV.podIp, 'status.podIP'));

@@ -91,9 +91,11 @@ export async function waitListeningAndReady(
   host: string,
   readyPath: string,
   timeoutMs: number,
+  /** A port given on the command line: no listening line needed (a process above level info writes none). */
+  knownPort?: number,
 ): Promise<{ url: string; port: number }> {
   const deadline = Date.now() + timeoutMs;
-  let port: number | undefined;
+  let port = knownPort;
   while (port === undefined) {
     if (p.exitCode() !== undefined) throw new Error(`${what} exited with ${p.exitCode()} during start:\n${p.logs()}`);
     const line = p.logLines().find(isListening);

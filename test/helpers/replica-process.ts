@@ -27,6 +27,8 @@ export interface ReplicaProcessOptions {
   env?: Record<string, string>;
   /** Bind address (any 127.0.0.0/8 address). */
   host?: string;
+  /** Default 0: any free port, read from the listening line. */
+  port?: number;
   readyTimeoutMs?: number;
 }
 
@@ -36,8 +38,8 @@ export interface ReplicaProcessOptions {
  */
 export async function startReplica(options: ReplicaProcessOptions = {}): Promise<ReplicaProcess> {
   const host = options.host ?? '127.0.0.1';
-  const p = spawnModelmux('replica', ['--host', host, '--port', '0', ...(options.args ?? [])], options.env);
-  const { url, port } = await waitListeningAndReady(p, 'replica', (l) => l['event'] === 'listening', host, '/v2/health/ready', options.readyTimeoutMs ?? 20_000);
+  const p = spawnModelmux('replica', ['--host', host, '--port', String(options.port ?? 0), ...(options.args ?? [])], options.env);
+  const { url, port } = await waitListeningAndReady(p, 'replica', (l) => l['event'] === 'listening', host, '/v2/health/ready', options.readyTimeoutMs ?? 20_000, options.port);
   return {
     url,
     port,

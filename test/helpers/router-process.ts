@@ -15,8 +15,8 @@ export interface RouterProcess {
  * Starts `node dist/cli/main.js router --host 127.0.0.1 --port 0 …` (build first) and waits for
  * its "router listening" line and a 200 from /readyz.
  */
-export async function startRouter(args: string[], env: Record<string, string> = {}, readyTimeoutMs = 20_000): Promise<RouterProcess> {
-  const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', '0', ...args], env);
-  const { url, port } = await waitListeningAndReady(p, 'router', (l) => l['msg'] === 'router listening', '127.0.0.1', '/readyz', readyTimeoutMs);
+export async function startRouter(args: string[], env: Record<string, string> = {}, readyTimeoutMs = 20_000, knownPort?: number): Promise<RouterProcess> {
+  const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', String(knownPort ?? 0), ...args], env);
+  const { url, port } = await waitListeningAndReady(p, 'router', (l) => l['msg'] === 'router listening', '127.0.0.1', '/readyz', readyTimeoutMs, knownPort);
   return { url, port, logs: p.logs, logLines: p.logLines, metrics: async () => parsePrometheus(await (await fetch(`${url}/metrics`)).text()), stop: p.stop };
 }

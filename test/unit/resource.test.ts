@@ -10,6 +10,11 @@ describe('the MultiplexedDeployment spec schema', () => {
     expect(parsed.error?.issues.map((i) => i.path.join('.'))).toEqual(['cachePolicy']);
   });
 
+  it('refuses a log level the programs do not know, naming the field', () => {
+    const parsed = multiplexedDeploymentSpecSchema.safeParse({ ...minimal, logLevel: 'debug' });
+    expect(parsed.error?.issues.map((i) => i.path.join('.'))).toEqual(['logLevel']);
+  });
+
   it('refuses load concurrency outside what the replica accepts', () => {
     expect(multiplexedDeploymentSpecSchema.safeParse({ ...minimal, maxConcurrentLoads: 0 }).success).toBe(false);
     expect(multiplexedDeploymentSpecSchema.safeParse({ ...minimal, maxConcurrentLoads: 65 }).success).toBe(false);
@@ -18,11 +23,12 @@ describe('the MultiplexedDeployment spec schema', () => {
   it('defaults the replica tuning fields to the replica’s own defaults, so the resource changes nothing unset', () => {
     const spec = multiplexedDeploymentSpecSchema.parse(minimal);
     const replica = parseReplicaConfig(['--model-source', 'file:///models'], {});
-    expect({ cachePolicy: spec.cachePolicy, shareGraphs: spec.shareGraphs, mapWeights: spec.mapWeights, maxConcurrentLoads: spec.maxConcurrentLoads }).toEqual({
+    expect({ cachePolicy: spec.cachePolicy, shareGraphs: spec.shareGraphs, mapWeights: spec.mapWeights, maxConcurrentLoads: spec.maxConcurrentLoads, logLevel: spec.logLevel }).toEqual({
       cachePolicy: replica.cachePolicy,
       shareGraphs: replica.shareGraphs,
       mapWeights: replica.mapWeights,
       maxConcurrentLoads: replica.maxConcurrentLoads,
+      logLevel: replica.logLevel,
     });
   });
 });

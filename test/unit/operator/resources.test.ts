@@ -81,9 +81,15 @@ describe('buildDeployment', () => {
   });
 
   it('writes an env the replica reads back as the spec', () => {
-    const spec = mxd({ cachePolicy: 'lru', shareGraphs: false, mapWeights: false, maxConcurrentLoads: 4, maxModelsPerReplica: 5 }).spec;
+    const spec = mxd({ cachePolicy: 'lru', shareGraphs: false, mapWeights: false, maxConcurrentLoads: 4, maxModelsPerReplica: 5, logLevel: 'warn' }).spec;
     const env = Object.fromEntries(replicaEnv(spec).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
-    expect(parseReplicaConfig([], env)).toMatchObject({ cachePolicy: 'lru', shareGraphs: false, mapWeights: false, maxConcurrentLoads: 4, maxModels: 5 });
+    expect(parseReplicaConfig([], env)).toMatchObject({ cachePolicy: 'lru', shareGraphs: false, mapWeights: false, maxConcurrentLoads: 4, maxModels: 5, logLevel: 'warn' });
+  });
+
+  it('sets the replicas’ log level only when the spec changes it, so pools from before the field keep their pods on upgrade', () => {
+    expect(mxd().spec.logLevel).toBe('info');
+    expect(container(mxd()).env?.map((e) => e.name)).not.toContain(REPLICA_ENV.logLevel);
+    expect(envValue(container(mxd({ logLevel: 'error' })), REPLICA_ENV.logLevel)).toBe('error');
   });
 
   it('takes AWS credentials from the named Secret, never as literal values', () => {

@@ -1,3 +1,4 @@
+import type { LogLevel } from '../../../common/log.js';
 import { AccessLog, type AccessEntry } from '../../../router/access-log.js';
 
 const ok: AccessEntry = {
@@ -17,7 +18,20 @@ const ok: AccessEntry = {
 };
 
 describe('AccessLog', () => {
-  it('writes one JSON line per request with the logger fields, urgent only for a failed request', () => {
+  it('writes only failed requests’ lines above level info, and none at error', () => {
+    const written = (level: LogLevel): string[] => {
+      const lines: string[] = [];
+      const log = new AccessLog({ component: 'router' }, (line) => void lines.push(line), level);
+      log.request(ok);
+      log.request({ ...ok, requestId: 'r2', error: 'replica_unavailable', status: 502 });
+      return lines.map((l) => (JSON.parse(l) as { requestId: string }).requestId);
+    };
+    expect(written('info')).toEqual(['r1', 'r2']);
+    expect(written('warn')).toEqual(['r2']);
+    expect(written('error')).toEqual([]);
+  });
+
+  it('writes one JSON line per request with the logger fields, a failed request’s a warning written at once', () => {
     const lines: [string, boolean][] = [];
     const log = new AccessLog({ component: 'router' }, (line, urgent) => void lines.push([line, urgent]));
     log.request(ok);
@@ -27,7 +41,7 @@ describe('AccessLog', () => {
     const parsed = lines.map(([l]) => JSON.parse(l) as Record<string, unknown>);
     expect(parsed[0]).toEqual({ time: expect.any(String), level: 'info', msg: 'request', component: 'router', requestId: 'r1', method: 'POST', path: '/wine/v2/models/m1/infer', route: '/wine', model: 'm1', form: 'v2', replica: 'http://127.0.0.1:9001', placement: 'holder', waitedMs: 0, tries: 1, status: 200, durationMs: 1.5 });
     expect(parsed[1]).toEqual({ time: expect.any(String), level: 'info', msg: 'request', component: 'router', requestId: 'r2', method: 'POST', path: '/wine/"odd"\n', route: '/wine', form: 'other', status: 200, durationMs: 1.5 });
-    expect(parsed[2]).toMatchObject({ requestId: 'r3', error: 'pool_saturated', status: 503 });
+    expect(parsed[2]).toEqual({ ...parsed[0], time: expect.any(String), level: 'warn', requestId: 'r3', error: 'pool_saturated', status: 503 });
     expect(new Date(parsed[0]?.['time'] as string).getTime()).toBeGreaterThan(0);
   });
 

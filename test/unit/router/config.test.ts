@@ -19,6 +19,14 @@ describe('router configuration', () => {
     expect(parseRouterConfig(['--routes', '/a=http://127.0.0.1:1', '--max-body-bytes', '1Ki'], { MODELMUX_ROUTES: '/b=http://127.0.0.1:2' })).toMatchObject({ maxBodyBytes: 1024, staticRoutes: [{ prefix: '/a' }] });
   });
 
+  it('takes a log level from the flag or MODELMUX_LOG_LEVEL, info by default, and names the three it knows', () => {
+    const routes = { MODELMUX_ROUTES: '/wine=http://127.0.0.1:9001' };
+    expect(parseRouterConfig([], routes).logLevel).toBe('info');
+    expect(parseRouterConfig([], { ...routes, MODELMUX_LOG_LEVEL: 'warn' }).logLevel).toBe('warn');
+    expect(parseRouterConfig(['--log-level', 'error'], { ...routes, MODELMUX_LOG_LEVEL: 'warn' }).logLevel).toBe('error');
+    expect(problems(['--log-level', 'debug'], routes)).toEqual([expect.stringMatching(/^--log-level\/MODELMUX_LOG_LEVEL: .*info.*warn.*error/)]);
+  });
+
   it('needs no routes with kube discovery', () => {
     expect(parseRouterConfig(['--discovery', 'kube', '--namespace', 'ml'], {})).toMatchObject({ discovery: 'kube', namespace: 'ml', staticRoutes: [] });
   });
