@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
+import { REPLICA_ENV } from '../common/replica-env.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts, startS3Server, type S3Server } from '../test/helpers/s3-server.js';
 import { checkAnswer } from './lib/answer-check.js';
@@ -52,6 +54,7 @@ const schema = z.object({
   raySessionOptions: z.enum(['modelmux', 'default']).default('modelmux'),
   firstPass: booleanString.default(true),
   rounds: intString(1, 20).default(1),
+  ...logOptionsShape,
 });
 type Options = z.infer<typeof schema>;
 
@@ -83,6 +86,7 @@ const specs: OptionSpecs<typeof schema.shape> = {
       "Measured rounds of every pattern, in an order rotated each round. The ratios, the spread and the simulator table then use each pattern's median round by throughput, and a line gives every round's throughput: how much the same pattern moves from one window to the next on this machine, against which the 15% spread target is read (default 1).",
   },
   raySessionOptions: { flag: 'ray-session-options', help: "onnxruntime session options of Ray's replicas: modelmux (the replica's own: 1 thread, no spinning, basic optimisation, no pre-packing; default) or default (onnxruntime's)." },
+  ...logOptionSpecs,
 };
 
 interface Row {
@@ -149,7 +153,8 @@ async function startSystem(system: System, o: Options, repoRoot: string, store: 
     ...(store.endpoint ? { s3Endpoint: store.endpoint } : {}),
   };
   if (system === 'modelmux') {
-    const mux = await startModelmuxLocal(repoRoot, { ...common, port: 0 });
+    // Its replicas and router read the level from their environment; Ray logs as it does by default.
+    const mux = await startModelmuxLocal(repoRoot, { ...common, env: { ...common.env, [REPLICA_ENV.logLevel]: o.logLevel }, port: 0 });
     return { ...mux, pid: mux.child.pid };
   }
   const [port] = await freePorts(1);
@@ -278,6 +283,7 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], passes: readon
       `${o.replicas} replicas × ${o.maxModels} models each (${o.replicas * o.maxModels} slots) on both systems; maxOngoingRequests ${o.maxOngoingRequests}; ` +
       `batching ${o.maxBatchSize > 1 ? `max ${o.maxBatchSize}, wait ${o.batchWaitMs} ms` : 'off'} on both; ` +
       `onnxruntime sessions ${o.raySessionOptions === 'modelmux' ? "with the same options on both (modelmux's replica's: 1 thread, no spinning, basic graph optimisation, no weight pre-packing)" : "with modelmux's options on modelmux and onnxruntime's defaults on Ray"}; ` +
+      `modelmux's processes at log level ${o.logLevel}, Ray Serve's logging as it comes; ` +
       `closed loop with ${o.concurrency} concurrent clients, one row per request (Ray Serve form: POST with serve_multiplexed_model_id); ` +
       `${o.firstPass ? 'every model requested once before the first pattern; ' : ''}per pattern ${o.warmupSeconds} s warm-up then ${o.durationSeconds} s measured` +
       `${byRound ? `, in ${o.rounds} rounds, the patterns' order rotated each round` : ''}; seed ${o.seed}.`,

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { intString, parseConfig, type OptionSpecs } from '../common/config.js';
 import { systemClock } from '../common/clock.js';
 import { createLogger } from '../common/log.js';
+import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import type { ModelId } from '../common/model-id.js';
 import { SAMPLE_WINE, WINE_INPUT } from '../common/wine-model.js';
 import { loadFileMapper, type FileMapper } from '../replica/file-map.js';
@@ -17,7 +18,7 @@ import { runBenchmark, writeResults } from './lib/entry.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { ensureAlignedCopies } from './lib/model-set.js';
-import { median, rotated } from './lib/stats.js';
+import { mean, median, rotated } from './lib/stats.js';
 import { idSampler, modelIds, PATTERNS, type PatternName } from './lib/traffic.js';
 
 /**
@@ -26,6 +27,9 @@ import { idSampler, modelIds, PATTERNS, type PatternName } from './lib/traffic.j
  * pattern, with few slots (loads) and with a slot for every model (no loads after the first).
  * It splits bench:mux's spread across patterns into what the loads cost and what running a
  * model whose weights are not in the CPU's cache costs, measured apart from the machine's noise.
+ * Then one request at a time, the fewest and the most slots' services taking turns on the same
+ * uniform sequence: the CPU of each request on its own, so a load's cost in the serving path is
+ * the difference of two means taken over the same seconds, not of two windows minutes apart.
  * Writes bench/results/serve.{json,md}.
  */
 
@@ -46,6 +50,8 @@ const schema = z.object({
   seconds: z.coerce.number().min(0.5).max(600).default(4),
   rounds: intString(1, 20).default(3),
   seed: intString(0, 2 ** 31).default(42),
+  alternatingSeconds: z.coerce.number().min(0).max(600).default(10),
+  ...logOptionsShape,
   out: z.string().default('bench/results/serve'),
 });
 type Options = z.infer<typeof schema>;
@@ -58,6 +64,8 @@ const specs: OptionSpecs<typeof schema.shape> = {
   seconds: { flag: 'seconds', help: 'Measured seconds per pattern per slot count per round (default 4).' },
   rounds: { flag: 'rounds', help: 'Rounds, patterns in a rotated order each round (default 3).' },
   seed: { flag: 'seed', help: 'Seed of the model sequences (default 42).' },
+  alternatingSeconds: { flag: 'alternating-seconds', help: 'Seconds of uniform traffic one request at a time, the fewest and most slots taking turns; 0 skips it (default 10).' },
+  ...logOptionSpecs,
   out: { flag: 'out', help: 'Results path without extension (default bench/results/serve).' },
 };
 
@@ -83,7 +91,11 @@ class LocalCopies implements ModelStore {
 
 const counterValue = async (c: { get(): Promise<{ values: { value: number }[] }> }): Promise<number> => (await c.get()).values.reduce((n, v) => n + v.value, 0);
 
-async function measure(o: Options, slots: number, pattern: PatternName, round: number, store: ModelStore, mapper: FileMapper, ids: readonly ModelId[]): Promise<Row> {
+const body = { inputs: [{ name: WINE_INPUT, shape: [1, SAMPLE_WINE.length], datatype: 'FP32', data: [...SAMPLE_WINE] }] };
+const none = new Uint8Array(0);
+
+/** A replica's service with every model asked for once: what follows starts in its steady state. */
+async function warmService(o: Options, slots: number, store: ModelStore, mapper: FileMapper, ids: readonly ModelId[]) {
   const metrics = createReplicaMetrics();
   // The replica's own defaults, from its own parser: only the slots are the benchmark's.
   const config = parseReplicaConfig(['--model-source', 's3://bench/models', '--max-models', String(slots)], {});
@@ -93,15 +105,18 @@ async function measure(o: Options, slots: number, pattern: PatternName, round: n
     mapper: new IdleMappings(mapper, config.diskCacheBytes, () => undefined),
     clock: systemClock,
     // The replica's log lines are built as in production, then dropped: this process's stdout is the report.
-    log: createLogger({ component: 'replica' }, () => undefined),
+    log: createLogger({ component: 'replica' }, () => undefined, o.logLevel),
     metrics,
     onTableChange: () => undefined,
   });
-  const body = { inputs: [{ name: WINE_INPUT, shape: [1, SAMPLE_WINE.length], datatype: 'FP32', data: [...SAMPLE_WINE] }] };
-  const none = new Uint8Array(0);
+  for (const id of ids) await service.infer(id, body, none);
+  return { service, metrics };
+}
+
+async function measure(o: Options, slots: number, pattern: PatternName, round: number, store: ModelStore, mapper: FileMapper, ids: readonly ModelId[]): Promise<Row> {
+  const { service, metrics } = await warmService(o, slots, store, mapper, ids);
   try {
-    // Every model once, then a second of the pattern: the measured window starts in its steady state.
-    for (const id of ids) await service.infer(id, body, none);
+    // A second of the pattern before the measured window.
     const next = idSampler(pattern, ids, o.seed + round) as () => ModelId;
     const drive = async (seconds: number): Promise<number> => {
       const until = performance.now() + seconds * 1000;
@@ -125,6 +140,50 @@ async function measure(o: Options, slots: number, pattern: PatternName, round: n
     return { slots, pattern, round, requests, cpuUsPerRequest: (cpu.user + cpu.system) / requests, loadsPer1000: (1000 * loads) / requests };
   } finally {
     await service.close();
+  }
+}
+
+interface Alternating {
+  slots: number;
+  requests: number;
+  loadsPer1000: number;
+  cpuUsPerRequest: number;
+  /** Mean CPU of a request whose model was loaded, and of one that waited for its load; NaN when none. */
+  hitCpuUs: number;
+  missCpuUs: number;
+}
+
+/**
+ * Uniform traffic one request at a time, the services of `slotCounts` taking turns on one
+ * sequence: nothing else runs during a request, so its CPU is its own, and every service is
+ * measured over the same seconds, so the machine's phases fall on all of them alike.
+ */
+async function alternating(o: Options, slotCounts: readonly number[], store: ModelStore, mapper: FileMapper, ids: readonly ModelId[]): Promise<Alternating[]> {
+  const services: ReplicaService[] = [];
+  try {
+    for (const slots of slotCounts) services.push((await warmService(o, slots, store, mapper, ids)).service);
+    const next = idSampler('uniform', ids, o.seed) as () => ModelId;
+    const samples = slotCounts.map(() => ({ hit: [] as number[], miss: [] as number[] }));
+    const drive = async (seconds: number, record: boolean): Promise<void> => {
+      const until = performance.now() + seconds * 1000;
+      for (let i = 0; performance.now() < until; i++) {
+        const k = i % services.length;
+        const id = next();
+        const cpu0 = process.cpuUsage();
+        const { hit } = await (services[k] as ReplicaService).infer(id, body, none);
+        const cpu = process.cpuUsage(cpu0);
+        if (record) samples[k]?.[hit ? 'hit' : 'miss'].push(cpu.user + cpu.system);
+      }
+    };
+    await drive(1, false);
+    await drive(o.alternatingSeconds, true);
+    return slotCounts.map((slots, k) => {
+      const { hit, miss } = samples[k] ?? { hit: [], miss: [] };
+      const all = [...hit, ...miss];
+      return { slots, requests: all.length, loadsPer1000: (1000 * miss.length) / all.length, cpuUsPerRequest: mean(all), hitCpuUs: mean(hit), missCpuUs: mean(miss) };
+    });
+  } finally {
+    await Promise.all(services.map((s) => s.close()));
   }
 }
 
@@ -158,6 +217,9 @@ export async function main(argv: string[]): Promise<void> {
   // Per load only where loads make up most of the difference: a few hundred loads per 1000 leave it within the noise.
   const churned = patterns.reduce((a, b) => (loadsAdded(b) > loadsAdded(a) ? b : a));
   const perLoad = (med(fewest, churned, 'cpuUsPerRequest') - med(most, churned, 'cpuUsPerRequest')) / loadsAdded(churned);
+  const alt = o.alternatingSeconds > 0 && o.slots.length > 1 ? await alternating(o, [fewest, most], store, mapper, ids) : [];
+  for (const a of alt) process.stderr.write(`[bench:serve] one at a time, ${a.slots} slots: ${a.cpuUsPerRequest.toFixed(0)} µs CPU per request, ${a.loadsPer1000.toFixed(0)} loads per 1000\n`);
+  const [altFew, altMost] = alt;
   const md = [
     "## One replica's serving path by traffic pattern, with and without loads",
     '',
@@ -165,7 +227,7 @@ export async function main(argv: string[]): Promise<void> {
     '',
     `Machine: ${machineLine(m)}`,
     '',
-    `Setup: one process, one ReplicaService as \`modelmux replica\` builds it (frequency policy, shared graphs, mapped weights, idle mappings, log lines built and dropped), no HTTP; ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB, aligned copies on local disk (page cache warm) as the S3 store leaves them; ${o.concurrency} requests in flight; per cell every model once, 1 s of the pattern, then ${o.seconds} s measured; ${o.rounds} rounds, patterns rotated each round; medians over rounds.`,
+    `Setup: one process, one ReplicaService as \`modelmux replica\` builds it (frequency policy, shared graphs, mapped weights, idle mappings, log lines at level ${o.logLevel} built and dropped), no HTTP; ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB, aligned copies on local disk (page cache warm) as the S3 store leaves them; ${o.concurrency} requests in flight; per cell every model once, 1 s of the pattern, then ${o.seconds} s measured; ${o.rounds} rounds, patterns rotated each round; medians over rounds.`,
     '',
     mdTable(
       ['slots (--max-models)', ...patterns.map((p) => `${p}: CPU µs / request`), ...patterns.map((p) => `${p}: loads / 1000`), 'spread (1 − cheapest / dearest)'],
@@ -182,8 +244,21 @@ export async function main(argv: string[]): Promise<void> {
         .map((r) => [String(r.round), String(r.slots), ...patterns.map((p) => fmt(rows.find((x) => x.round === r.round && x.slots === r.slots && x.pattern === p)?.cpuUsPerRequest, 0))]),
     ),
     '',
+    ...(altFew && altMost
+      ? [
+          `### One request at a time, ${fewest} and ${most} slots taking turns (uniform, ${o.alternatingSeconds} s)`,
+          '',
+          mdTable(
+            ['slots', 'requests', 'loads / 1000', 'CPU µs / request', 'model loaded: CPU µs / request', 'waited for its load: CPU µs / request'],
+            alt.map((a) => [String(a.slots), String(a.requests), fmt(a.loadsPer1000, 0), fmt(a.cpuUsPerRequest, 0), fmt(a.hitCpuUs, 0), fmt(a.missCpuUs, 0)]),
+          ),
+          '',
+          `A load in the serving path, one request at a time: ${fmt(altFew.missCpuUs - altMost.hitCpuUs, 0)} µs of CPU (a request that waited for its load with ${fewest} slots, less one whose model was loaded with ${most}; the weights are out of the CPU's cache in both).`,
+          '',
+        ]
+      : []),
   ].join('\n');
-  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows }, md);
+  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows, alternating: alt }, md);
 }
 
 await runBenchmark(main);

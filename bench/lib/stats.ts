@@ -49,6 +49,11 @@ export function rotated<T>(items: readonly T[], round: number): T[] {
   return [...items.slice(shift), ...items.slice(0, shift)];
 }
 
+/** The mean of `xs`; NaN when empty. */
+export function mean(xs: readonly number[]): number {
+  return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
 /** The median of `xs` (the mean of the two middle values of an even count); NaN when empty. */
 export function median(xs: readonly number[]): number {
   if (xs.length === 0) return Number.NaN;

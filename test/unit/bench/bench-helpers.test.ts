@@ -2,7 +2,7 @@ import { commaList } from '../../../bench/lib/comma-list.js';
 import { globalLruMisses } from '../../../bench/lib/global-lru.js';
 import { ConfigError } from '../../../common/config.js';
 import { sumMetric } from '../../../bench/lib/prom-text.js';
-import { median, medianBy, percentile, rotated, summarize } from '../../../bench/lib/stats.js';
+import { mean, median, medianBy, percentile, rotated, summarize } from '../../../bench/lib/stats.js';
 import { idSampler, modelIds } from '../../../bench/lib/traffic.js';
 import { machineLine, type MachineInfo } from '../../../bench/lib/machine.js';
 import { nginxConfig } from '../../../bench/lib/nginx.js';
@@ -51,10 +51,12 @@ describe('latency summaries', () => {
     expect(Number.isNaN(summarize([]).p99Ms)).toBe(true);
   });
 
-  it('takes the median of odd and even counts in any order', () => {
+  it('takes the median of odd and even counts in any order, and the mean', () => {
     expect(median([3, 1, 2])).toBe(2);
     expect(median([0.9, 1.1, 0.8, 1.0])).toBeCloseTo(0.95);
     expect(Number.isNaN(median([]))).toBe(true);
+    expect(mean([3, 1, 2, 10])).toBe(4);
+    expect(Number.isNaN(mean([]))).toBe(true);
   });
 });
 
