@@ -1,16 +1,14 @@
 import { jest } from '@jest/globals';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { parseModelTable } from '../../common/model-table.js';
 import { DELETION_COST_ANNOTATION, MODELS_ANNOTATION } from '../../common/names.js';
-import { wineModelBytes } from '../../common/wine-model.js';
 import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
 import { eventually } from '../helpers/eventually.js';
 import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
 import { post, v2Body, wineRows } from '../integration/replica/wine-fixtures.js';
+import { wineModelFolder } from '../helpers/wine-folder.js';
 
 jest.setTimeout(300_000);
 
@@ -22,11 +20,7 @@ let replica: ReplicaProcess | undefined;
 
 beforeAll(async () => {
   cp = await startControlPlane();
-  dir = await mkdtemp(join(tmpdir(), 'modelmux-publication-'));
-  for (const id of ['a', 'b', 'c']) {
-    await mkdir(join(dir, id));
-    await writeFile(join(dir, id, 'model.onnx'), wineModelBytes(id));
-  }
+  dir = await wineModelFolder('modelmux-publication-', ['a', 'b', 'c']);
   // A pod object to annotate (never scheduled: no node), and a service account that may only get and patch pods.
   await cp.kubectl(['apply', '-f', '-'], {
     input: JSON.stringify({

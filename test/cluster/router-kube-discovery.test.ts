@@ -1,12 +1,10 @@
 import { jest } from '@jest/globals';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { connect, createServer, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { MODELS_ANNOTATION } from '../../common/names.js';
 import { REPLICA_PORT } from '../../common/replica-env.js';
-import { wineModelBytes } from '../../common/wine-model.js';
 import { freePorts } from '../../cli/local-processes.js';
 import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
 import { eventually } from '../helpers/eventually.js';
@@ -15,6 +13,7 @@ import { spawnModelmux, waitListeningAndReady } from '../helpers/modelmux-proces
 import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
 import { startRouter, type RouterProcess } from '../helpers/router-process.js';
 import { get, post, v2Body, wineRows } from '../integration/replica/wine-fixtures.js';
+import { wineModelFolder } from '../helpers/wine-folder.js';
 
 jest.setTimeout(300_000);
 
@@ -47,11 +46,7 @@ const routeReplicas = async (rt: RouterProcess): Promise<string[]> => {
 
 beforeAll(async () => {
   cp = await startControlPlane();
-  dir = await mkdtemp(join(tmpdir(), 'modelmux-router-kube-'));
-  for (const id of ['a', 'b']) {
-    await mkdir(join(dir, id));
-    await writeFile(join(dir, id, 'model.onnx'), wineModelBytes(id));
-  }
+  dir = await wineModelFolder('modelmux-router-kube-', ['a', 'b']);
   await cp.kubectl(['apply', '-f', join(process.cwd(), 'crds/modelmux.io_multiplexeddeployments.yaml')]);
   await cp.kubectl(['wait', '--for=condition=Established', 'crd/multiplexeddeployments.modelmux.io', '--timeout=60s']);
   await cp.kubectl(['apply', '-f', '-'], {

@@ -1,14 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jest } from '@jest/globals';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { wineModelBytes } from '../../../common/wine-model.js';
 import { freePort } from '../../helpers/control-plane.js';
 import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
 import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
 import { post, v2Body, wineRows } from '../replica/wine-fixtures.js';
+import { wineModelFolder } from '../../helpers/wine-folder.js';
 
 jest.setTimeout(60_000);
 
@@ -18,11 +17,7 @@ let router: RouterProcess;
 
 // Above level info a process writes no listening line, so both get ports chosen here.
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'modelmux-log-level-'));
-  for (const id of ['alpha', 'beta']) {
-    await mkdir(join(dir, id));
-    await writeFile(join(dir, id, 'model.onnx'), wineModelBytes(id));
-  }
+  dir = await wineModelFolder('modelmux-log-level-', ['alpha', 'beta']);
   await mkdir(join(dir, 'broken'));
   await writeFile(join(dir, 'broken', 'model.onnx'), 'not an onnx model');
   replica = await startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--max-models', '1'], env: { MODELMUX_LOG_LEVEL: 'warn' }, port: await freePort() });

@@ -1,11 +1,9 @@
 import { jest } from '@jest/globals';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
-import { wineModelBytes } from '../../../common/wine-model.js';
 import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
 import { expectClose, expected, get, post, predictions, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
+import { wineModelFolder } from '../../helpers/wine-folder.js';
 
 jest.setTimeout(60_000);
 
@@ -13,11 +11,7 @@ let dir: string;
 let r: ReplicaProcess;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'modelmux-file-store-'));
-  for (const id of ['alpha', 'beta']) {
-    await mkdir(join(dir, id));
-    await writeFile(join(dir, id, 'model.onnx'), wineModelBytes(id));
-  }
+  dir = await wineModelFolder('modelmux-file-store-', ['alpha', 'beta']);
   r = await startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--max-models', '2'], env: {} });
 });
 
