@@ -9,6 +9,7 @@ import { REPLICA_ENV } from '../common/replica-env.js';
 import { writeExampleModels } from './example-models.js';
 import { bannerText } from './local-banner.js';
 import { freePorts, startChild, waitReady, type Child } from './local-processes.js';
+import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 
 const SUMMARY =
@@ -32,6 +33,7 @@ const schema = z.object({
   maxBatchSize: intString(1, 1024).default(1),
   batchWaitMs: intString(0, 10000).default(0),
   ...s3OptionsShape,
+  ...logOptionsShape,
   readyTimeoutSeconds: intString(1, 3600).default(120),
   verbose: booleanString.default(false),
 });
@@ -50,6 +52,10 @@ const specs: OptionSpecs<typeof schema.shape> = {
   maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most (default 1: off).' },
   batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others (default 0).' },
   ...s3OptionSpecs,
+  logLevel: {
+    ...logOptionSpecs.logLevel,
+    help: 'Lowest level of the log lines the replicas, the router and this command write: info, warn or error (default info). --verbose shows what they write.',
+  },
   readyTimeoutSeconds: { flag: 'ready-timeout-seconds', env: 'MODELMUX_LOCAL_READY_TIMEOUT_SECONDS', help: 'How long to wait for every process to be ready (default 120).' },
   verbose: { flag: 'verbose', env: 'MODELMUX_LOCAL_VERBOSE', help: "Show every log line of the replicas and the router (default: warnings and errors only)." },
 };
@@ -67,6 +73,7 @@ function replicaEnv(config: LocalConfig, modelSource: string, sharedCacheDir: st
     [REPLICA_ENV.batchWaitMs]: String(config.batchWaitMs),
     [REPLICA_ENV.s3Region]: config.s3Region,
     [REPLICA_ENV.replicaName]: `replica-${i}`,
+    [REPLICA_ENV.logLevel]: config.logLevel,
   };
   if (sharedCacheDir !== undefined) env[REPLICA_ENV.sharedCacheDir] = sharedCacheDir;
   if (config.s3Endpoint !== undefined) env[REPLICA_ENV.s3Endpoint] = config.s3Endpoint;
@@ -91,6 +98,8 @@ function routerArgs(config: LocalConfig, port: number, replicaUrls: readonly str
     `${config.routePrefix}=${replicaUrls.join(',')}`,
     '--max-ongoing-requests',
     String(config.maxOngoingRequests),
+    '--log-level',
+    config.logLevel,
   ];
 }
 
@@ -101,7 +110,7 @@ function displayHost(host: string): string {
 
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   const config = parseConfig('local', SUMMARY, schema, specs, argv, env);
-  const log = createLogger({ component: 'local' });
+  const log = createLogger({ component: 'local' }, undefined, config.logLevel);
   const modelSource = config.modelSource ?? pathToFileURL(resolve(process.cwd(), 'models')).href;
   // Three different models when there are three, so the examples show the pool's routing.
   const shown = Math.max(1, config.exampleModels);

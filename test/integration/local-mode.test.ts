@@ -100,7 +100,10 @@ describe('modelmux local', () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'modelmux-local-'));
-    local = spawn(process.execPath, [MAIN, 'local', '--port', '0', '--replicas', '2', '--max-models', '2', '--example-models', '4', '--model-source', `file://${dir}`], {
+    // --verbose shows every line the children write, so the log level test below can see that
+    // --log-level reached them.
+    const args = ['--port', '0', '--replicas', '2', '--max-models', '2', '--example-models', '4', '--model-source', `file://${dir}`, '--log-level', 'warn', '--verbose'];
+    local = spawn(process.execPath, [MAIN, 'local', ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     exited = new Promise((resolve) => local?.once('exit', (code) => resolve(code)));
@@ -154,6 +157,21 @@ describe('modelmux local', () => {
     expect(res.status).toBe(404);
     expect(await res.json()).toMatchObject({ error: 'model_not_found' });
   }, 60_000);
+
+  it('passes --log-level to the replicas and the router: their warnings only, after loads and answers', async () => {
+    // A request the router itself refuses: its access line is a warning.
+    const origin = new URL(/^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '').origin;
+    const res = await fetch(`${origin}/no-such-route/v2/models/wine-0/infer`, { method: 'POST', body: '{}' });
+    expect(res.status).toBe(404);
+    const lines = stderr.split('\n').filter((l) => /^\[(replica-\d|router)\] \{/.test(l));
+    // The requests above loaded and evicted models and were answered: at info each would have a line.
+    expect(lines.filter((l) => l.includes('"level":"info"'))).toEqual([]);
+    // The unknown model's failed load is a replica's warning.
+    expect(lines.some((l) => l.startsWith('[replica-') && l.includes('"event":"load-failed"') && l.includes('no-such-model'))).toBe(true);
+    const deadline = Date.now() + 5000;
+    while (!stderr.includes('/no-such-route/') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(stderr).toMatch(/^\[router\] \{.*"level":"warn".*"path":"\/no-such-route\/v2\/models\/wine-0\/infer"/m);
+  }, 30_000);
 
   it('stops the router and every replica on Ctrl-C and exits 0', async () => {
     const routerUrl = /^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '';
