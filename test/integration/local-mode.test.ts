@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { HEADER_RAY_MODEL_ID, HEADER_SAGEMAKER_MODEL } from '../../common/names.js';
 import { SAMPLE_WINE, wineForward, wineWeights } from '../../common/wine-model.js';
+import { eventually } from '../helpers/eventually.js';
 
 const run = promisify(execFile);
 const MAIN = join(process.cwd(), 'dist/cli/main.js');
@@ -97,6 +98,8 @@ describe('modelmux local', () => {
   let stdout = '';
   let stderr = '';
   let exited: Promise<number | null>;
+  /** The pool's URL from the banner's `route` line. */
+  const routeUrl = (): string => /^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '';
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'modelmux-local-'));
@@ -148,8 +151,7 @@ describe('modelmux local', () => {
   }, 120_000);
 
   it('answers an unknown model with the model_not_found code through the printed route', async () => {
-    const base = /^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '';
-    const res = await fetch(`${base}/v2/models/no-such-model/infer`, {
+    const res = await fetch(`${routeUrl()}/v2/models/no-such-model/infer`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ inputs: [{ name: 'features', shape: [1, 11], datatype: 'FP32', data: SAMPLE_WINE }] }),
@@ -160,7 +162,7 @@ describe('modelmux local', () => {
 
   it('passes --log-level to the replicas and the router: their warnings only, after loads and answers', async () => {
     // A request the router itself refuses: its access line is a warning.
-    const origin = new URL(/^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '').origin;
+    const origin = new URL(routeUrl()).origin;
     const res = await fetch(`${origin}/no-such-route/v2/models/wine-0/infer`, { method: 'POST', body: '{}' });
     expect(res.status).toBe(404);
     const lines = stderr.split('\n').filter((l) => /^\[(replica-\d|router)\] \{/.test(l));
@@ -168,13 +170,11 @@ describe('modelmux local', () => {
     expect(lines.filter((l) => l.includes('"level":"info"'))).toEqual([]);
     // The unknown model's failed load is a replica's warning.
     expect(lines.some((l) => l.startsWith('[replica-') && l.includes('"event":"load-failed"') && l.includes('no-such-model'))).toBe(true);
-    const deadline = Date.now() + 5000;
-    while (!stderr.includes('/no-such-route/') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    expect(stderr).toMatch(/^\[router\] \{.*"level":"warn".*"path":"\/no-such-route\/v2\/models\/wine-0\/infer"/m);
+    await eventually(() => expect(stderr).toMatch(/^\[router\] \{.*"level":"warn".*"path":"\/no-such-route\/v2\/models\/wine-0\/infer"/m), 5000, 100);
   }, 30_000);
 
   it('stops the router and every replica on Ctrl-C and exits 0', async () => {
-    const routerUrl = /^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '';
+    const routerUrl = routeUrl();
     const replicaUrls = (/^\s+replicas\s+(.+)$/m.exec(stdout)?.[1] ?? '').trim().split(' ');
     const urls = [routerUrl, ...replicaUrls];
     expect(replicaUrls).toHaveLength(2);
