@@ -1,3 +1,4 @@
+import { IsoTime } from './iso-time.js';
 import { LineBatch, type LineSink } from './line-batch.js';
 
 /** One JSON object per line on stdout: what log shippers in a cluster expect. */
@@ -37,12 +38,35 @@ export function logs(level: LogLevel, line: LogLevel): boolean {
 
 const skip = (): void => undefined;
 
-/** Lines below `level` are not built at all: a busy replica's info lines cost CPU, not only log volume. */
+/** One clock for every logger of the process: lines a few microseconds apart share a second. */
+const time = new IsoTime();
+
+/** `{"a":1,"b":2}` → `,"a":1,"b":2`; `{}` → ``. */
+const members = (json: string): string => (json.length > 2 ? `,${json.slice(1, -1)}` : '');
+
+/**
+ * Lines below `level` are not built at all: a busy replica's info lines cost CPU, not only log
+ * volume. A line is built as text, the base fields serialized once per logger: merging them
+ * into one object per line for JSON.stringify, with a Date formatted each time, cost a load's
+ * four lines 7.1 µs in a loop against 3.8 as text, and a replica about 6 µs more per load. A
+ * line whose fields repeat a base field or `time`, `level` or `msg` is still built from the
+ * merged object, so the later value wins and no name appears twice.
+ */
 export function createLogger(base: LogFields = {}, write: LineSink = stdoutSink, level: LogLevel = 'info'): Logger {
+  const baseMembers = members(JSON.stringify(base));
+  const taken = new Set(['time', 'level', 'msg', ...Object.keys(base)]);
   const emit =
     (lineLevel: LogLevel) =>
     (msg: string, fields?: LogFields): void => {
-      write(JSON.stringify({ time: new Date().toISOString(), level: lineLevel, msg, ...base, ...fields }), lineLevel !== 'info');
+      const now = time.format(Date.now());
+      let line: string;
+      if (fields !== undefined && repeats(fields, taken)) {
+        line = JSON.stringify({ time: now, level: lineLevel, msg, ...base, ...fields });
+      } else {
+        const own = fields === undefined ? '' : members(JSON.stringify(fields));
+        line = `{"time":"${now}","level":"${lineLevel}","msg":${JSON.stringify(msg)}${baseMembers}${own}}`;
+      }
+      write(line, lineLevel !== 'info');
     };
   return {
     info: logs(level, 'info') ? emit('info') : skip,
@@ -50,6 +74,11 @@ export function createLogger(base: LogFields = {}, write: LineSink = stdoutSink,
     error: emit('error'),
     child: (f) => createLogger({ ...base, ...f }, write, level),
   };
+}
+
+function repeats(fields: LogFields, taken: ReadonlySet<string>): boolean {
+  for (const k in fields) if (taken.has(k)) return true;
+  return false;
 }
 
 export const silentLogger: Logger = createLogger({}, () => undefined);

@@ -1,5 +1,6 @@
 import { logs, stdoutSink, type LogLevel } from '../common/log.js';
 import type { LineSink } from '../common/line-batch.js';
+import { IsoTime } from '../common/iso-time.js';
 
 /**
  * The router's access log: one JSON line per request, the same shape as common/log.ts lines
@@ -39,9 +40,6 @@ const q = JSON.stringify as (s: string) => string;
 /** Quoted names kept at most; replica names change as pods come and go. */
 const MAX_QUOTED = 1024;
 
-/** `"000Z"` … `"999Z"`: the end of an ISO time by its milliseconds. */
-const MILLIS_Z = Array.from({ length: 1000 }, (_, ms) => `${String(ms).padStart(3, '0')}Z`);
-
 /**
  * `ms` rounded to a tenth, printed as JSON prints that number: from integers, which V8 prints
  * from a cache, where printing a double was 1% of the router's CPU. Durations are not negative.
@@ -54,9 +52,7 @@ function tenths(ms: number): string {
 }
 
 export class AccessLog {
-  /** The current second as an ISO time up to its dot, formatted once a second. */
-  private second = -1;
-  private secondIso = '';
+  private readonly time = new IsoTime();
   /** The line's fields after `time`, for a served and for a failed request. */
   private readonly prefix: string;
   private readonly failedPrefix: string;
@@ -81,13 +77,7 @@ export class AccessLog {
 
   request(e: AccessEntry): void {
     if (!(e.error === undefined ? this.writesServed : this.writesFailed)) return;
-    const ms = Date.now();
-    const second = Math.floor(ms / 1000);
-    if (second !== this.second) {
-      this.second = second;
-      this.secondIso = new Date(second * 1000).toISOString().slice(0, 20);
-    }
-    let line = `{"time":"${this.secondIso}${MILLIS_Z[ms - second * 1000] as string}${e.error === undefined ? this.prefix : this.failedPrefix},"requestId":"${e.requestId}","method":"${e.method}","path":${q(e.path)},"route":${this.name(e.route)}`;
+    let line = `{"time":"${this.time.format(Date.now())}${e.error === undefined ? this.prefix : this.failedPrefix},"requestId":"${e.requestId}","method":"${e.method}","path":${q(e.path)},"route":${this.name(e.route)}`;
     if (e.model !== undefined) line += `,"model":"${e.model}"`;
     if (e.form !== undefined) line += `,"form":"${e.form}"`;
     if (e.replica !== undefined) line += `,"replica":${this.name(e.replica)}`;
