@@ -1,13 +1,14 @@
 import { execFile } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
-import { freePorts, startS3Server, type S3Server } from '../test/helpers/s3-server.js';
+import { freePorts } from '../test/helpers/s3-server.js';
+import { openBenchStore, type BenchStore } from './lib/bench-store.js';
 import { checkAnswer } from './lib/answer-check.js';
 import { commaList } from './lib/comma-list.js';
 import { globalLruMisses } from './lib/global-lru.js';
@@ -17,7 +18,7 @@ import { totalCpuSeconds, treePids } from './lib/proc-cpu.js';
 import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { medianBy, rotated } from './lib/stats.js';
-import { ensureModelFiles, modelDirFor, uploadModels } from './lib/model-set.js';
+import { ensureModelFiles, modelDirFor } from './lib/model-set.js';
 import { startModelmuxLocal } from './lib/modelmux-local.js';
 import { startRayServe } from './lib/ray-serve.js';
 import { idSampler, modelIds, PATTERN_LABELS, PATTERNS, type PatternName } from './lib/traffic.js';
@@ -141,7 +142,7 @@ interface Running {
   stop(): Promise<void>;
 }
 
-async function startSystem(system: System, o: Options, repoRoot: string, store: { source: string; endpoint?: string; env: Record<string, string> }, workDir: string): Promise<Running> {
+async function startSystem(system: System, o: Options, repoRoot: string, store: BenchStore, workDir: string): Promise<Running> {
   const common = {
     replicas: o.replicas,
     maxModelsPerReplica: o.maxModels,
@@ -318,19 +319,10 @@ export async function main(argv: string[]): Promise<void> {
   const made = await ensureModelFiles(modelDir, ids, o.modelBytes);
   log(`models ready (${made.written} written, ${(made.totalBytes / 1e9).toFixed(2)} GB)`);
 
-  let s3: S3Server | undefined;
   const rows: Row[] = [];
   const passes: FirstPass[] = [];
+  const store = await openBenchStore(o.store, modelDir, ids, log);
   try {
-    let store: { source: string; endpoint?: string; env: Record<string, string> };
-    if (o.store === 's3') {
-      s3 = await startS3Server({ bucket: 'models', startTimeoutMs: 120_000 });
-      log(`SeaweedFS S3 at ${s3.endpoint}; uploading`);
-      await uploadModels(modelDir, ids, (k, b) => (s3 as S3Server).put(k, b), 'wine');
-      store = { source: 's3://models/wine', endpoint: s3.endpoint, env: s3.awsEnv };
-    } else {
-      store = { source: pathToFileURL(modelDir).href, env: {} };
-    }
     const body = JSON.stringify({ instances: [SAMPLE_WINE] });
     for (const system of systems) {
       log(`starting ${system}`);
@@ -394,7 +386,7 @@ export async function main(argv: string[]): Promise<void> {
       }
     }
   } finally {
-    await s3?.stop();
+    await store.stop();
   }
 
   let sim: string | undefined;

@@ -13,7 +13,7 @@ import { createReplicaMetrics } from '../replica/metrics.js';
 import type { LocalModelFile, ModelStore } from '../replica/model-store.js';
 import { parseReplicaConfig } from '../replica/config.js';
 import { ReplicaService, serviceTuning } from '../replica/replica-service.js';
-import { commaList } from './lib/comma-list.js';
+import { commaList, slotList } from './lib/comma-list.js';
 import { runBenchmark, writeResults } from './lib/entry.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
@@ -37,14 +37,7 @@ const schema = z.object({
   // One replica's share of bench:mux's 200 models over 2 replicas.
   models: intString(2, 10_000).default(100),
   modelBytes: intString(1000, 1_000_000_000).default(5_000_000),
-  slots: z
-    .string()
-    .default('8,100')
-    .transform((s, ctx) => {
-      const out = s.split(',').map((x) => Number(x.trim()));
-      if (out.some((n) => !Number.isInteger(n) || n < 1)) ctx.addIssue({ code: 'custom', message: 'a comma list of positive integers' });
-      return out;
-    }),
+  slots: slotList('8,100'),
   patterns: z.string().default(PATTERNS.join(',')),
   concurrency: intString(1, 1000).default(8),
   seconds: z.coerce.number().min(0.5).max(600).default(4),

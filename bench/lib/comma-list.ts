@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { ConfigError } from '../../common/config.js';
 
 /**
@@ -13,3 +14,14 @@ export function commaList<T extends string>(program: string, raw: string, allowe
   if (twice.length > 0) throw new ConfigError(program, [`${what} listed more than once: ${[...new Set(twice)].join(', ')} (use --rounds to measure each again)`]);
   return items as T[];
 }
+
+/** `--slots`: a comma list of distinct positive integers, one measured pool or service each. */
+export const slotList = (defaults: string) =>
+  z
+    .string()
+    .default(defaults)
+    .transform((s, ctx) => {
+      const out = s.split(',').map((x) => Number(x.trim()));
+      if (out.some((n) => !Number.isInteger(n) || n < 1) || new Set(out).size !== out.length) ctx.addIssue({ code: 'custom', message: 'a comma list of distinct positive integers' });
+      return out;
+    });

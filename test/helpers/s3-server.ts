@@ -28,6 +28,8 @@ export interface S3Server {
   put(key: string, body: Uint8Array): Promise<void>;
   /** Everything the server printed, for failure messages. */
   logs(): string;
+  /** The `weed server` process (master, volume, filer and gateway in one), for its CPU. */
+  pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -154,6 +156,7 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
       await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
     },
     logs: () => output,
+    pid: child.pid,
     stop,
   };
 }

@@ -1,0 +1,29 @@
+import { pathToFileURL } from 'node:url';
+import { startS3Server } from '../../test/helpers/s3-server.js';
+import { uploadModels } from './model-set.js';
+
+/** Where a benchmark's pools read the generated models from, and how to reach it. */
+export interface BenchStore {
+  /** A pool's --model-source. */
+  source: string;
+  endpoint?: string;
+  /** What a pool's processes need in their environment (S3 credentials). */
+  env: Record<string, string>;
+  /** The store's process, for its CPU; none for a folder. */
+  pid: number | undefined;
+  stop(): Promise<void>;
+}
+
+/** SeaweedFS's S3 gateway with the models uploaded under `wine/`, or the models' folder itself. */
+export async function openBenchStore(kind: 's3' | 'file', modelDir: string, ids: readonly string[], log: (msg: string) => void): Promise<BenchStore> {
+  if (kind === 'file') return { source: pathToFileURL(modelDir).href, env: {}, pid: undefined, stop: async () => undefined };
+  const s3 = await startS3Server({ bucket: 'models', startTimeoutMs: 120_000 });
+  try {
+    log(`SeaweedFS S3 at ${s3.endpoint}; uploading`);
+    await uploadModels(modelDir, ids, (k, b) => s3.put(k, b), 'wine');
+  } catch (err) {
+    await s3.stop();
+    throw err;
+  }
+  return { source: 's3://models/wine', endpoint: s3.endpoint, env: s3.awsEnv, pid: s3.pid, stop: () => s3.stop() };
+}
