@@ -16,6 +16,8 @@ export interface SpreadWindow {
   pattern: PatternName;
   round: number;
   throughputRps: number;
+  /** Requests that failed (non-2xx or transport errors); the rates below are per successful request. */
+  failed: number;
   loadsPer1000: number;
   /** CPU µs per successful request, by process group. */
   cpuUs: Record<ProcessGroup, number>;
@@ -30,6 +32,8 @@ export interface Cell {
 
 export interface CellSummary extends Cell {
   rounds: number;
+  /** Failed requests over all its windows. */
+  failed: number;
   throughputRps: number;
   loadsPer1000: number;
   cpuUs: Record<ProcessGroup, number>;
@@ -48,6 +52,7 @@ export function summarizeCell(windows: readonly SpreadWindow[], c: Cell): CellSu
   return {
     ...c,
     rounds: ws.length,
+    failed: ws.reduce((n, w) => n + w.failed, 0),
     throughputRps: median(ws.map((w) => w.throughputRps)),
     loadsPer1000: median(ws.map((w) => w.loadsPer1000)),
     cpuUs: perGroup((g) => median(ws.map((w) => w.cpuUs[g]))),

@@ -7,6 +7,7 @@ const w = (slots: number, pattern: PatternName, round: number, throughputRps: nu
   pattern,
   round,
   throughputRps,
+  failed: round === 2 ? 3 : 0,
   loadsPer1000,
   cpuUs: { replicas, router: 100, local: 5, store: 1, loadGenerator: 90 },
 });
@@ -19,7 +20,7 @@ describe("bench:spread's arithmetic", () => {
   it("takes a cell's medians over its rounds, and nothing for a cell never measured", () => {
     const ws = [w(8, 'uniform', 1, 1000, 700, 900), w(8, 'uniform', 2, 1400, 600, 880), w(8, 'uniform', 3, 1100, 650, 910), w(200, 'uniform', 1, 5000, 1)];
     const s = summarizeCell(ws, { slots: 8, pattern: 'uniform' });
-    expect(s).toMatchObject({ rounds: 3, throughputRps: 1100, loadsPer1000: 900, totalCpuUs: 846 });
+    expect(s).toMatchObject({ rounds: 3, failed: 3, throughputRps: 1100, loadsPer1000: 900, totalCpuUs: 846 });
     expect(s?.cpuUs.replicas).toBe(650);
     expect(summarizeCell(ws, { slots: 8, pattern: 'zipf' })).toBeUndefined();
   });
