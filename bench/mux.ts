@@ -13,7 +13,7 @@ import { checkAnswer } from './lib/answer-check.js';
 import { commaList } from './lib/comma-list.js';
 import { globalLruMisses } from './lib/global-lru.js';
 import type { LoadStats } from './lib/load-stats.js';
-import { failureText, runLoad, type LoadResult } from './lib/load-generator.js';
+import { everyModelOnce, failureText, runLoad, type LoadResult } from './lib/load-generator.js';
 import { totalCpuSeconds, treePids } from './lib/proc-cpu.js';
 import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
@@ -334,9 +334,8 @@ export async function main(argv: string[]): Promise<void> {
         if (o.firstPass) {
           // A model's first download to the machine is a cold-start cost, paid once; without this
           // pass a slow store left some of them in the first pattern's measured window.
-          let i = 0;
           const before = await sys.loads();
-          const pass = await runLoad({ url: sys.url, nextModel: () => ids[i++ % ids.length] as string, concurrency: o.concurrency, body, maxRequests: ids.length, durationMs: 3_600_000 });
+          const pass = await everyModelOnce(sys.url, ids, o.concurrency, body);
           const after = await sys.loads();
           history.push(...pass.sequence);
           passes.push({ system, seconds: pass.elapsedMs / 1000, requests: pass.requests, ok: pass.ok, loads: after.count - before.count, downloads: after.downloads - before.downloads });

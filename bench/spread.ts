@@ -7,13 +7,13 @@ import { SAMPLE_WINE } from '../common/wine-model.js';
 import { openBenchStore } from './lib/bench-store.js';
 import { commaList, slotList } from './lib/comma-list.js';
 import { runBenchmark, writeResults } from './lib/entry.js';
-import { failureText, runLoad } from './lib/load-generator.js';
+import { everyModelOnce, failureText, runLoad } from './lib/load-generator.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { ensureModelFiles, modelDirFor } from './lib/model-set.js';
 import { startModelmuxLocal, type ModelmuxLocal } from './lib/modelmux-local.js';
 import { totalCpuSeconds } from './lib/proc-cpu.js';
-import { pairedDifference, PROCESS_GROUPS, spreadOf, summarizeCell, totalCpuUs, type Cell, type ProcessGroup, type SpreadWindow } from './lib/spread-parts.js';
+import { pairedDifference, perGroup, PROCESS_GROUPS, spreadOf, summarizeCell, totalCpuUs, type Cell, type ProcessGroup, type SpreadWindow } from './lib/spread-parts.js';
 import { rotated } from './lib/stats.js';
 import { idSampler, modelIds, PATTERNS, type PatternName } from './lib/traffic.js';
 
@@ -64,17 +64,24 @@ const specs: OptionSpecs<typeof schema.shape> = {
   out: { flag: 'out', help: 'Results path without extension (default bench/results/spread).' },
 };
 
+/** The processes of a pool and its store; the load generator is this process. */
+type PoolPids = Record<Exclude<ProcessGroup, 'loadGenerator'>, readonly number[]>;
+
 interface Pool {
   slots: number;
   mux: ModelmuxLocal;
-  pids: Record<ProcessGroup, readonly number[]>;
+  pids: PoolPids;
 }
 
-async function cpuByGroup(pids: Record<ProcessGroup, readonly number[]>): Promise<Record<ProcessGroup, number>> {
+async function cpuByGroup(pids: PoolPids): Promise<Record<ProcessGroup, number>> {
   const own = process.cpuUsage();
-  const out = { loadGenerator: (own.user + own.system) / 1e6 } as Record<ProcessGroup, number>;
-  for (const g of PROCESS_GROUPS) if (g !== 'loadGenerator') out[g] = await totalCpuSeconds(pids[g]);
-  return out;
+  return {
+    replicas: await totalCpuSeconds(pids.replicas),
+    router: await totalCpuSeconds(pids.router),
+    local: await totalCpuSeconds(pids.local),
+    store: await totalCpuSeconds(pids.store),
+    loadGenerator: (own.user + own.system) / 1e6,
+  };
 }
 
 async function measureWindow(o: Options, pool: Pool, pattern: PatternName, round: number, ids: readonly string[], body: string): Promise<SpreadWindow> {
@@ -95,7 +102,7 @@ async function measureWindow(o: Options, pool: Pool, pattern: PatternName, round
     throughputRps: run.throughputRps,
     failed: run.requests - run.ok,
     loadsPer1000: (1000 * (loads1.count - loads0.count)) / ok,
-    cpuUs: Object.fromEntries(PROCESS_GROUPS.map((g) => [g, (1e6 * (cpu1[g] - cpu0[g])) / ok])) as Record<ProcessGroup, number>,
+    cpuUs: perGroup((g) => (1e6 * (cpu1[g] - cpu0[g])) / ok),
   };
 }
 
@@ -191,10 +198,9 @@ export async function main(argv: string[]): Promise<void> {
         ...(store.endpoint ? { s3Endpoint: store.endpoint } : {}),
         env: { ...store.env, [REPLICA_ENV.logLevel]: o.logLevel },
       });
-      pools.push({ slots: s, mux, pids: { replicas: mux.replicaPids, router: mux.routerPid === undefined ? [] : [mux.routerPid], local: [mux.child.pid], store: store.pid === undefined ? [] : [store.pid], loadGenerator: [] } });
+      pools.push({ slots: s, mux, pids: { replicas: mux.replicaPids, router: mux.routerPid === undefined ? [] : [mux.routerPid], local: [mux.child.pid], store: store.pid === undefined ? [] : [store.pid] } });
       // Downloads and first loads are a cold start, paid before any window.
-      let i = 0;
-      const pass = await runLoad({ url: mux.url, nextModel: () => ids[i++ % ids.length] as string, concurrency: o.concurrency, body, maxRequests: ids.length, durationMs: 3_600_000 });
+      const pass = await everyModelOnce(mux.url, ids, o.concurrency, body);
       log(`${s} slots: first pass of ${pass.requests} requests in ${(pass.elapsedMs / 1000).toFixed(1)} s, ${failureText(pass)}`);
     }
     const cells = pools.flatMap((pool) => patterns.map((pattern) => ({ pool, pattern })));

@@ -97,3 +97,12 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
   await pool.close();
   return { requests: sent, ok, failures, ...(firstFailure !== undefined ? { firstFailure } : {}), elapsedMs, throughputRps: (ok * 1000) / elapsedMs, latency: summarize(latencies), sequence };
 }
+
+/**
+ * Every model in `ids` requested once, `concurrency` at a time: a pool's cold start (first
+ * downloads and loads), paid before any measured window.
+ */
+export async function everyModelOnce(url: string, ids: readonly string[], concurrency: number, body: string): Promise<LoadResult> {
+  let i = 0;
+  return runLoad({ url, nextModel: () => ids[i++ % ids.length] as string, concurrency, body, maxRequests: ids.length, durationMs: 3_600_000 });
+}
