@@ -38,11 +38,14 @@ export function logs(level: LogLevel, line: LogLevel): boolean {
 
 const skip = (): void => undefined;
 
-/** One clock for every logger of the process: lines a few microseconds apart share a second. */
-const time = new IsoTime();
+/**
+ * One clock for every line of the process, the loggers' and the router's access log: lines a
+ * few microseconds apart share a second's formatting.
+ */
+export const lineTime = new IsoTime();
 
-/** `{"a":1,"b":2}` → `,"a":1,"b":2`; `{}` → ``. */
-const members = (json: string): string => (json.length > 2 ? `,${json.slice(1, -1)}` : '');
+/** `{"a":1,"b":2}` → `,"a":1,"b":2`; `{}` → ``: an object's members, to follow other members of a line. */
+export const members = (json: string): string => (json.length > 2 ? `,${json.slice(1, -1)}` : '');
 
 /**
  * Lines below `level` are not built at all: a busy replica's info lines cost CPU, not only log
@@ -58,7 +61,7 @@ export function createLogger(base: LogFields = {}, write: LineSink = stdoutSink,
   const emit =
     (lineLevel: LogLevel) =>
     (msg: string, fields?: LogFields): void => {
-      const now = time.format(Date.now());
+      const now = lineTime.format(Date.now());
       let line: string;
       if (fields !== undefined && repeats(fields, taken)) {
         line = JSON.stringify({ time: now, level: lineLevel, msg, ...base, ...fields });

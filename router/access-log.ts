@@ -1,6 +1,5 @@
-import { logs, stdoutSink, type LogLevel } from '../common/log.js';
+import { lineTime, logs, members, stdoutSink, type LogLevel } from '../common/log.js';
 import type { LineSink } from '../common/line-batch.js';
-import { IsoTime } from '../common/iso-time.js';
 
 /**
  * The router's access log: one JSON line per request, the same shape as common/log.ts lines
@@ -52,7 +51,6 @@ function tenths(ms: number): string {
 }
 
 export class AccessLog {
-  private readonly time = new IsoTime();
   /** The line's fields after `time`, for a served and for a failed request. */
   private readonly prefix: string;
   private readonly failedPrefix: string;
@@ -67,8 +65,7 @@ export class AccessLog {
     private readonly write: LineSink = stdoutSink,
     level: LogLevel = 'info',
   ) {
-    let fields = '';
-    for (const [k, v] of Object.entries(base)) fields += `,${q(k)}:${q(v)}`;
+    const fields = members(JSON.stringify(base));
     this.prefix = `","level":"info","msg":"request"${fields}`;
     this.failedPrefix = `","level":"warn","msg":"request"${fields}`;
     this.writesServed = logs(level, 'info');
@@ -77,7 +74,7 @@ export class AccessLog {
 
   request(e: AccessEntry): void {
     if (!(e.error === undefined ? this.writesServed : this.writesFailed)) return;
-    let line = `{"time":"${this.time.format(Date.now())}${e.error === undefined ? this.prefix : this.failedPrefix},"requestId":"${e.requestId}","method":"${e.method}","path":${q(e.path)},"route":${this.name(e.route)}`;
+    let line = `{"time":"${lineTime.format(Date.now())}${e.error === undefined ? this.prefix : this.failedPrefix},"requestId":"${e.requestId}","method":"${e.method}","path":${q(e.path)},"route":${this.name(e.route)}`;
     if (e.model !== undefined) line += `,"model":"${e.model}"`;
     if (e.form !== undefined) line += `,"form":"${e.form}"`;
     if (e.replica !== undefined) line += `,"replica":${this.name(e.replica)}`;
