@@ -61,8 +61,12 @@ export interface ControlPlane {
    * path: run the operator or router with exactly the RBAC their chart grants.
    */
   serviceAccountKubeconfig(namespace: string, serviceAccount: string, opts?: TokenOptions): Promise<string>;
-  /** Stops the API server (SIGTERM) and starts it again on the same port; resolves once ready. */
-  restartApiServer(): Promise<void>;
+  /**
+   * Stops the API server (SIGTERM) and starts it again on the same port; resolves once ready.
+   * `freshControllerManager`: restart the controller manager too, once the API server is back
+   * (the implementation says why a test would).
+   */
+  restartApiServer(opts?: { freshControllerManager?: boolean }): Promise<void>;
   /** Kills every component and removes dataDir. Idempotent. */
   stop(): Promise<void>;
 }
@@ -252,6 +256,13 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     };
     let knownCrds = await establishedCrds();
     controllerManager = startControllerManager();
+    // One restart at a time: two at once would leave a controller manager nobody stops.
+    let cmRestarts = Promise.resolve();
+    const restartControllerManager = (): Promise<void> =>
+      (cmRestarts = cmRestarts.then(async () => {
+        await controllerManager?.stop(2000);
+        if (!stopping.signal.aborted) controllerManager = startControllerManager();
+      }));
     scheduler = spawnManaged(join(bin, 'kube-scheduler'), [`--kubeconfig=${schedKubeconfig}`, '--bind-address=127.0.0.1', '--secure-port=0', '--leader-elect=false'], {
       logFile: join(logs, 'kube-scheduler.log'),
     });
@@ -270,8 +281,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
           // `kubectl apply -f crds/` creates several: let the batch land first.
           await sleep(1000, undefined, { signal: stopping.signal });
           knownCrds = await establishedCrds();
-          await controllerManager?.stop(2000);
-          if (!stopping.signal.aborted) controllerManager = startControllerManager();
+          await restartControllerManager();
         } catch {
           // The API server may be restarting; the next round looks again.
         }
@@ -309,11 +319,20 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         await writeKubeconfig(path, server, ca.certPem, { token });
         return path;
       },
-      restartApiServer: async () => {
+      restartApiServer: async ({ freshControllerManager = false } = {}) => {
         if (!apiServer) throw new Error('the control plane is stopped');
         await apiServer.stop(1000);
         apiServer = startApiServer();
         await waitApiServer(apiServer);
+        // The controller manager runs without leader election here; in a cluster it holds a
+        // lease, can lose it while the API server is away, and is then restarted. One that
+        // stays up through the restart resumes its watches, but a CI run (2026-12-04) saw the
+        // pods of a Deployment deleted after this restart still there 90 s later, their
+        // ReplicaSet never collected: its garbage collector had stalled, the likeliest cause
+        // being the pause of its workers while it resyncs to a discovery that changed
+        // (kubernetes#61057, #64235). Not reproduced since; a fresh one syncs in a second. Off
+        // by default, so a test can still check that every controller's watches come back.
+        if (freshControllerManager) await restartControllerManager();
       },
       stop,
     };
