@@ -7,12 +7,13 @@ import { z } from 'zod';
 import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { SAMPLE_WINE } from '../common/wine-model.js';
 import { loadFileMapper } from '../replica/file-map.js';
-import { GraphSessions } from '../replica/graph-sessions.js';
+import { GraphSessions, type OpenKind, type WeightSource } from '../replica/graph-sessions.js';
 import type { ModelSession } from '../replica/onnx-runtime.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { alignedCopyPath, ensureAlignedCopies, modelDirFor } from './lib/model-set.js';
 import { median, rotated } from './lib/stats.js';
+import { REPLICA_TUNING } from './lib/replica-tuning.js';
 import { modelIds } from './lib/traffic.js';
 import { runBenchmark, writeResults } from './lib/entry.js';
 
@@ -71,12 +72,11 @@ async function measure(variant: Variant, o: Options): Promise<Measure> {
   const mapped = variant === 'mapped';
   const mapper = loadFileMapper();
   if (mapped && 'unavailable' in mapper) throw new Error(`the mapped variant needs the file mapper: ${mapper.unavailable}`);
-  const tuning = { graphOptimization: 'basic', prepackWeights: false, shareGraphs: true } as const;
   let unmapped = 0;
-  const onOpen = (_kind: unknown, weights?: string): void => {
+  const onOpen = (_kind: OpenKind, weights?: WeightSource): void => {
     if (weights !== 'mapped') unmapped++;
   };
-  const sessions = new GraphSessions('cpu', tuning, onOpen, mapped && !('unavailable' in mapper) ? mapper : undefined);
+  const sessions = new GraphSessions('cpu', { ...REPLICA_TUNING, shareGraphs: true }, onOpen, mapped && !('unavailable' in mapper) ? mapper : undefined);
   const models: ModelSession[] = [];
   for (const id of ids) {
     const path = mapped ? alignedCopyPath(o.modelBytes, id) : join(modelDirFor(o.modelBytes), id, 'model.onnx');

@@ -9,6 +9,7 @@ import type { ModelSession } from '../replica/onnx-runtime.js';
 import { machineInfo, machineLine } from './lib/machine.js';
 import { fmt, mdTable } from './lib/markdown.js';
 import { ensureAlignedCopies, modelDirFor } from './lib/model-set.js';
+import { REPLICA_TUNING } from './lib/replica-tuning.js';
 import { modelIds } from './lib/traffic.js';
 import { runBenchmark, writeResults } from './lib/entry.js';
 
@@ -49,7 +50,7 @@ interface Row {
 }
 
 async function round(variant: Variant, o: Options, path: (i: number) => string, mapper: FileMapper): Promise<{ cpu: number; wall: number }> {
-  const tuning = { graphOptimization: 'basic', prepackWeights: false, shareGraphs: variant !== 'own_session' } as const;
+  const tuning = { ...REPLICA_TUNING, shareGraphs: variant !== 'own_session' };
   const mapped = variant === 'mapped';
   const sessions = new GraphSessions('cpu', tuning, undefined, mapped ? mapper : undefined);
   const input = [{ datatype: 'FP32' as const, dims: [1, SAMPLE_WINE.length], data: Float32Array.from(SAMPLE_WINE) }];

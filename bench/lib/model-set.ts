@@ -1,13 +1,14 @@
 import { copyFile, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { hiddenUnitsForBytes, wineModelBytes } from '../../common/wine-model.js';
 import { alignFileWeights } from '../../replica/file-map.js';
 
 /** Where generated models of `bytes` each are kept between runs, and their aligned copies. */
 export const modelDirFor = (bytes: number): string => join(homedir(), '.cache/modelmux/bench-models', String(bytes));
+const alignedDirFor = (bytes: number): string => join(homedir(), '.cache/modelmux/bench-models-aligned', String(bytes));
 /** Where ensureAlignedCopies keeps the aligned copy of model `id` of `bytes`. */
-export const alignedCopyPath = (bytes: number, id: string): string => join(homedir(), '.cache/modelmux/bench-models-aligned', String(bytes), `${id}.onnx`);
+export const alignedCopyPath = (bytes: number, id: string): string => join(alignedDirFor(bytes), `${id}.onnx`);
 
 /**
  * The benchmark's models: `count` deterministic wine models of about `bytes` each, written once
@@ -48,10 +49,10 @@ export async function ensureAlignedCopies(ids: readonly string[], bytes: number)
   const dir = modelDirFor(bytes);
   await mkdir(dir, { recursive: true });
   await ensureModelFiles(dir, ids, bytes);
+  await mkdir(alignedDirFor(bytes), { recursive: true });
   const paths = new Map<string, string>();
   for (const id of ids) {
     const path = alignedCopyPath(bytes, id);
-    await mkdir(dirname(path), { recursive: true });
     await copyFile(join(dir, id, 'model.onnx'), path);
     await alignFileWeights(path);
     paths.set(id, path);
