@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { scanRequestHead, type RequestHead } from './http1-request.js';
 import { fieldValue } from './http1-syntax.js';
+import { readBytes, readIntoSharedBuffer } from './socket-read.js';
 import { writeHeadAndBody } from './socket-write.js';
 
 export interface FastPathOptions {
@@ -12,6 +13,11 @@ export interface FastPathOptions {
   keepAliveTimeoutMs: number;
   /** A request head must be complete this long after its first byte. */
   headersTimeoutMs: number;
+  /**
+   * Read connections into the router's shared read buffer (socket-read.ts) where this Node
+   * allows it, else through `data` events (default true; false is for testing that path).
+   */
+  sharedReads?: boolean;
 }
 
 type Handler = (req: DownstreamRequest, res: DownstreamResponse) => void;
@@ -88,6 +94,8 @@ class ClientConnection {
   private res: FastResponse | undefined;
   private bodyLeft = 0;
   private pumping = false;
+  /** node:http serves the connection now: what is still read into the shared buffer goes to its stream. */
+  private handedOff = false;
   /** The connection is closing after a response: what the client still sends is not read. */
   private closing = false;
   /** When the connection last became idle, or when the pending head's first byte came. */
@@ -98,7 +106,7 @@ class ClientConnection {
     readonly socket: Socket,
   ) {
     socket.setNoDelay(true);
-    socket.on('data', this.onData);
+    if (path.options.sharedReads === false || !readIntoSharedBuffer(socket, this.onRead)) socket.on('data', this.onData);
     socket.on('end', this.onEnd);
     socket.on('error', this.onError);
     socket.on('close', this.onClose);
@@ -112,6 +120,15 @@ class ClientConnection {
     if (this.req !== undefined) return;
     if (now - this.since >= (this.buf === null ? o.keepAliveTimeoutMs : o.headersTimeoutMs)) this.socket.destroy();
   }
+
+  /** A read into the shared buffer: copied out (small reads into Node's buffer pool), as the next read overwrites it. */
+  private readonly onRead = (bytes: number): boolean => {
+    const chunk = Buffer.from(readBytes(bytes));
+    // node:http reads a handed-over socket through its stream (or its parser reads the handle).
+    if (this.handedOff) return this.socket.push(chunk);
+    this.onData(chunk);
+    return true;
+  };
 
   private readonly onData = (chunk: Buffer): void => {
     if (this.closing) return;
@@ -217,6 +234,7 @@ class ClientConnection {
     s.removeListener('error', this.onError);
     s.removeListener('close', this.onClose);
     s.pause();
+    this.handedOff = true;
     if (this.buf !== null) s.unshift(this.buf);
     this.buf = null;
     this.path.handOff(this);

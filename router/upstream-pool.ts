@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { ResponseParser, type ResponseHead, type ResponseSink } from './http1-response.js';
+import { READ_BUFFER, readBytes } from './socket-read.js';
 import { writeHeadAndBody } from './socket-write.js';
 
 /** One try's request: the body is whole (the router buffers it so that a retry can resend it). */
@@ -47,15 +48,6 @@ export class UpstreamClosedError extends Error {
 /** Reuse margin before the server's announced idle timeout, so both ends do not close at once. */
 const KEEP_ALIVE_MARGIN_MS = 1000;
 const DEFAULT_MAX_HEAD_BYTES = 64 * 1024;
-
-/**
- * Every upstream socket reads into this one buffer (net's `onread`), so a read allocates no
- * ArrayBuffer and goes through no Readable stream: per response, that was a 64 KiB malloc, a
- * backing store for the garbage collector to sweep and a nextTick. Reads run one at a time on
- * the event loop and nothing keeps a view of the buffer past its read: the parser copies a
- * partial unit it keeps, and body chunks are copied before they go to the handler.
- */
-const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 
 /**
  * Keep-alive HTTP/1.1 connections to one replica, owned by the router (ADR 0019): one request
@@ -158,7 +150,7 @@ export class UpstreamPool {
     if (i !== -1) this.waiting.splice(i, 1);
   }
 
-  /** A socket whose reads land in READ_BUFFER; `onRead` gets the bytes read, false pauses. */
+  /** A socket whose reads land in the router's shared READ_BUFFER (net's `onread`); `onRead` gets the bytes read, false pauses. */
   newSocket(onRead: (bytes: number) => boolean): Socket {
     return connect({ host: this.host, port: this.port, noDelay: true, onread: { buffer: READ_BUFFER, callback: onRead } });
   }
@@ -292,7 +284,7 @@ class Connection implements ResponseSink {
   // --- socket events ---------------------------------------------------------------------------
 
   private readonly onRead = (bytes: number): boolean => {
-    this.read(READ_BUFFER.subarray(0, bytes));
+    this.read(readBytes(bytes));
     return true;
   };
 

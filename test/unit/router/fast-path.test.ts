@@ -22,6 +22,8 @@ function handler(closed: string[]) {
     res.on('close', () => void closed.push(req.url ?? ''));
     if (mode === 'ignore-body') return void res.writeHead(200, ['x-served-by', by]).end('ignored');
     if (mode === 'hang') return;
+    // Reads the socket beside node:http, which then stops reading the handle itself.
+    if (mode === 'tap' && req instanceof IncomingMessage) req.socket.on('data', () => undefined);
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => void chunks.push(c));
     req.on('end', () => {
@@ -43,11 +45,13 @@ function handler(closed: string[]) {
 }
 
 const open: Harness[] = [];
+/** Each suite runs with connections read into the shared buffer and again through `data` events. */
+let sharedReads = true;
 async function harness(options: Partial<FastPathOptions> = {}): Promise<Harness> {
   const closed: string[] = [];
   const handle = handler(closed);
   const server = createServer({ keepAliveTimeout: 65_000, maxHeaderSize: 1024 }, (req, res) => handle(req, res));
-  const fast = new FastPath(server, handle, { maxHeadBytes: 1024, keepAliveTimeoutMs: 65_000, headersTimeoutMs: 60_000, ...options });
+  const fast = new FastPath(server, handle, { maxHeadBytes: 1024, keepAliveTimeoutMs: 65_000, headersTimeoutMs: 60_000, sharedReads, ...options });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const h = { port: (server.address() as AddressInfo).port, server, fast, closed };
   open.push(h);
@@ -107,7 +111,11 @@ class Raw {
 const GET = (path: string, extra = ''): string => `GET ${path} HTTP/1.1\r\nHost: x\r\n${extra}\r\n`;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-describe('FastPath', () => {
+describe.each([true, false])('FastPath, shared reads %s', (shared) => {
+  beforeAll(() => {
+    sharedReads = shared;
+  });
+
   it('serves pipelined keep-alive requests in order on one connection', async () => {
     const h = await harness();
     const c = new Raw(h.port).send(GET('/a') + GET('/b?q=1') + `POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello`);
@@ -164,6 +172,25 @@ describe('FastPath', () => {
     expect(served).toEqual(['fast', 'node', 'node']);
     expect(text).toContain('"url":"/chunked","body":"hello"');
     expect(h.fast.size).toBe(0);
+  });
+
+  it('gives a handed-over connection its later reads, whether node:http parses the socket or its stream', async () => {
+    const h = await harness();
+    const chunked = (path: string, extra = ''): string => `POST ${path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n${extra}\r\n`;
+    const c = new Raw(h.port).send(GET('/first') + chunked('/parsed'));
+    await sleep(30);
+    c.send('3\r\none\r\n');
+    await sleep(30);
+    c.send('0\r\n\r\n');
+    await c.until((r) => r.text.includes('"url":"/parsed"'));
+    c.send(chunked('/tapped', 'X-Mode: tap\r\n') + '3\r\ntwo\r\n0\r\n\r\n');
+    await c.until((r) => r.text.includes('"url":"/tapped"'));
+    await sleep(30);
+    c.send(GET('/after'));
+    const text = await c.until((r) => r.text.includes('"url":"/after"') && r.text.endsWith('0\r\n\r\n'));
+    expect([...text.matchAll(/x-served-by: (\w+)/g)].map((m) => m[1])).toEqual(['fast', 'node', 'node', 'node']);
+    expect(text).toContain('"url":"/parsed","body":"one"');
+    expect(text).toContain('"url":"/tapped","body":"two"');
   });
 
   it('leaves HTTP/1.0, Expect and malformed requests to node:http', async () => {
