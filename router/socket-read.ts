@@ -22,8 +22,9 @@ type UserBufferHandle = { useUserBuffer?: (buffer: Buffer) => void };
  * events. It is what `net.connect`'s documented `onread` option does for sockets the router
  * opens, which a server cannot ask for its accepted sockets: this sets the same two slots
  * net's constructor sets for that option (found by their symbols' names) and points the handle
- * at the buffer, as net does. Returns false and changes nothing when this Node lacks them, so
- * the caller listens to `data` instead; the fast path's tests check that Node 20 has them.
+ * at the buffer, as net does. Returns false and changes nothing when this Node lacks them (or
+ * the socket already reads into a buffer of its own), so the caller listens to `data` instead;
+ * test/unit/router/socket-read.test.ts checks that Node 20 has them.
  * Call it in the server's `connection` event, before the socket's first read completes.
  */
 export function readIntoSharedBuffer(socket: Socket, onRead: (bytes: number) => boolean): boolean {
