@@ -2,7 +2,8 @@
 # One image for the three programs: `modelmux replica|router|operator` (and `local`, `models`).
 # The operator, the router and the replica pods all run it; the chart passes the subcommand as args.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node 24 and 26 are the supported (LTS) runtimes; 26 is the one CI runs every tier on.
+ARG NODE_IMAGE=node:26-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app

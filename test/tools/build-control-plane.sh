@@ -5,7 +5,7 @@
 # KUBEBUILDER_ASSETS, when set and holding the four binaries, wins and nothing is built.
 set -euo pipefail
 
-K8S_VERSION="${MODELMUX_K8S_VERSION:-v1.34.4}"
+K8S_VERSION="${MODELMUX_K8S_VERSION:-v1.37.2}"
 CACHE_ROOT="${MODELMUX_CACHE:-$HOME/.cache/modelmux}"
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 
