@@ -8,7 +8,8 @@ ARG NODE_IMAGE=node:26-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 # A C++ compiler for native/file-map.cc (the replica maps model files: docs/adr/0021-mapped-weights.md),
-# from Debian's packages; the Node headers come with the image.
+# from Debian's packages. Its Node-API headers come from the devDependencies node-api-headers and
+# node-addon-api, which `npm ci` installs below; the module builds once for any supported Node.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends g++ \
  && rm -rf /var/lib/apt/lists/*

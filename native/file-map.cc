@@ -7,15 +7,14 @@
  * as empty instead of touching memory that is gone. A buffer never unmapped is unmapped when
  * it is garbage collected.
  *
- * Written against V8's API, not Node-API, for one reason: Node-API's external ArrayBuffers free
- * through a finalizer, and V8 counts the bytes of such a buffer as memory its young generation
- * holds. With a few 5 MB models loaded, every later allocation of any buffer (each request's
- * body) started a scavenge: 570 minor collections per 2000 loads, 0.15 ms a load. A backing
- * store with an empty deleter frees nothing when collected, so V8 does not count it; the
- * mapping is released here instead, by unmap() or by a weak callback on the buffer.
+ * Written on Node-API (through node-addon-api), whose ABI is stable across Node majors: one build
+ * loads on every supported Node. Its external ArrayBuffers free through a finalizer, so V8 counts
+ * a mapping's bytes as its own external memory until unmap() detaches the buffer, and fresh
+ * mappings as its young generation's; what that costs, and why it is accepted, is in
+ * docs/adr/0023-mappings-v8-does-not-count.md.
  */
-#include <node.h>
-#include <v8.h>
+#define NODE_ADDON_API_CPP_EXCEPTIONS
+#include <napi.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -24,7 +23,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -34,108 +32,103 @@ namespace {
 struct Mapping {
   void* addr;
   size_t length;
-  v8::Global<v8::ArrayBuffer> buffer;
 };
 
-// Live mappings by address: how unmap() knows a buffer came from map(). Shared by the isolates
-// of every worker thread that loads the addon, hence the lock.
+// Mappings not unmapped yet, by address: how unmap() knows a buffer came from map(), and how the
+// finalizer knows whether unmap() already released its mapping. Shared by every worker thread
+// that loads the addon, hence the lock.
 std::mutex lock;
 std::unordered_map<void*, Mapping*> live;
 
-Mapping* Take(void* addr, size_t length) {
+Mapping* Find(void* addr, size_t length) {
   std::lock_guard<std::mutex> guard(lock);
   auto it = live.find(addr);
-  if (it == live.end() || it->second->length != length) return nullptr;
-  Mapping* m = it->second;
-  live.erase(it);
-  return m;
+  return it == live.end() || it->second->length != length ? nullptr : it->second;
 }
 
+// Unmaps m unless it was unmapped already. Compared by Mapping, not by address: once unmapped,
+// the same address may belong to a later mapping.
 void Release(Mapping* m) {
-  m->buffer.Reset();
+  {
+    std::lock_guard<std::mutex> guard(lock);
+    auto it = live.find(m->addr);
+    if (it == live.end() || it->second != m) return;
+    live.erase(it);
+  }
   munmap(m->addr, m->length);
+}
+
+// Node-API calls it once the buffer is collected, or soon after unmap() detached it (the backing
+// store is gone then), or when the thread's environment ends; never before unmap() returns.
+void Finalize(Napi::Env, void*, Mapping* m) {
+  Release(m);
   delete m;
 }
 
-void Collected(const v8::WeakCallbackInfo<Mapping>& info) {
-  Mapping* m = info.GetParameter();
-  if (Take(m->addr, m->length) == m) Release(m);
+[[noreturn]] void Fail(Napi::Env env, const std::string& message, int err) {
+  Napi::Error error = Napi::Error::New(env, message);
+  error.Set("code", Napi::String::New(env, err == ENOENT ? "ENOENT" : "EMAP"));
+  throw error;
 }
 
-void Throw(v8::Isolate* isolate, const char* code, const std::string& message) {
-  v8::Local<v8::Value> error = v8::Exception::Error(v8::String::NewFromUtf8(isolate, message.c_str()).ToLocalChecked());
-  v8::Local<v8::Context> context = isolate->GetCurrentContext();
-  error.As<v8::Object>()
-      ->Set(context, v8::String::NewFromUtf8Literal(isolate, "code"), v8::String::NewFromUtf8(isolate, code).ToLocalChecked())
-      .Check();
-  isolate->ThrowException(error);
-}
-
-void Fail(v8::Isolate* isolate, const char* what, const std::string& path, int err) {
-  Throw(isolate, err == ENOENT ? "ENOENT" : "EMAP", std::string(what) + " " + path + ": " + std::strerror(err));
-}
-
-void Map(const v8::FunctionCallbackInfo<v8::Value>& args) {
-  v8::Isolate* isolate = args.GetIsolate();
-  if (args.Length() < 1 || !args[0]->IsString()) {
-    isolate->ThrowException(v8::Exception::TypeError(v8::String::NewFromUtf8Literal(isolate, "map(path): path must be a string")));
-    return;
-  }
-  std::string path(*v8::String::Utf8Value(isolate, args[0]));
+Napi::Value Map(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsString()) throw Napi::TypeError::New(env, "map(path): path must be a string");
+  std::string path = info[0].As<Napi::String>();
+  // open() would stop at a NUL and map another file than the one named.
+  if (path.find('\0') != std::string::npos) throw Napi::TypeError::New(env, "map(path): path must not contain NUL");
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Fail(isolate, "open", path, errno);
+  if (fd < 0) Fail(env, "open " + path + ": " + std::strerror(errno), errno);
   struct stat st;
   if (fstat(fd, &st) < 0) {
     int err = errno;
     close(fd);
-    return Fail(isolate, "stat", path, err);
+    Fail(env, "stat " + path + ": " + std::strerror(err), err);
   }
   size_t length = static_cast<size_t>(st.st_size);
   if (length == 0) {
     close(fd);
-    args.GetReturnValue().Set(v8::ArrayBuffer::New(isolate, 0));
-    return;
+    return Napi::ArrayBuffer::New(env, 0);
   }
   // Private and writable: a stray write lands in a private copy of the page, never in the file
   // and never as a crash.
   void* addr = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   int err = errno;
   close(fd);
-  if (addr == MAP_FAILED) return Fail(isolate, "mmap", path, err);
-  std::unique_ptr<v8::BackingStore> store = v8::ArrayBuffer::NewBackingStore(addr, length, v8::BackingStore::EmptyDeleter, nullptr);
-  v8::Local<v8::ArrayBuffer> buffer = v8::ArrayBuffer::New(isolate, std::move(store));
-  Mapping* m = new Mapping{addr, length, v8::Global<v8::ArrayBuffer>(isolate, buffer)};
-  m->buffer.SetWeak(m, Collected, v8::WeakCallbackType::kParameter);
+  if (addr == MAP_FAILED) Fail(env, "mmap " + path + ": " + std::strerror(err), err);
+  Mapping* m = new Mapping{addr, length};
   {
     std::lock_guard<std::mutex> guard(lock);
     live[addr] = m;
   }
-  args.GetReturnValue().Set(buffer);
+  try {
+    return Napi::ArrayBuffer::New(env, addr, length, Finalize, m);
+  } catch (const Napi::Error& e) {
+    // A Node built with V8's sandbox refuses memory from outside it (napi_no_external_buffers_allowed).
+    Release(m);
+    delete m;
+    Fail(env, "cannot make an ArrayBuffer of the mapping of " + path + ": " + e.Message(), 0);
+  }
 }
 
-void Unmap(const v8::FunctionCallbackInfo<v8::Value>& args) {
-  v8::Isolate* isolate = args.GetIsolate();
-  if (args.Length() < 1 || !args[0]->IsArrayBuffer()) {
-    isolate->ThrowException(v8::Exception::TypeError(v8::String::NewFromUtf8Literal(isolate, "unmap(buffer): not a buffer from map()")));
-    return;
-  }
-  v8::Local<v8::ArrayBuffer> buffer = args[0].As<v8::ArrayBuffer>();
-  size_t length = buffer->ByteLength();
-  if (length == 0) return;  // empty: an empty file, or unmapped already
-  Mapping* m = Take(buffer->Data(), length);
-  if (m == nullptr) {
-    isolate->ThrowException(v8::Exception::TypeError(v8::String::NewFromUtf8Literal(isolate, "unmap(buffer): not a buffer from map()")));
-    return;
-  }
-  buffer->Detach(v8::Local<v8::Value>()).Check();
+void Unmap(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsArrayBuffer()) throw Napi::TypeError::New(env, "unmap(buffer): not a buffer from map()");
+  Napi::ArrayBuffer buffer = info[0].As<Napi::ArrayBuffer>();
+  if (buffer.ByteLength() == 0) return;  // empty: an empty file, or unmapped already
+  Mapping* m = Find(buffer.Data(), buffer.ByteLength());
+  if (m == nullptr) throw Napi::TypeError::New(env, "unmap(buffer): not a buffer from map()");
+  buffer.Detach();
+  // The finalizer frees m later, and finds nothing left to unmap.
   Release(m);
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("map", Napi::Function::New(env, Map, "map"));
+  exports.Set("unmap", Napi::Function::New(env, Unmap, "unmap"));
+  return exports;
 }
 
 }  // namespace
 
-NODE_MODULE_INIT(/* exports, module, context */) {
-  (void)module;
-  v8::Isolate* isolate = context->GetIsolate();
-  exports->Set(context, v8::String::NewFromUtf8Literal(isolate, "map"), v8::FunctionTemplate::New(isolate, Map)->GetFunction(context).ToLocalChecked()).Check();
-  exports->Set(context, v8::String::NewFromUtf8Literal(isolate, "unmap"), v8::FunctionTemplate::New(isolate, Unmap)->GetFunction(context).ToLocalChecked()).Check();
-}
+NODE_API_MODULE(file_map, Init)

@@ -24,10 +24,10 @@ export interface FileMapper {
 // or from replica/ (jest, on the sources).
 const CANDIDATES = ['../native/file-map.node', '../dist/native/file-map.node'];
 
-/** The mapper, or why there is none: not built on this machine (no C++ compiler or Node headers) or not loadable. */
+/** The mapper, or why there is none: not built on this machine (no C++ compiler, or no Node-API headers: devDependencies) or not loadable. */
 export function loadFileMapper(): FileMapper | { unavailable: string } {
   const path = CANDIDATES.map((c) => fileURLToPath(new URL(c, import.meta.url))).find((p) => existsSync(p));
-  if (path === undefined) return { unavailable: 'dist/native/file-map.node was not built (npm run build needs a C++ compiler and the Node headers)' };
+  if (path === undefined) return { unavailable: 'dist/native/file-map.node was not built (npm run build needs a C++ compiler and the devDependencies node-api-headers and node-addon-api)' };
   try {
     return createRequire(import.meta.url)(path) as FileMapper;
   } catch (err) {
