@@ -1,89 +1,82 @@
-import type { Watch } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from '../common/log.js';
-import { API_GROUP, API_VERSION, LABEL_DEPLOYMENT, LABEL_MANAGED_BY, PLURAL } from '../common/names.js';
+import { apiErrorMessage } from './api-clients.js';
+import type { ObjectReader, OperatorCaches, WatchedGroup } from './caches.js';
 import { controllerKey, ownKey, podFingerprint, podKey, splitKey } from './event-keys.js';
-import { resourcePath, type KubeClient } from './kube-client.js';
+import type { ChangeType } from './informer.js';
 import type { OperatorMetrics } from './metrics.js';
 import type { ReconcileResult } from './reconciler.js';
-import { MANAGED_BY } from './resources/meta.js';
-import { ResourceWatch, type KubeObject, type WatchEventType, type WatchTarget } from './resource-watch.js';
 import type { WorkQueue } from './work-queue.js';
 
 export interface ControllerOptions {
-  /** Namespace to watch; undefined watches all. */
-  namespace: string | undefined;
   workers: number;
   /** Every resource is reconciled at least this often, to repair drift no watch reports. */
   resyncMs: number;
 }
 
-export type ReconcileFn = (namespace: string, name: string) => Promise<ReconcileResult>;
+/** One reconcile of the resource namespace/name, reading from `cache`. */
+export type ReconcileFn = (cache: ObjectReader, namespace: string, name: string) => Promise<ReconcileResult>;
+
+/** The caches a controller runs on, made by the caller with the controller's event handler. */
+export type CachesFactory = (onChange: (group: WatchedGroup, type: ChangeType, obj: KubernetesObject) => void) => OperatorCaches;
 
 /**
- * Watches → work queue → workers. Keys are "namespace/name" of MultiplexedDeployments; each
- * is reconciled by one worker at a time, errors retry with per-key backoff.
+ * Informers → work queue → workers, as controller-runtime does it. Keys are "namespace/name"
+ * of MultiplexedDeployments; events only produce keys, each key is reconciled by one worker at
+ * a time from the caches, errors retry with per-key backoff. Workers start once every cache
+ * holds a complete list: a reconcile on a half-filled cache would, say, miss an HPA to delete.
  */
 export class Controller {
-  private readonly watches: ResourceWatch[] = [];
+  private readonly caches: OperatorCaches;
   private readonly podPrints = new Map<string, string>();
-  private readonly known = new Set<string>();
   private workers: Promise<void>[] = [];
   private resyncTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private signalStop: () => void = () => undefined;
+  private readonly stopping = new Promise<void>((resolve) => (this.signalStop = resolve));
 
   constructor(
-    private readonly client: KubeClient,
-    private readonly watch: Watch,
+    makeCaches: CachesFactory,
     private readonly queue: WorkQueue,
     private readonly reconcile: ReconcileFn,
     private readonly metrics: OperatorMetrics,
     private readonly log: Logger,
     private readonly options: ControllerOptions,
-  ) {}
+  ) {
+    this.caches = makeCaches((group, type, obj) => this.onChange(group, type, obj));
+  }
 
-  start(): void {
-    const ns = this.options.namespace;
-    const owned = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
-    const targets: [WatchTarget, (type: WatchEventType, obj: KubeObject) => void][] = [
-      [{ name: PLURAL, path: resourcePath(`${API_GROUP}/${API_VERSION}`, PLURAL, ns) }, (t, o) => this.onResource(t, o)],
-      [{ name: 'deployments', path: resourcePath('apps/v1', 'deployments', ns), labelSelector: owned }, (_t, o) => this.enqueue(controllerKey(o))],
-      [{ name: 'services', path: resourcePath('v1', 'services', ns), labelSelector: owned }, (_t, o) => this.enqueue(controllerKey(o))],
-      [
-        { name: 'horizontalpodautoscalers', path: resourcePath('autoscaling/v2', 'horizontalpodautoscalers', ns), labelSelector: owned },
-        (_t, o) => this.enqueue(controllerKey(o)),
-      ],
-      [{ name: 'pods', path: resourcePath('v1', 'pods', ns), labelSelector: LABEL_DEPLOYMENT }, (t, o) => this.onPod(t, o)],
-    ];
-    for (const [target, handler] of targets) {
-      const w = new ResourceWatch(this.client, this.watch, target, handler, this.log, () => this.metrics.watchRestarts.inc({ resource: target.name }));
-      this.watches.push(w);
-      void w.start();
-    }
+  /** Starts the informers; resolves once their caches are filled and the workers run. */
+  async start(): Promise<void> {
+    this.caches.start();
+    await Promise.race([this.caches.synced(), this.stopping]);
+    if (this.stopped) return;
+    this.log.info('caches synced, reconciling');
     this.workers = Array.from({ length: this.options.workers }, () => this.work());
     this.resyncTimer = setInterval(() => {
-      for (const key of this.known) this.queue.add(key);
-      this.updateDepth();
+      for (const obj of this.caches.resources()) this.enqueue(ownKey(obj));
     }, this.options.resyncMs);
   }
 
-  /** Stops the watches and lets in-flight reconciles finish. */
+  /** Stops the informers and lets in-flight reconciles finish. */
   async stop(): Promise<void> {
+    this.stopped = true;
+    this.signalStop();
     if (this.resyncTimer) clearInterval(this.resyncTimer);
-    for (const w of this.watches) w.stop();
+    this.caches.stop();
     this.queue.shutDown();
     await Promise.all(this.workers);
   }
 
-  private onResource(type: WatchEventType, obj: KubeObject): void {
-    const key = ownKey(obj);
-    if (key === undefined) return;
-    if (type === 'DELETED') this.known.delete(key);
-    else this.known.add(key);
-    this.enqueue(key);
+  private onChange(group: WatchedGroup, type: ChangeType, obj: KubernetesObject): void {
+    if (group === 'resources') this.enqueue(ownKey(obj));
+    else if (group === 'owned') this.enqueue(controllerKey(obj));
+    else this.onPod(type, obj);
   }
 
-  private onPod(type: WatchEventType, pod: KubeObject): void {
+  private onPod(type: ChangeType, pod: KubernetesObject): void {
     const uid = pod.metadata?.uid ?? '';
-    if (type === 'DELETED') {
+    if (type === 'delete') {
       this.podPrints.delete(uid);
     } else {
       const print = podFingerprint(pod);
@@ -111,7 +104,7 @@ export class Controller {
       const { namespace, name } = splitKey(key);
       const end = this.metrics.reconcileDuration.startTimer();
       try {
-        const result = await this.reconcile(namespace, name);
+        const result = await this.reconcile(this.caches, namespace, name);
         this.queue.forget(key);
         if (result.terminal === true) {
           this.metrics.reconciles.inc({ result: 'terminal' });
@@ -124,7 +117,7 @@ export class Controller {
       } catch (err) {
         this.metrics.reconciles.inc({ result: 'error' });
         const retryInMs = this.queue.addRateLimited(key);
-        this.log.warn('reconcile failed', { key, error: err instanceof Error ? err.message : String(err), retryInMs });
+        this.log.warn('reconcile failed', { key, error: apiErrorMessage(err), retryInMs });
       } finally {
         end();
         this.queue.done(key);

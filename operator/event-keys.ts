@@ -1,9 +1,9 @@
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { API_GROUP, KIND, LABEL_DEPLOYMENT } from '../common/names.js';
-import type { KubeObject } from './resource-watch.js';
 
 /**
  * Which MultiplexedDeployment an event concerns, as a work-queue key "namespace/name".
- * Pure: the watches call these and enqueue; reconcile then re-reads everything itself.
+ * Pure: the informers' handlers call these and enqueue; reconcile then reads everything itself.
  */
 
 export function keyFor(namespace: string, name: string): string {
@@ -15,20 +15,20 @@ export function splitKey(key: string): { namespace: string; name: string } {
   return { namespace: key.slice(0, i), name: key.slice(i + 1) };
 }
 
-export function ownKey(obj: KubeObject): string | undefined {
+export function ownKey(obj: KubernetesObject): string | undefined {
   const m = obj.metadata;
   return m?.namespace !== undefined && m.name !== undefined ? keyFor(m.namespace, m.name) : undefined;
 }
 
 /** The controlling MultiplexedDeployment of an owned object. */
-export function controllerKey(obj: KubeObject): string | undefined {
+export function controllerKey(obj: KubernetesObject): string | undefined {
   const ns = obj.metadata?.namespace;
   const ref = obj.metadata?.ownerReferences?.find((r) => r.controller === true && r.kind === KIND && r.apiVersion.startsWith(`${API_GROUP}/`));
   return ns !== undefined && ref !== undefined ? keyFor(ns, ref.name) : undefined;
 }
 
 /** A replica pod's resource, from the label the router also selects on. */
-export function podKey(pod: KubeObject): string | undefined {
+export function podKey(pod: KubernetesObject): string | undefined {
   const ns = pod.metadata?.namespace;
   const name = pod.metadata?.labels?.[LABEL_DEPLOYMENT];
   return ns !== undefined && name !== undefined ? keyFor(ns, name) : undefined;
@@ -44,7 +44,7 @@ interface PodStatusFields {
  * What of a pod can change the resource's status. Replicas rewrite their model-table
  * annotation on every load and eviction; those updates must not each cost a reconcile.
  */
-export function podFingerprint(pod: KubeObject): string {
+export function podFingerprint(pod: KubernetesObject & { status?: unknown }): string {
   const s = (pod.status ?? {}) as PodStatusFields;
   const conditions = (s.conditions ?? []).map((c) => `${c.type ?? ''}=${c.status ?? ''}:${c.reason ?? ''}:${c.message ?? ''}`).sort();
   return JSON.stringify([s.phase ?? '', s.podIP ?? '', conditions, pod.metadata?.deletionTimestamp !== undefined]);

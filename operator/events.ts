@@ -1,7 +1,8 @@
 import type { Logger } from '../common/log.js';
 import { API_GROUP, API_VERSION, KIND } from '../common/names.js';
 import type { MultiplexedDeployment } from '../common/resource.js';
-import { resourcePath, type KubeClient } from './kube-client.js';
+import { apiErrorMessage } from './api-clients.js';
+import type { ObjectWriter } from './kube-writer.js';
 
 /** Identical events for one object within this window are sent once: a failing reconcile retries often. */
 const DEDUPE_WINDOW_MS = 5 * 60_000;
@@ -12,7 +13,7 @@ export class EventRecorder {
   private readonly lastSent = new Map<string, number>();
 
   constructor(
-    private readonly client: KubeClient,
+    private readonly writer: ObjectWriter,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
   ) {}
@@ -41,10 +42,10 @@ export class EventRecorder {
       count: 1,
     };
     try {
-      await this.client.create(resourcePath('v1', 'events', ns), event);
+      await this.writer.create(event);
     } catch (err) {
       // An event is a courtesy; failing to send one must not fail the reconcile.
-      this.log.warn('could not record event', { reason, error: String(err) });
+      this.log.warn('could not record event', { reason, error: apiErrorMessage(err) });
     }
   }
 }

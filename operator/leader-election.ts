@@ -1,93 +1,73 @@
+import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
 import type { Logger } from '../common/log.js';
-import { isStatus, resourcePath, type KubeClient } from './kube-client.js';
+import { apiErrorMessage, apiStatus } from './api-clients.js';
+import { claimLease, leaseVerdict, observe, releasedLease, type ElectionTiming, type Observation } from './lease-record.js';
 
-/** The parts of a coordination.k8s.io/v1 Lease the election reads and writes. */
-export interface Lease {
-  apiVersion: 'coordination.k8s.io/v1';
-  kind: 'Lease';
-  metadata: { name: string; namespace: string; resourceVersion?: string };
-  spec: {
-    holderIdentity?: string;
-    leaseDurationSeconds?: number;
-    acquireTime?: string;
-    renewTime?: string;
-    leaseTransitions?: number;
-  };
+/** The Lease calls the election makes (client-node's CoordinationV1Api). */
+export type LeaseApi = Pick<CoordinationV1Api, 'readNamespacedLease' | 'createNamespacedLease' | 'replaceNamespacedLease'>;
+
+export interface ElectionClock {
+  /** Local monotonic milliseconds: what lease expiry is measured in. */
+  monotonicMs(): number;
+  /** Wall-clock milliseconds: only written into the Lease, for people to read. */
+  wallMs(): number;
 }
 
-export interface ElectionTiming {
-  /** How long a lease holds without renewal. */
-  leaseDurationSeconds: number;
-  /** How often the leader renews and a candidate retries. */
-  retryPeriodMs: number;
-}
+export const systemElectionClock: ElectionClock = { monotonicMs: () => performance.now(), wallMs: () => Date.now() };
 
-export type LeaseVerdict = 'mine' | 'free' | 'held';
-
-/** Who may hold the lease at `nowMs`: an empty holder or a lapsed renewal frees it. */
-export function leaseVerdict(lease: Lease | undefined, identity: string, nowMs: number): LeaseVerdict {
-  if (lease === undefined) return 'free';
-  const holder = lease.spec.holderIdentity ?? '';
-  if (holder === identity) return 'mine';
-  if (holder === '') return 'free';
-  const renewed = Date.parse(lease.spec.renewTime ?? lease.spec.acquireTime ?? '');
-  const duration = (lease.spec.leaseDurationSeconds ?? 0) * 1000;
-  return Number.isNaN(renewed) || renewed + duration < nowMs ? 'free' : 'held';
-}
-
-/** The lease after `identity` takes or renews it. */
-export function claimLease(lease: Lease, identity: string, timing: ElectionTiming, nowMs: number): Lease {
-  const now = new Date(nowMs).toISOString().replace('Z', '000Z');
-  const taking = lease.spec.holderIdentity !== identity;
-  return {
-    ...lease,
-    spec: {
-      ...lease.spec,
-      holderIdentity: identity,
-      leaseDurationSeconds: timing.leaseDurationSeconds,
-      renewTime: now,
-      ...(taking ? { acquireTime: now, leaseTransitions: (lease.spec.leaseTransitions ?? 0) + (lease.spec.holderIdentity ? 1 : 0) } : {}),
-    },
-  };
-}
+/** A leader that has not managed to renew for this share of the lease stops acting (client-go's renew deadline). */
+const RENEW_DEADLINE_SHARE = 0.8;
 
 /**
- * One active operator at a time, through a Lease, as client-go's leaderelection does.
- * Losing the lease is fatal to the caller (onLost): a former leader must stop writing at once,
- * and a restart is the simplest way to be sure it does.
+ * One active operator at a time, through a Lease, with client-go's semantics (lease-record.ts):
+ * expiry is measured on this process's monotonic clock from the last change of the record it
+ * saw, so clock skew between pods is harmless. Writes carry the resourceVersion read, so of two
+ * candidates racing for a free lease one gets 409 and stays a candidate.
  */
 export class LeaderElector {
+  private observed: Observation | undefined;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly client: KubeClient,
+    private readonly leases: LeaseApi,
     private readonly namespace: string,
     private readonly name: string,
     private readonly identity: string,
     private readonly timing: ElectionTiming,
     private readonly log: Logger,
-    private readonly now: () => number = Date.now,
+    private readonly clock: ElectionClock = systemElectionClock,
   ) {}
 
-  private get path(): string {
-    return resourcePath('coordination.k8s.io/v1', 'leases', this.namespace, this.name);
+  private async read(): Promise<V1Lease | undefined> {
+    try {
+      return await this.leases.readNamespacedLease({ name: this.name, namespace: this.namespace });
+    } catch (err) {
+      if (apiStatus(err) === 404) return undefined;
+      throw err;
+    }
   }
 
   /** One attempt to take or renew the lease; true when this process holds it afterwards. */
   async tryAcquireOrRenew(): Promise<boolean> {
-    const current = await this.client.find<Lease>(this.path);
-    const verdict = leaseVerdict(current, this.identity, this.now());
-    if (verdict === 'held') return false;
-    const base: Lease = current ?? { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.name, namespace: this.namespace }, spec: {} };
-    const next = claimLease(base, this.identity, this.timing, this.now());
+    const current = await this.read();
+    const spec = current === undefined ? undefined : (current.spec ?? {});
+    if (spec !== undefined) this.observed = observe(this.observed, spec, this.clock.monotonicMs());
+    if (leaseVerdict(spec, this.identity, this.observed, this.timing, this.clock.monotonicMs()) === 'held') return false;
+    const next = claimLease(spec, this.identity, this.timing, this.clock.wallMs());
     try {
-      if (current === undefined) await this.client.create(resourcePath('coordination.k8s.io/v1', 'leases', this.namespace), next);
-      else await this.client.replace(this.path, next);
+      const written =
+        current === undefined
+          ? await this.leases.createNamespacedLease({
+              namespace: this.namespace,
+              body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.name, namespace: this.namespace }, spec: next },
+            })
+          : await this.leases.replaceNamespacedLease({ name: this.name, namespace: this.namespace, body: { ...current, spec: next } });
+      this.observed = observe(this.observed, written.spec ?? next, this.clock.monotonicMs());
       return true;
     } catch (err) {
       // 409: someone else wrote the lease between our read and write; they won this round.
-      if (isStatus(err, 409)) return false;
+      if (apiStatus(err) === 409) return false;
       throw err;
     }
   }
@@ -99,34 +79,44 @@ export class LeaderElector {
       try {
         if (await this.tryAcquireOrRenew()) break;
       } catch (err) {
-        this.log.warn('leader election attempt failed', { error: String(err) });
+        this.log.warn('leader election attempt failed', { error: apiErrorMessage(err) });
       }
       await new Promise((r) => setTimeout(r, this.timing.retryPeriodMs));
     }
     this.log.info('became leader', { lease: `${this.namespace}/${this.name}`, identity: this.identity });
-    let lastRenew = this.now();
-    const renew = async (): Promise<void> => {
-      if (this.stopped) return;
-      let held = false;
-      try {
-        held = await this.tryAcquireOrRenew();
-      } catch (err) {
-        this.log.warn('lease renewal failed', { error: String(err) });
-        // Transient API trouble: keep trying until the lease would have lapsed.
-        held = this.now() - lastRenew < this.timing.leaseDurationSeconds * 1000 * 0.8;
-        if (held) {
-          this.timer = setTimeout(() => void renew(), this.timing.retryPeriodMs);
-          return;
-        }
-      }
-      if (!held) {
-        onLost('the lease is held by another instance or could not be renewed');
-        return;
-      }
-      lastRenew = this.now();
+    let lastRenew = this.clock.monotonicMs();
+    const renewDeadlineMs = this.timing.leaseDurationSeconds * 1000 * RENEW_DEADLINE_SHARE;
+    const again = (): void => {
       this.timer = setTimeout(() => void renew(), this.timing.retryPeriodMs);
     };
-    this.timer = setTimeout(() => void renew(), this.timing.retryPeriodMs);
+    const renew = async (): Promise<void> => {
+      if (this.stopped) return;
+      // An attempt still hanging at the deadline counts as failed: a candidate may take the lease
+      // soon after, and this process must have stopped acting by then.
+      let deadline: NodeJS.Timeout | undefined;
+      const outcome = await Promise.race([
+        this.tryAcquireOrRenew().then(
+          (held) => (held ? 'renewed' : 'taken'),
+          (err: unknown) => {
+            this.log.warn('lease renewal failed', { error: apiErrorMessage(err) });
+            return 'failed';
+          },
+        ),
+        new Promise<'late'>((resolve) => (deadline = setTimeout(() => resolve('late'), Math.max(0, lastRenew + renewDeadlineMs - this.clock.monotonicMs())))),
+      ]);
+      clearTimeout(deadline);
+      if (this.stopped) return;
+      if (outcome === 'renewed') {
+        lastRenew = this.clock.monotonicMs();
+        again();
+      } else if (outcome === 'failed' && this.clock.monotonicMs() - lastRenew < renewDeadlineMs) {
+        // Transient API trouble: keep trying until the deadline.
+        again();
+      } else {
+        onLost(outcome === 'taken' ? 'another instance holds the lease' : 'the lease could not be renewed in time');
+      }
+    };
+    again();
   }
 
   /** Stops renewing and frees the lease so a successor need not wait for it to lapse. */
@@ -134,11 +124,11 @@ export class LeaderElector {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     try {
-      const current = await this.client.find<Lease>(this.path);
-      if (current === undefined || current.spec.holderIdentity !== this.identity) return;
-      await this.client.replace(this.path, { ...current, spec: { ...current.spec, holderIdentity: '', leaseDurationSeconds: 1 } });
+      const current = await this.read();
+      if (current?.spec === undefined || current.spec.holderIdentity !== this.identity) return;
+      await this.leases.replaceNamespacedLease({ name: this.name, namespace: this.namespace, body: { ...current, spec: releasedLease(current.spec) } });
     } catch (err) {
-      this.log.warn('could not release the lease', { error: String(err) });
+      this.log.warn('could not release the lease', { error: apiErrorMessage(err) });
     }
   }
 }

@@ -1,11 +1,13 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
 import { createLogger, stdoutSink } from '../common/log.js';
+import { apiClients, type ApiCaller, type ApiClients } from './api-clients.js';
+import { OperatorCaches } from './caches.js';
 import { parseOperatorConfig } from './config.js';
-import { Controller } from './controller.js';
+import { Controller, type ReconcileFn } from './controller.js';
 import { EventRecorder } from './events.js';
-import { KubeClient } from './kube-client.js';
+import { KubeWriter } from './kube-writer.js';
 import { LeaderElector } from './leader-election.js';
 import { createOperatorMetrics } from './metrics.js';
 import { reconcile } from './reconciler.js';
@@ -17,8 +19,11 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const log = createLogger({ component: 'operator', identity: config.identity }, stdoutSink, config.logLevel);
   const kc = new KubeConfig();
   kc.loadFromDefault();
-  const client = new KubeClient(kc);
   const metrics = createOperatorMetrics();
+  // One set of clients per caller, so the request metric says who asked.
+  const clientsFor = (caller: ApiCaller): ApiClients => apiClients(kc, (verb) => metrics.apiRequests.inc({ caller, verb }));
+  const reconcileClients = clientsFor('reconcile');
+  const informerClients = clientsFor('informer');
   let leading = false;
 
   const server = http.createServer((req, res) => {
@@ -42,18 +47,27 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const addr = server.address() as AddressInfo;
   log.info('operator metrics listening', { url: `http://${addr.address}:${addr.port}` });
 
-  const reconcileOne = (namespace: string, name: string): ReturnType<typeof reconcile> =>
-    reconcile({ client, events, options: { defaultImage: config.replicaImage }, log: log.child({ key: `${namespace}/${name}` }), now: () => new Date() }, namespace, name);
-  const events = new EventRecorder(client, log);
+  const writer = new KubeWriter(reconcileClients);
+  const events = new EventRecorder(writer, log);
+  const reconcileOne: ReconcileFn = (cache, namespace, name) =>
+    reconcile({ cache, writer, events, options: { defaultImage: config.replicaImage }, log: log.child({ key: `${namespace}/${name}` }), now: () => new Date() }, namespace, name);
   const newController = (): Controller =>
-    new Controller(client, new Watch(kc), new WorkQueue(), reconcileOne, metrics, log, {
-      namespace: config.namespace,
-      workers: config.workers,
-      resyncMs: config.resyncSeconds * 1000,
-    });
+    new Controller(
+      (onChange) =>
+        new OperatorCaches(kc, informerClients.objects, config.namespace, onChange, {
+          log,
+          onWatch: () => metrics.apiRequests.inc({ caller: 'informer', verb: 'watch' }),
+          onRestart: (resource) => metrics.watchRestarts.inc({ resource }),
+        }),
+      new WorkQueue(),
+      reconcileOne,
+      metrics,
+      log,
+      { workers: config.workers, resyncMs: config.resyncSeconds * 1000 },
+    );
   const elector = config.leaderElection
     ? new LeaderElector(
-        client,
+        clientsFor('leader_election').coordination,
         config.leaderElectionNamespace,
         config.leaseName,
         config.identity,
@@ -91,7 +105,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       }
       if (stopping) return;
       controller = newController();
-      controller.start();
+      void controller.start();
       leading = true;
       metrics.leader.set(1);
       log.info('operator started', { namespace: config.namespace ?? '(all)', leaderElection: config.leaderElection });

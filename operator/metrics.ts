@@ -9,8 +9,14 @@ export interface OperatorMetrics {
   queueDepth: Gauge;
   /** 1 while this process holds the leader Lease. */
   leader: Gauge;
-  /** Watches re-established after an error or a 410 Gone. */
+  /** Informers started again after they stopped on an error (the API server away, a list refused). */
   watchRestarts: Counter<'resource'>;
+  /**
+   * Requests to the Kubernetes API. caller: reconcile | informer | leader_election; verb: get,
+   * list, watch, create, update, patch, delete, discovery. Reconciles read the informers'
+   * caches, so their get and list stay at zero.
+   */
+  apiRequests: Counter<'caller' | 'verb'>;
 }
 
 export function createOperatorMetrics(): OperatorMetrics {
@@ -29,8 +35,14 @@ export function createOperatorMetrics(): OperatorMetrics {
     leader: new Gauge({ name: 'modelmux_operator_leader', help: '1 while this instance is the leader.', registers: [registry] }),
     watchRestarts: new Counter({
       name: 'modelmux_operator_watch_restarts_total',
-      help: 'Watches resumed or relisted after they ended with an error.',
+      help: 'Informers started again after they stopped on an error.',
       labelNames: ['resource'],
+      registers: [registry],
+    }),
+    apiRequests: new Counter({
+      name: 'modelmux_operator_api_requests_total',
+      help: 'Requests to the Kubernetes API by caller (reconcile, informer, leader_election) and verb.',
+      labelNames: ['caller', 'verb'],
       registers: [registry],
     }),
   };

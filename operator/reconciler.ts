@@ -1,12 +1,13 @@
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
-import { API_GROUP, API_VERSION, PLURAL } from '../common/names.js';
 import { multiplexedDeploymentSpecSchema, type MultiplexedDeployment, type MultiplexedDeploymentStatus } from '../common/resource.js';
 import type { Logger } from '../common/log.js';
+import { apiErrorMessage } from './api-clients.js';
+import type { ObjectReader } from './caches.js';
 import type { EventRecorder } from './events.js';
-import { isStatus, resourcePath, type KubeClient } from './kube-client.js';
+import type { ObjectWriter } from './kube-writer.js';
 import { buildDeployment, type DeploymentOptions } from './resources/deployment.js';
 import { buildHpa } from './resources/hpa.js';
-import { ownedNames, selectorString, type StoredMultiplexedDeployment } from './resources/meta.js';
+import { ownedNames, type StoredMultiplexedDeployment } from './resources/meta.js';
 import { buildReplicaRole, buildReplicaRoleBinding, buildReplicaServiceAccount } from './resources/replica-rbac.js';
 import { buildService } from './resources/service.js';
 import { computeStatus, statusChanged, type ReconcileFailure } from './status.js';
@@ -20,7 +21,9 @@ export interface ReconcileResult {
 }
 
 export interface ReconcilerDeps {
-  client: KubeClient;
+  /** The informers' caches: a reconcile reads nothing from the API server. */
+  cache: ObjectReader;
+  writer: ObjectWriter;
   events: EventRecorder;
   options: DeploymentOptions;
   log: Logger;
@@ -30,26 +33,19 @@ export interface ReconcilerDeps {
 /** While a rollout is under way, look again this often in case an event is missed. */
 const PROGRESS_RECHECK_MS = 15_000;
 
-export function mxdPath(namespace: string, name?: string): string {
-  return resourcePath(`${API_GROUP}/${API_VERSION}`, PLURAL, namespace, name);
-}
-
-interface StoredObject {
-  metadata?: { ownerReferences?: { uid: string; controller?: boolean }[] };
-}
-
-function controlledBy(obj: StoredObject, uid: string): boolean {
+function controlledBy(obj: { metadata?: { ownerReferences?: { uid: string; controller?: boolean }[] } }, uid: string): boolean {
   return (obj.metadata?.ownerReferences ?? []).some((r) => r.uid === uid && r.controller === true);
 }
 
 /**
- * Level-triggered and idempotent: reads the resource and converges every owned object to
- * the desired state with server-side apply, whatever event woke it. A failure is recorded
- * as an Event and as Degraded, then thrown so the queue retries with backoff.
+ * Level-triggered and idempotent: reads the resource, what it owns and its pods from the
+ * informers' caches and converges every owned object to the desired state with server-side
+ * apply, whatever event woke it. A failure is recorded as an Event and as Degraded, then
+ * thrown so the queue retries with backoff.
  */
 export async function reconcile(deps: ReconcilerDeps, namespace: string, name: string): Promise<ReconcileResult> {
-  const { client } = deps;
-  const raw = await client.find<MultiplexedDeployment & { metadata: { deletionTimestamp?: string } }>(mxdPath(namespace, name));
+  const { cache, writer } = deps;
+  const raw = cache.multiplexedDeployment(namespace, name);
   // Gone: the garbage collector removes what it owned through the ownerReferences.
   if (raw === undefined || raw.metadata.deletionTimestamp !== undefined) return {};
   const uid = raw.metadata.uid;
@@ -68,44 +64,33 @@ export async function reconcile(deps: ReconcilerDeps, namespace: string, name: s
 
   let deployment: V1Deployment;
   try {
-    await client.apply(resourcePath('v1', 'serviceaccounts', namespace, names.serviceAccount), buildReplicaServiceAccount(mxd));
-    await client.apply(resourcePath('rbac.authorization.k8s.io/v1', 'roles', namespace, names.role), buildReplicaRole(mxd));
-    await client.apply(resourcePath('rbac.authorization.k8s.io/v1', 'rolebindings', namespace, names.roleBinding), buildReplicaRoleBinding(mxd));
-    await client.apply(resourcePath('v1', 'services', namespace, names.service), buildService(mxd));
-    deployment = await client.apply<V1Deployment>(resourcePath('apps/v1', 'deployments', namespace, names.deployment), buildDeployment(mxd, deps.options));
-    const hpaPath = resourcePath('autoscaling/v2', 'horizontalpodautoscalers', namespace, names.hpa);
+    await writer.apply(buildReplicaServiceAccount(mxd));
+    await writer.apply(buildReplicaRole(mxd));
+    await writer.apply(buildReplicaRoleBinding(mxd));
+    await writer.apply(buildService(mxd));
+    // The apply's answer is the Deployment as stored now, fresher than the cache.
+    deployment = await writer.apply(buildDeployment(mxd, deps.options));
     const hpa = buildHpa(mxd);
-    if (hpa !== undefined) await client.apply(hpaPath, hpa);
+    if (hpa !== undefined) await writer.apply(hpa);
     else {
-      const existing = await client.find<StoredObject>(hpaPath);
+      const existing = cache.horizontalPodAutoscaler(namespace, names.hpa);
       // Only ever delete an HPA this resource made; a user's HPA of the same name is theirs.
-      if (existing !== undefined && controlledBy(existing, uid)) await client.delete(hpaPath);
+      if (existing !== undefined && controlledBy(existing, uid)) await writer.delete({ apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler', metadata: { name: names.hpa, namespace } });
     }
   } catch (err) {
-    const failure: ReconcileFailure = { reason: 'ReconcileError', message: err instanceof Error ? err.message : String(err) };
+    const failure: ReconcileFailure = { reason: 'ReconcileError', message: apiErrorMessage(err) };
     await deps.events.record(mxd, 'Warning', 'ReconcileError', failure.message);
     try {
-      const current = await client.find<V1Deployment>(resourcePath('apps/v1', 'deployments', namespace, names.deployment));
-      // A selector the API server refuses is one way to get here: report without pods then.
-      const pods = await listPods(client, mxd).catch(() => []);
-      await writeStatus(deps, raw, mxd, current, pods, failure);
+      await writeStatus(deps, raw, mxd, cache.deployment(namespace, names.deployment), cache.replicaPods(namespace, name), failure);
     } catch (statusErr) {
-      deps.log.warn('could not write the failure to status', { key: `${namespace}/${name}`, error: String(statusErr) });
+      deps.log.warn('could not write the failure to status', { key: `${namespace}/${name}`, error: apiErrorMessage(statusErr) });
     }
     throw err;
   }
 
-  const pods = await listPods(client, mxd);
-  const status = await writeStatus(deps, raw, mxd, deployment, pods, undefined);
+  const status = await writeStatus(deps, raw, mxd, deployment, cache.replicaPods(namespace, name), undefined);
   const progressing = status.conditions?.find((c) => c.type === 'Progressing')?.status === 'True';
   return progressing ? { requeueAfterMs: PROGRESS_RECHECK_MS } : {};
-}
-
-async function listPods(client: KubeClient, mxd: MultiplexedDeployment): Promise<V1Pod[]> {
-  const list = await client.request<{ items?: V1Pod[] }>('GET', resourcePath('v1', 'pods', mxd.metadata.namespace), {
-    query: { labelSelector: selectorString(mxd) },
-  });
-  return list.items ?? [];
 }
 
 async function writeStatus(
@@ -117,12 +102,6 @@ async function writeStatus(
   failure: ReconcileFailure | undefined,
 ): Promise<MultiplexedDeploymentStatus> {
   const status = computeStatus({ mxd, deployment, pods, now: deps.now(), ...(failure ? { failure } : {}) });
-  if (!statusChanged(stored.status, status)) return status;
-  try {
-    await deps.client.mergePatch(`${mxdPath(mxd.metadata.namespace, mxd.metadata.name)}/status`, { status });
-  } catch (err) {
-    // Deleted meanwhile: nothing left to report on.
-    if (!isStatus(err, 404)) throw err;
-  }
+  if (statusChanged(stored.status, status)) await deps.writer.patchStatus(mxd.metadata.namespace, mxd.metadata.name, status);
   return status;
 }

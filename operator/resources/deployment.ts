@@ -1,7 +1,7 @@
 import type { V1Deployment, V1EnvVar, V1ResourceRequirements } from '@kubernetes/client-node';
 import { parseByteQuantity } from '../../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../../common/replica-env.js';
-import type { MultiplexedDeploymentSpec } from '../../common/resource.js';
+import { TABLE_PUBLISH_INTERVAL_MS, type MultiplexedDeploymentSpec } from '../../common/resource.js';
 import { commonLabels, ownedMeta, ownedNames, selectorLabels, type StoredMultiplexedDeployment } from './meta.js';
 
 /** Where the model cache emptyDir is mounted; MODELMUX_CACHE_DIR points here. */
@@ -84,6 +84,7 @@ export function replicaEnv(spec: MultiplexedDeploymentSpec): V1EnvVar[] {
   if (spec.maxModelBytesPerReplica !== undefined) env.push(value(REPLICA_ENV.maxModelBytes, spec.maxModelBytesPerReplica));
   // Only when set: a new variable in the template would roll every existing pool's pods on upgrade.
   if (spec.logLevel !== 'info') env.push(value(REPLICA_ENV.logLevel, spec.logLevel));
+  if (spec.tablePublishIntervalMs !== TABLE_PUBLISH_INTERVAL_MS.default) env.push(value(REPLICA_ENV.publishIntervalMs, String(spec.tablePublishIntervalMs)));
   const diskCache = diskCacheBytes(spec.modelCacheSize);
   if (diskCache !== undefined) env.push(value(REPLICA_ENV.diskCacheBytes, String(diskCache)));
   env.push(field(REPLICA_ENV.podName, 'metadata.name'), field(REPLICA_ENV.podNamespace, 'metadata.namespace'), field(REPLICA_ENV.podIp, 'status.podIP'));

@@ -136,7 +136,7 @@ afterAll(async () => {
 describe('the test control plane', () => {
   it('answers kubectl as an admin of the built Kubernetes version', async () => {
     const version = JSON.parse(await cp.kubectl(['version', '-o', 'json'])) as { serverVersion: { gitVersion: string } };
-    expect(version.serverVersion.gitVersion).toBe('v1.34.4');
+    expect(version.serverVersion.gitVersion).toBe('v1.37.2');
     const whoami = JSON.parse(await cp.kubectl(['auth', 'whoami', '-o', 'json'])) as { status: { userInfo: { username: string; groups: string[] } } };
     expect(whoami.status.userInfo.groups).toContain('system:masters');
   });

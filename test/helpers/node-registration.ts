@@ -48,7 +48,7 @@ export async function registerNode(core: CoreV1Api, name: string, cap: NodeCapac
       containerRuntimeVersion: 'modelmux-node-agent://1',
       kernelVersion: '',
       kubeProxyVersion: '',
-      kubeletVersion: 'v1.34.4',
+      kubeletVersion: 'v1.37.2',
       machineID: name,
       operatingSystem: 'linux',
       osImage: 'modelmux test node',

@@ -1,7 +1,7 @@
+import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { controllerKey, podFingerprint, podKey, splitKey } from '../../../operator/event-keys.js';
-import type { KubeObject } from '../../../operator/resource-watch.js';
 
-const pod = (over: Partial<KubeObject> & { annotations?: Record<string, string> } = {}): KubeObject => ({
+const pod = (over: Partial<V1Pod> = {}): V1Pod => ({
   metadata: { name: 'wine-abc', namespace: 'ml', uid: 'u1', labels: { 'modelmux.io/deployment': 'wine' } },
   status: { phase: 'Running', podIP: '10.0.0.7', conditions: [{ type: 'Ready', status: 'True' }] },
   ...over,
@@ -9,7 +9,7 @@ const pod = (over: Partial<KubeObject> & { annotations?: Record<string, string> 
 
 describe('event keys', () => {
   it('maps an owned object to its controlling MultiplexedDeployment', () => {
-    const obj: KubeObject = {
+    const obj: KubernetesObject = {
       metadata: {
         namespace: 'ml',
         ownerReferences: [
@@ -41,6 +41,6 @@ describe('event keys', () => {
     expect(podFingerprint(churned)).toBe(base);
     expect(podFingerprint(pod({ status: { phase: 'Running', podIP: '10.0.0.7', conditions: [{ type: 'Ready', status: 'False' }] } }))).not.toBe(base);
     expect(podFingerprint(pod({ status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable' }] } }))).not.toBe(base);
-    expect(podFingerprint({ ...pod(), metadata: { ...pod().metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } })).not.toBe(base);
+    expect(podFingerprint({ ...pod(), metadata: { ...pod().metadata, deletionTimestamp: new Date('2026-01-01T00:00:00Z') } })).not.toBe(base);
   });
 });

@@ -1,5 +1,4 @@
 import type { V1Container } from '@kubernetes/client-node';
-import { multiplexedDeploymentSpecSchema, type MultiplexedDeploymentSpecInput } from '../../../common/resource.js';
 import { REPLICA_ENV } from '../../../common/replica-env.js';
 import { buildDeployment, containerResources, isExtendedResource, replicaEnv, CACHE_MOUNT_PATH } from '../../../operator/resources/deployment.js';
 import { buildHpa, toQuantity } from '../../../operator/resources/hpa.js';
@@ -8,21 +7,9 @@ import { buildReplicaRole, buildReplicaRoleBinding, buildReplicaServiceAccount }
 import { buildService } from '../../../operator/resources/service.js';
 import { OPERATOR_CLUSTER_RULES } from '../../../operator/rbac-rules.js';
 import { parseReplicaConfig } from '../../../replica/config.js';
+import { storedResource } from './applied-objects.js';
 
-function mxd(spec: Partial<MultiplexedDeploymentSpecInput> = {}): StoredMultiplexedDeployment {
-  return {
-    apiVersion: 'modelmux.io/v1alpha1',
-    kind: 'MultiplexedDeployment',
-    metadata: { name: 'wine', namespace: 'ml', uid: 'uid-1', generation: 3 },
-    spec: multiplexedDeploymentSpecSchema.parse({
-      routePrefix: '/wine',
-      modelSource: { uri: 's3://models/wine', endpoint: 'http://s3.local:9000', credentialsSecret: 's3-creds' },
-      replicas: 3,
-      resources: { limits: { 'nvidia.com/gpu': 1, memory: '8Gi' } },
-      ...spec,
-    }),
-  };
-}
+const mxd = storedResource;
 
 const container = (m: StoredMultiplexedDeployment): V1Container => {
   const c = buildDeployment(m, { defaultImage: 'img:default' }).spec?.template.spec?.containers[0];
@@ -90,6 +77,14 @@ describe('buildDeployment', () => {
     expect(mxd().spec.logLevel).toBe('info');
     expect(container(mxd()).env?.map((e) => e.name)).not.toContain(REPLICA_ENV.logLevel);
     expect(envValue(container(mxd({ logLevel: 'error' })), REPLICA_ENV.logLevel)).toBe('error');
+  });
+
+  it('sets the table publication interval only when the spec changes it, and the replica reads it back', () => {
+    expect(mxd().spec.tablePublishIntervalMs).toBe(1000);
+    expect(container(mxd()).env?.map((e) => e.name)).not.toContain(REPLICA_ENV.publishIntervalMs);
+    expect(parseReplicaConfig([], { [REPLICA_ENV.modelSource]: 's3://models/wine' }).publishIntervalMs).toBe(1000);
+    const env = Object.fromEntries(replicaEnv(mxd({ tablePublishIntervalMs: 5000 }).spec).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
+    expect(parseReplicaConfig([], env).publishIntervalMs).toBe(5000);
   });
 
   it('takes AWS credentials from the named Secret, never as literal values', () => {

@@ -1,5 +1,6 @@
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { multiplexedDeploymentSpecSchema, type MultiplexedDeployment, type MultiplexedDeploymentStatus } from '../../../common/resource.js';
+import { MAX_TABLE_ENTRIES, MAX_TABLE_PATCHES_PER_SECOND } from '../../../common/table-bounds.js';
 import { computeStatus, statusChanged, unschedulableMessage } from '../../../operator/status.js';
 
 const NOW = new Date('2026-01-01T12:00:00Z');
@@ -83,6 +84,43 @@ describe('computeStatus', () => {
     expect(cond(flipped, 'Ready')?.lastTransitionTime).toBe(later.toISOString());
     expect(cond(flipped, 'Degraded')?.lastTransitionTime).toBe('2026-01-01T00:00:00.000Z');
     expect(statusChanged(before, flipped)).toBe(true);
+  });
+});
+
+describe('the TablesBounded condition', () => {
+  const withSpec = (extra: Record<string, unknown>): MultiplexedDeployment => ({
+    ...mxd(1),
+    spec: multiplexedDeploymentSpecSchema.parse({ routePrefix: '/wine', modelSource: { uri: 'file:///m' }, ...extra }),
+  });
+  const tables = (extra: Record<string, unknown>) => cond(computeStatus({ mxd: withSpec(extra), deployment: undefined, pods: [], now: NOW }), 'TablesBounded');
+
+  it('is True for a pool within the bounds, with what it costs', () => {
+    expect(tables({ replicas: 10, maxModelsPerReplica: 100 })).toMatchObject({
+      status: 'True',
+      reason: 'WithinBounds',
+      message: `Up to 10 table patches a second and 1,000 table entries per router.`,
+    });
+  });
+
+  it('is False when the largest replica count would publish more patches a second than measured to hold, naming the interval to set', () => {
+    const c = tables({ replicas: 2, autoscaling: { maxReplicas: MAX_TABLE_PATCHES_PER_SECOND * 2 }, tablePublishIntervalMs: 1000 });
+    expect(c).toMatchObject({ status: 'False', reason: 'TooManyTablePatches' });
+    expect(c?.message).toContain('set tablePublishIntervalMs to at least 2,000');
+    // The interval it names is enough.
+    expect(tables({ replicas: 2, autoscaling: { maxReplicas: MAX_TABLE_PATCHES_PER_SECOND * 2 }, tablePublishIntervalMs: 2000 })?.status).toBe('True');
+  });
+
+  it('is False when every router would keep more table entries than it is sized for, whatever the interval', () => {
+    const c = tables({ replicas: 200, maxModelsPerReplica: 10_000, tablePublishIntervalMs: 60_000 });
+    expect(MAX_TABLE_ENTRIES).toBeLessThan(200 * 10_000);
+    expect(c).toMatchObject({ status: 'False', reason: 'TooManyTableEntries' });
+    expect(c?.message).toContain(`lower maxModelsPerReplica to at most ${(MAX_TABLE_ENTRIES / 200).toLocaleString('en-US')}`);
+  });
+
+  it('stays beside a reconcile failure instead of being hidden by it', () => {
+    const s = computeStatus({ mxd: withSpec({ replicas: 1000, maxModelsPerReplica: 10_000 }), deployment: undefined, pods: [], failure: { reason: 'ReconcileError', message: 'forbidden' }, now: NOW });
+    expect(cond(s, 'Degraded')?.reason).toBe('ReconcileError');
+    expect(cond(s, 'TablesBounded')?.reason).toBe('TooManyTableEntries');
   });
 });
 

@@ -1,0 +1,76 @@
+import {
+  ApiException,
+  CoordinationV1Api,
+  createConfiguration,
+  CustomObjectsApi,
+  KubernetesObjectApi,
+  ServerConfiguration,
+  type Configuration,
+  type KubeConfig,
+  type Middleware,
+} from '@kubernetes/client-node';
+import { apiVerb, type ApiVerb } from './api-verb.js';
+
+/** Who in the operator makes a request: each gets its own clients, so the metric can tell them apart. */
+export type ApiCaller = 'reconcile' | 'informer' | 'leader_election';
+
+/** A request the API server has not answered in this long is abandoned (the caller retries). */
+const REQUEST_TIMEOUT_MS = 30_000;
+
+/** client-node's API clients on one configuration. */
+export interface ApiClients {
+  /** Any kind by apiVersion and kind: server-side apply, create, delete, list. */
+  objects: KubernetesObjectApi;
+  /** The status subresource of MultiplexedDeployments. */
+  custom: CustomObjectsApi;
+  /** Leases. */
+  coordination: CoordinationV1Api;
+}
+
+/**
+ * client-node's clients over the kubeconfig's credentials, as `kc.makeApiClient` builds them,
+ * plus a middleware that counts every request with its verb (`onRequest`) and bounds it in time
+ * (client-node's fetch has no timeout of its own).
+ */
+export function apiClients(kc: KubeConfig, onRequest: (verb: ApiVerb) => void): ApiClients {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error('the kubeconfig has no current cluster');
+  const countAndBound: Middleware = {
+    pre: (ctx) => {
+      onRequest(apiVerb(ctx.getHttpMethod(), new URL(ctx.getUrl())));
+      ctx.setSignal(AbortSignal.timeout(REQUEST_TIMEOUT_MS));
+      return Promise.resolve(ctx);
+    },
+    post: (res) => Promise.resolve(res),
+  };
+  const configuration: Configuration = createConfiguration({
+    baseServer: new ServerConfiguration(cluster.server, {}),
+    authMethods: { default: kc },
+    promiseMiddleware: [countAndBound],
+  });
+  return { objects: new KubernetesObjectApi(configuration), custom: new CustomObjectsApi(configuration), coordination: new CoordinationV1Api(configuration) };
+}
+
+/** The HTTP status of a failed client-node call, if it got that far. */
+export function apiStatus(err: unknown): number | undefined {
+  return err instanceof ApiException ? err.code : undefined;
+}
+
+/**
+ * What went wrong, in one line: the API server's own message ("… must be no more than 63
+ * characters") rather than client-node's dump of the whole response.
+ */
+export function apiErrorMessage(err: unknown): string {
+  if (!(err instanceof ApiException)) return err instanceof Error ? err.message : String(err);
+  const body: unknown = typeof err.body === 'string' ? parseJson(err.body) : err.body;
+  const message = typeof body === 'object' && body !== null && 'message' in body && typeof body.message === 'string' ? body.message : String(err.body).slice(0, 200);
+  return `${err.code} ${message}`;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
