@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ModelmuxError } from '../common/errors.js';
-import { elementCount, ELEMENT_BYTES, tensorBytes, typedArrayFrom, typedArrayFromBytes, toJsonValues, V2_DATATYPES, type HostTensor, type ModelSignature, type TensorSpec } from './tensor.js';
+import { elementCount, ELEMENT_BYTES, MAX_TENSOR_RANK, tensorBytes, typedArrayFrom, typedArrayFromBytes, toJsonValues, V2_DATATYPES, type HostTensor, type ModelSignature, type TensorSpec } from './tensor.js';
 
 /**
  * Request and response bodies, pure. Two body forms are accepted on every endpoint:
@@ -10,17 +10,19 @@ import { elementCount, ELEMENT_BYTES, tensorBytes, typedArrayFrom, typedArrayFro
  * - rows, for single-input models: `{"instances":[row, …]}`, a bare `[row, …]`, or one bare row
  *   `[x1, …]`, where a row holds one sample of the input (its shape past dim 0), answered with
  *   `{"predictions":[row, …]}` (one output) or `{"predictions":[{"<output>": row}, …]}`.
+ *
+ * Tensor values are walked once each, at most MAX_TENSOR_RANK arrays deep; the schema checks
+ * only the envelope, so no validation recurses as deep as a body nests.
  */
-
-const nested: z.ZodType<unknown[]> = z.array(z.union([z.number(), z.boolean(), z.lazy(() => nested)]));
 
 const v2InputSchema = z.object({
   name: z.string().min(1).max(256),
-  shape: z.array(z.number().int().nonnegative()).max(16),
+  shape: z.array(z.number().int().nonnegative()).max(MAX_TENSOR_RANK),
   datatype: z.string().min(1).max(16),
   /** `binary_data_size`: the tensor's bytes follow the JSON (binary tensor data extension). */
   parameters: z.looseObject({ binary_data_size: z.number().int().nonnegative().optional() }).optional(),
-  data: nested.optional(),
+  /** Numbers or booleans, flat or nested in arrays (checked by `dataValues`). */
+  data: z.array(z.unknown()).optional(),
 });
 
 const outputParameters = z.looseObject({ binary_data: z.boolean().optional() }).optional();
@@ -47,10 +49,17 @@ export interface InferRequest {
   rows: number | undefined;
 }
 
-function flatten(data: readonly unknown[], out: unknown[] = []): unknown[] {
+function tooDeep(what: string): ModelmuxError {
+  return new ModelmuxError('invalid_request', `${what} nests arrays more than ${MAX_TENSOR_RANK} deep (the limit: a tensor has at most ${MAX_TENSOR_RANK} dimensions)`);
+}
+
+/** A V2 input's values in order, whatever their nesting; `depth` counts the arrays around `data`. */
+function dataValues(data: readonly unknown[], input: string, out: unknown[] = [], depth = 1): unknown[] {
+  if (depth > MAX_TENSOR_RANK) throw tooDeep(`the data of input "${input}"`);
   for (const v of data) {
-    if (Array.isArray(v)) flatten(v, out);
-    else out.push(v);
+    if (Array.isArray(v)) dataValues(v, input, out, depth + 1);
+    else if (typeof v === 'number' || typeof v === 'boolean') out.push(v);
+    else throw new ModelmuxError('invalid_request', `not an inference request: the data of input "${input}" holds ${v === null ? 'null' : `a ${typeof v}`}, not a number or boolean`);
   }
   return out;
 }
@@ -126,7 +135,7 @@ function parseV2(body: unknown, sig: ModelSignature, binary: Uint8Array): InferR
     const bytes = slices.get(spec.name);
     if (bytes) return tensorFromBytes(spec, given.shape, bytes);
     if (given.data === undefined) throw new ModelmuxError('invalid_request', `input "${spec.name}" has neither data nor binary_data_size`);
-    return tensorFor(spec, given.shape, flatten(given.data));
+    return tensorFor(spec, given.shape, dataValues(given.data, spec.name));
   });
   let outputs: string[] | undefined;
   if (r.data.outputs) {
@@ -151,16 +160,39 @@ function parseV2(body: unknown, sig: ModelSignature, binary: Uint8Array): InferR
   };
 }
 
-function rowShape(row: unknown): number[] | undefined {
-  if (!Array.isArray(row)) return [];
-  if (row.length === 0) return [0];
-  const inner = rowShape(row[0]);
-  if (inner === undefined) return undefined;
-  for (const r of row) {
-    const s = rowShape(r);
-    if (s === undefined || s.length !== inner.length || s.some((d, i) => d !== inner[i])) return undefined;
+/** The shape of nested arrays, read down their first elements; the rows must all have it. */
+function firstShape(rows: readonly unknown[]): number[] {
+  const shape: number[] = [];
+  let v: unknown = rows;
+  while (Array.isArray(v)) {
+    if (shape.length === MAX_TENSOR_RANK) throw tooDeep('the rows');
+    shape.push(v.length);
+    v = v[0];
   }
-  return [row.length, ...inner];
+  return shape;
+}
+
+/** Pushes the values of `v`, an array at `depth` of `shape`, onto `out`; false when it does not have the shape. */
+function shapedValues(v: unknown, shape: readonly number[], depth: number, out: unknown[]): boolean {
+  if (depth === shape.length) {
+    if (Array.isArray(v)) return false;
+    out.push(v);
+    return true;
+  }
+  if (!Array.isArray(v) || v.length !== shape[depth]) return false;
+  for (const item of v) if (!shapedValues(item, shape, depth + 1, out)) return false;
+  return true;
+}
+
+/**
+ * The shape and values of rows, visiting each array and value once (checking every row
+ * against every other by their shapes took time doubling with each level of nesting).
+ */
+function rowsTensor(rows: readonly unknown[]): { shape: number[]; values: unknown[] } {
+  const shape = firstShape(rows);
+  const values: unknown[] = [];
+  if (!shapedValues(rows, shape, 0, values)) throw new ModelmuxError('invalid_request', 'rows are ragged: every row must have the same shape');
+  return { shape, values };
 }
 
 function parseRows(raw: unknown[], sig: ModelSignature): InferRequest {
@@ -169,11 +201,9 @@ function parseRows(raw: unknown[], sig: ModelSignature): InferRequest {
     throw new ModelmuxError('invalid_request', `the rows form is for single-input models; this model has inputs ${sig.inputs.map((s) => s.name).join(', ')}: use {"inputs":[…]}`);
   }
   // One bare row (a sample) when its depth is one less than the input's rank.
-  const shape = rowShape(raw);
-  if (shape === undefined) throw new ModelmuxError('invalid_request', 'rows are ragged: every row must have the same shape');
-  const rows = shape.length === spec.shape.length - 1 ? [raw] : raw;
+  const { shape, values } = rowsTensor(raw);
   const full = shape.length === spec.shape.length - 1 ? [1, ...shape] : shape;
-  const tensor = tensorFor(spec, full, flatten(rows));
+  const tensor = tensorFor(spec, full, values);
   return { form: 'rows', inputs: [tensor], rows: tensor.dims[0] };
 }
 

@@ -2,18 +2,11 @@ import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ModelmuxError, toModelmuxError, type ErrorBody } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
-import { parseModelId, type ModelId } from '../common/model-id.js';
-import {
-  HEADER_CACHE,
-  HEADER_OVERLOADED,
-  HEADER_RAY_MODEL_ID,
-  HEADER_RAY_MODEL_ID_HYPHEN,
-  HEADER_REPLICA,
-  HEADER_REQUEST_ID,
-  HEADER_SAGEMAKER_MODEL,
-  HEADER_TABLE_VERSION,
-} from '../common/names.js';
+import type { ModelId } from '../common/model-id.js';
+import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REPLICA, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
+import { matchRequest, requestModel, requestNotFound } from '../common/request-grammar.js';
 import { modelMetadataBody } from './inference-body.js';
+import { parseJsonBody } from './json-body.js';
 import type { ReplicaMetrics } from './metrics.js';
 import type { ReplicaService } from './replica-service.js';
 
@@ -41,6 +34,8 @@ type Form = 'v2' | 'ray' | 'sagemaker';
 interface Locals {
   requestId: string;
   startedAt: number;
+  /** The request's model id by the request grammar; set on every route that names a model. */
+  model: ModelId | undefined;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -53,13 +48,16 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  // The request grammar (common/request-grammar.ts) admits only exact paths; so does the route table.
+  app.set('case sensitive routing', true);
+  app.set('strict routing', true);
 
   const locals = (res: Response): Locals => res.locals as Locals;
 
   app.use((req, res, next) => {
     const given = req.get(HEADER_REQUEST_ID);
     const requestId = given !== undefined && REQUEST_ID.test(given) ? given : randomUUID();
-    Object.assign(res.locals, { requestId, startedAt: performance.now() } satisfies Locals);
+    Object.assign(res.locals, { requestId, startedAt: performance.now(), model: undefined } satisfies Locals);
     res.setHeader(HEADER_REQUEST_ID, requestId);
     res.setHeader(HEADER_REPLICA, opts.replicaName());
     next();
@@ -79,12 +77,22 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
     send(res, e.status, body);
   };
 
-  const modelIdOf = (raw: string | undefined, missing: string): ModelId => {
-    if (raw === undefined || raw === '') throw new ModelmuxError('missing_model_id', missing);
-    const r = parseModelId(raw);
-    if (!r.ok) throw new ModelmuxError('invalid_model_id', `invalid model id: ${r.reason}`);
-    return r.id;
-  };
+  // The router reads requests by the same grammar: what it refuses, this refuses alike, and the
+  // model it placed a request for is the model served here.
+  app.use((req, res, next) => {
+    const q = req.url.indexOf('?');
+    const path = q === -1 ? req.url : req.url.slice(0, q);
+    const match = matchRequest(req.method, path);
+    if (match === undefined) return fail(res, requestNotFound(req.method, path));
+    try {
+      locals(res).model = requestModel(match, req.headers);
+    } catch (err) {
+      if (match.form !== 'other') metrics.requests.inc({ form: match.form, code: String(toModelmuxError(err).status) });
+      return fail(res, err);
+    }
+    next();
+  });
+  const modelOf = (res: Response): ModelId => locals(res).model as ModelId;
 
   /** Refuses at once past maxOngoingRequests, before reading the body, so a router can go elsewhere. */
   const admit = (form: Form) => (_req: Request, res: Response, next: NextFunction): void => {
@@ -130,16 +138,12 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
         throw new ModelmuxError('invalid_request', `${HEADER_INFERENCE_HEADER_LENGTH} is not a length within the body`);
       }
     }
-    try {
-      return { json: JSON.parse(buf.subarray(0, jsonLength).toString('utf8')) as unknown, binary: buf.subarray(jsonLength) };
-    } catch {
-      throw new ModelmuxError('invalid_request', 'the body is not valid JSON');
-    }
+    return { json: parseJsonBody(buf.subarray(0, jsonLength)), binary: buf.subarray(jsonLength) };
   };
 
-  const infer = (idOf: (req: Request) => ModelId) => async (req: Request, res: Response): Promise<void> => {
+  const infer = async (req: Request, res: Response): Promise<void> => {
     try {
-      const id = idOf(req);
+      const id = modelOf(res);
       const { json, binary } = readBody(req);
       let hold = 0;
       if (opts.testHooks) hold = Math.max(0, Math.min(600_000, Number(req.get(HEADER_TEST_DELAY) ?? 0) || 0));
@@ -176,19 +180,14 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
     }
   });
 
-  const pathId = (req: Request): ModelId => modelIdOf(req.params.id as string | undefined, 'the path names no model');
-  app.get('/v2/models/:id/ready', (req, res) => {
-    try {
-      const id = pathId(req);
-      const ready = service.cache.has(id);
-      send(res, ready ? 200 : 503, { name: id, ready });
-    } catch (err) {
-      fail(res, err);
-    }
+  app.get(['/v2/models/:id/ready', '/v2/models/:id/versions/:version/ready'], (_req, res) => {
+    const id = modelOf(res);
+    const ready = service.cache.has(id);
+    send(res, ready ? 200 : 503, { name: id, ready });
   });
-  app.get(['/v2/models/:id', '/v2/models/:id/versions/:version'], admit('v2'), async (req, res) => {
+  app.get(['/v2/models/:id', '/v2/models/:id/versions/:version'], admit('v2'), async (_req, res) => {
     try {
-      const id = pathId(req);
+      const id = modelOf(res);
       const { signature, hit } = await service.signature(id);
       res.setHeader(HEADER_CACHE, hit ? 'hit' : 'miss');
       send(res, 200, modelMetadataBody(id, signature));
@@ -196,19 +195,9 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
       fail(res, err);
     }
   });
-  app.post(['/v2/models/:id/infer', '/v2/models/:id/versions/:version/infer'], admit('v2'), raw, infer(pathId));
-  app.post(
-    '/',
-    admit('ray'),
-    raw,
-    infer((req) => modelIdOf(req.get(HEADER_RAY_MODEL_ID) ?? req.get(HEADER_RAY_MODEL_ID_HYPHEN), `the ${HEADER_RAY_MODEL_ID} header is missing`)),
-  );
-  app.post(
-    '/invocations',
-    admit('sagemaker'),
-    raw,
-    infer((req) => modelIdOf(req.get(HEADER_SAGEMAKER_MODEL), `the X-Amzn-SageMaker-Target-Model header is missing`)),
-  );
+  app.post(['/v2/models/:id/infer', '/v2/models/:id/versions/:version/infer'], admit('v2'), raw, infer);
+  app.post('/', admit('ray'), raw, infer);
+  app.post('/invocations', admit('sagemaker'), raw, infer);
 
   app.use((_req, res) => fail(res, new ModelmuxError('not_found', 'no such path')));
   // Body-parser and any other thrown error: always a catalogue code, never a stack to the client.

@@ -4,6 +4,13 @@
  * onnxruntime so protocol and batching logic can be tested without it.
  */
 
+/**
+ * The most dimensions a tensor may have: numpy's limit before 2.0 (NPY_MAXDIMS), more than any
+ * ONNX model asks for. Bounds the nesting of a tensor's JSON `data` and of rows, so that every
+ * walk over them is bounded in depth.
+ */
+export const MAX_TENSOR_RANK = 32;
+
 export const V2_DATATYPES = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP32', 'FP64'] as const;
 export type V2Datatype = (typeof V2_DATATYPES)[number];
 

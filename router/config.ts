@@ -5,6 +5,7 @@ import { DEFAULT_RECENT_MS } from './balancer.js';
 import { parseStaticRoutes, type StaticRoute } from './static-discovery.js';
 
 const positiveInt = z.coerce.number().int().positive();
+const positiveBytes = byteQuantityString.pipe(z.number().int().positive());
 
 export const routerConfigSchema = z.object({
   discovery: z.enum(['static', 'kube']).default('static'),
@@ -28,6 +29,16 @@ export const routerConfigSchema = z.object({
   connectionsPerReplica: positiveInt.default(64),
   shutdownGraceMs: positiveInt.default(25_000),
   fastPath: booleanString.default(true),
+  headersTimeoutMs: positiveInt.default(30_000),
+  bodyIdleTimeoutMs: positiveInt.default(30_000),
+  bodyTimeoutMs: positiveInt.default(120_000),
+  keepAliveTimeoutMs: positiveInt.default(65_000),
+  writeTimeoutMs: positiveInt.default(30_000),
+  slowReaderTimeoutMs: positiveInt.default(1000),
+  maxResponseBufferBytes: positiveBytes.default(8 * 1024 * 1024),
+  maxBufferedBytes: positiveBytes.default(128 * 1024 * 1024),
+  maxConnections: intString(0, 10_000_000).default(10_000),
+  maxConnectionsPerClient: intString(0, 10_000_000).default(256),
   ...logOptionsShape,
 });
 
@@ -41,13 +52,39 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   pollIntervalMs: { flag: 'poll-interval-ms', env: 'MODELMUX_POLL_INTERVAL_MS', help: "Static mode: how often each replica's GET /models is read. Default 500." },
   namespace: { flag: 'namespace', env: 'MODELMUX_NAMESPACE', help: 'Kube mode: watch only this namespace. Default: all namespaces.' },
   maxBodyBytes: { flag: 'max-body-bytes', env: 'MODELMUX_MAX_BODY_BYTES', help: 'Largest request body, e.g. 10Mi. Default 10Mi.' },
-  requestTimeoutMs: { flag: 'request-timeout-ms', env: 'MODELMUX_REQUEST_TIMEOUT_MS', help: 'Deadline of a whole request, waiting included. Default 60000.' },
+  requestTimeoutMs: { flag: 'request-timeout-ms', env: 'MODELMUX_REQUEST_TIMEOUT_MS', help: 'Deadline of a request once its body is in: waiting for a slot, the tries and the answer; past it 504 timeout. Default 60000.' },
   tryTimeoutMs: { flag: 'try-timeout-ms', env: 'MODELMUX_TRY_TIMEOUT_MS', help: "Deadline of one try at one replica, up to its response headers. Default 30000." },
   maxQueue: { flag: 'max-queue', env: 'MODELMUX_MAX_QUEUE', help: 'Requests that may wait for a slot per route; past it 503 pool_saturated. Default 1024.' },
   recentMs: { flag: 'recent-ms', env: 'MODELMUX_RECENT_MS', help: 'How long a replica this router sent a model to counts as holding it. Default 5000.' },
   connectionsPerReplica: { flag: 'connections-per-replica', env: 'MODELMUX_CONNECTIONS_PER_REPLICA', help: 'Keep-alive connections per replica. Default 64.' },
   shutdownGraceMs: { flag: 'shutdown-grace-ms', env: 'MODELMUX_SHUTDOWN_GRACE_MS', help: 'On SIGTERM, how long in-flight requests may finish. Default 25000.' },
   fastPath: { flag: 'fast-path', env: 'MODELMUX_FAST_PATH', help: "Read plain HTTP/1.1 requests with the router's own reader, the rest with node:http; false: node:http reads every request. Default true." },
+  headersTimeoutMs: { flag: 'headers-timeout-ms', env: 'MODELMUX_HEADERS_TIMEOUT_MS', help: 'A request head must be complete this long after its first byte; past it 408 request_timeout and the connection closes. Default 30000.' },
+  bodyIdleTimeoutMs: { flag: 'body-idle-timeout-ms', env: 'MODELMUX_BODY_IDLE_TIMEOUT_MS', help: 'Longest wait for the next byte of a request body; past it 408 request_timeout and the connection closes. Default 30000.' },
+  bodyTimeoutMs: { flag: 'body-timeout-ms', env: 'MODELMUX_BODY_TIMEOUT_MS', help: 'A request body must be complete this long after its head; past it 408 request_timeout and the connection closes. Default 120000.' },
+  keepAliveTimeoutMs: { flag: 'keep-alive-timeout-ms', env: 'MODELMUX_KEEP_ALIVE_TIMEOUT_MS', help: 'An idle client connection is closed after this long. Default 65000.' },
+  writeTimeoutMs: { flag: 'write-timeout-ms', env: 'MODELMUX_WRITE_TIMEOUT_MS', help: 'A client connection whose answer bytes make no progress this long (the client does not read) is closed. Default 30000.' },
+  slowReaderTimeoutMs: {
+    flag: 'slow-reader-timeout-ms',
+    env: 'MODELMUX_SLOW_READER_TIMEOUT_MS',
+    help: "Once the router holds all it may of an answer for a client that does not read it, how long the replica's slot waits for that client before the exchange ends (ADR 0026). Default 1000.",
+  },
+  maxResponseBufferBytes: {
+    flag: 'max-response-buffer-bytes',
+    env: 'MODELMUX_MAX_RESPONSE_BUFFER_BYTES',
+    help: 'Most of one answer the router holds for a client that reads slowly, so that its replica is freed, e.g. 8Mi. Default 8Mi.',
+  },
+  maxBufferedBytes: {
+    flag: 'max-buffered-bytes',
+    env: 'MODELMUX_MAX_BUFFERED_BYTES',
+    help: "Request bodies and slow readers' answers the router holds at once, all requests together; past it 503 buffer_full. Default 128Mi.",
+  },
+  maxConnections: { flag: 'max-connections', env: 'MODELMUX_MAX_CONNECTIONS', help: 'Client connections open at once; past it 503 connection_limit and the connection closes (0: no limit). Default 10000.' },
+  maxConnectionsPerClient: {
+    flag: 'max-connections-per-client',
+    env: 'MODELMUX_MAX_CONNECTIONS_PER_CLIENT',
+    help: 'Client connections open at once from one address; past it 429 client_connection_limit and the connection closes (0: no limit; raise it behind a gateway). Default 256.',
+  },
   ...logOptionSpecs,
 };
 

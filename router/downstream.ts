@@ -6,7 +6,12 @@ export interface DownstreamRequest {
   readonly method?: string | undefined;
   readonly url?: string | undefined;
   readonly rawHeaders: string[];
-  readonly socket: { readonly remoteAddress?: string | undefined };
+  /** The client's connection: its 'drain' and 'close' tell when an answer queued on it is gone (ADR 0026). */
+  readonly socket: {
+    readonly remoteAddress?: string | undefined;
+    once(event: 'drain' | 'close', listener: () => void): unknown;
+    removeListener(event: 'drain' | 'close', listener: () => void): unknown;
+  };
   on(event: 'data', listener: (chunk: Buffer) => void): unknown;
   on(event: 'end', listener: () => void): unknown;
 }
@@ -19,11 +24,10 @@ export interface DownstreamResponse {
   setHeader(name: string, value: string): unknown;
   /** `headers`: flat `[name, value, …]`, names lowercased (node's writeHead takes the same list). */
   writeHead(status: number, headers: string[]): DownstreamResponse;
-  /** False when the client is slow: wait for `drain`. */
+  /** False when the client is slow: its connection's `drain` says when it caught up. */
   write(chunk: Buffer): boolean;
   end(data?: string): unknown;
   destroy(): unknown;
-  once(event: 'drain', listener: () => void): unknown;
   /** The response finished or the client went away. */
   on(event: 'close', listener: () => void): unknown;
 }

@@ -5,9 +5,10 @@ import type { Expiring } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { endToEndFields, scanRequestHeaders } from './hop-headers.js';
 import { fieldValue } from './http1-syntax.js';
-import type { RouteMetrics } from './metrics.js';
+import type { RouteMetrics, TimeoutPhase } from './metrics.js';
 import type { RouterProxy } from './proxy.js';
 import { MODEL_HEADERS, parseRequestForm, type RequestForm } from './request-form.js';
+import { ResponseBacklog } from './response-backlog.js';
 import type { Route } from './route-table.js';
 import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
 
@@ -30,7 +31,7 @@ function describe(err: Error): string {
 }
 
 /**
- * - body: reading the request body (buffered up to the limit).
+ * - body: reading the request body (buffered up to the limit, timed by the body timeouts).
  * - waiting: asked the balancer for a slot, not placed yet.
  * - upstream: a try is in flight, no response header sent to the client yet.
  * - responding: the replica's response is streaming to the client.
@@ -40,9 +41,9 @@ type Phase = 'body' | 'waiting' | 'upstream' | 'responding' | 'done';
 
 /**
  * One proxied request, start to end, as a callback state machine that is also the upstream
- * handler of its tries. Its request and try deadlines are one entry in the proxy's
- * shared `Deadlines` (no timer of its own). One `close` listener per request notices a client
- * that goes away.
+ * handler of its tries. Its body, request, try and slow-reader deadlines are one entry in the
+ * proxy's shared `Deadlines` (no timer of its own). One `close` listener per request notices a
+ * client that goes away.
  */
 export class Exchange implements UpstreamHandler, Expiring {
   private readonly started: number;
@@ -58,11 +59,22 @@ export class Exchange implements UpstreamHandler, Expiring {
   private chunks: Buffer[] = [];
   private size = 0;
   private body: Buffer | null = null;
+  /** Bytes of the body taken from the proxy's `ByteBudget`, given back when the request ends. */
+  private budgeted = 0;
+  /** When the body began (the head was read) and when its last bytes came. */
+  private bodyStart = 0;
+  private bodyAt = 0;
   /** Set when the body is in: covers waiting, the tries and the response. */
   private requestDeadline = Number.POSITIVE_INFINITY;
+  /** What is held of the answer for a client that reads it slowly; made at the first sign of one. */
+  private backlog: ResponseBacklog | undefined;
+  /** While the replica's answer is paused for a slow client: when the exchange ends (ADR 0026). */
+  private holdUntil = Number.POSITIVE_INFINITY;
   /**
-   * What the shared `Deadlines` sweep checks: the request deadline, or while a try waits for
-   * its response headers the earlier of that and the try's own deadline.
+   * What the shared `Deadlines` sweep checks: while the body comes, the earlier of the body's
+   * idle and total deadlines; then the request deadline, or while a try waits for its response
+   * headers the earlier of that and the try's own deadline, or while a slow client holds the
+   * replica's answer the earlier of that and the hold's end.
    */
   deadlineAt = Number.POSITIVE_INFINITY;
   private cancelWait: (() => void) | undefined;
@@ -112,6 +124,7 @@ export class Exchange implements UpstreamHandler, Expiring {
       const limit = this.proxy.limits.maxBodyBytes;
       const declared = Number(scanned.contentLength ?? '0');
       if (declared > limit) throw new ModelmuxError('body_too_large', `the body is ${declared} bytes; the limit is ${limit}`);
+      if (declared > this.proxy.buffered.available) throw this.bufferFull();
       this.upstreamPath = `${rest === '' ? '/' : rest}${q === -1 ? '' : url.slice(q)}`;
       const headers = scanned.forward;
       headers.push(HEADER_REQUEST_ID, this.requestId);
@@ -123,6 +136,11 @@ export class Exchange implements UpstreamHandler, Expiring {
       this.fail(err);
       return;
     }
+    const now = this.proxy.clock.now();
+    this.bodyStart = now;
+    this.bodyAt = now;
+    this.deadlineAt = now + Math.min(this.proxy.limits.bodyIdleTimeoutMs, this.proxy.limits.bodyTimeoutMs);
+    this.proxy.deadlines.add(this);
     req.on('data', this.onBodyData);
     req.on('end', this.onBodyEnd);
   }
@@ -131,9 +149,14 @@ export class Exchange implements UpstreamHandler, Expiring {
 
   private readonly onBodyData = (chunk: Buffer): void => {
     if (this.phase !== 'body') return;
+    const limits = this.proxy.limits;
+    const now = this.proxy.clock.now();
+    this.bodyAt = now;
+    this.deadlineAt = Math.min(this.bodyStart + limits.bodyTimeoutMs, now + limits.bodyIdleTimeoutMs);
     this.size += chunk.length;
-    const limit = this.proxy.limits.maxBodyBytes;
-    if (this.size > limit) return this.fail(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limit} bytes`));
+    if (this.size > limits.maxBodyBytes) return this.fail(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
+    if (!this.proxy.buffered.take(chunk.length)) return this.fail(this.bufferFull());
+    this.budgeted += chunk.length;
     this.chunks.push(chunk);
   };
 
@@ -142,9 +165,10 @@ export class Exchange implements UpstreamHandler, Expiring {
     try {
       this.body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.size);
       this.chunks = [];
-      this.requestDeadline = this.started + this.proxy.limits.requestTimeoutMs;
+      // Like Envoy's route timeout, the request deadline starts once the request is in: the
+      // body had its own.
+      this.requestDeadline = this.proxy.clock.now() + this.proxy.limits.requestTimeoutMs;
       this.deadlineAt = this.requestDeadline;
-      this.proxy.deadlines.add(this);
       this.place();
     } catch (err) {
       this.guard(err);
@@ -245,12 +269,41 @@ export class Exchange implements UpstreamHandler, Expiring {
     this.res.writeHead(statusCode, out);
   }
 
+  /**
+   * A client that does not keep up gets the answer queued on its connection, counted, so that
+   * the replica finishes and its slot is freed; past the bounds the replica's connection pauses
+   * and the client has `slowReaderTimeoutMs` to drain it (ADR 0026).
+   */
   onResponseData(controller: UpstreamController, chunk: Buffer): void {
     if (this.phase !== 'responding') return;
-    if (!this.res.write(chunk)) {
+    const accepted = this.res.write(chunk);
+    if (accepted && this.backlog?.isBehind !== true) return;
+    const backlog = (this.backlog ??= new ResponseBacklog(this.proxy.buffered, this.proxy.limits.maxResponseBufferBytes));
+    const wasBehind = backlog.isBehind;
+    const pause = backlog.wrote(chunk.length, accepted);
+    if (!wasBehind) this.watchDrain(backlog);
+    if (pause && this.holdUntil === Number.POSITIVE_INFINITY) {
       controller.pause();
-      this.res.once('drain', () => this.controller?.resume());
+      this.holdUntil = this.proxy.clock.now() + this.proxy.limits.slowReaderTimeoutMs;
+      this.deadlineAt = Math.min(this.requestDeadline, this.holdUntil);
     }
+  }
+
+  /** Until the client's connection drains or closes, what the backlog counts stays held, even after the exchange. */
+  private watchDrain(backlog: ResponseBacklog): void {
+    const socket = this.req.socket;
+    const drained = (): void => {
+      socket.removeListener('drain', drained);
+      socket.removeListener('close', drained);
+      backlog.drained();
+      if (this.holdUntil === Number.POSITIVE_INFINITY) return;
+      this.holdUntil = Number.POSITIVE_INFINITY;
+      if (this.phase !== 'responding') return;
+      this.deadlineAt = this.requestDeadline;
+      this.controller?.resume();
+    };
+    socket.once('drain', drained);
+    socket.once('close', drained);
   }
 
   onResponseEnd(): void {
@@ -287,11 +340,39 @@ export class Exchange implements UpstreamHandler, Expiring {
 
   expire(): void {
     try {
-      if (this.phase === 'waiting') this.fail(new ModelmuxError('timeout', 'no replica slot freed up before the request deadline'));
-      else this.fail(new ModelmuxError('timeout', `replica ${this.replica ?? '?'} did not answer in time`));
+      const limits = this.proxy.limits;
+      const now = this.proxy.clock.now();
+      if (this.phase === 'body') {
+        const idle = now - this.bodyAt >= limits.bodyIdleTimeoutMs;
+        this.timedOut(idle ? 'body_idle' : 'body_total');
+        this.fail(new ModelmuxError('request_timeout', idle ? `no byte of the body came for ${limits.bodyIdleTimeoutMs} ms` : `the body did not arrive within ${limits.bodyTimeoutMs} ms`));
+      } else if (this.phase === 'waiting') {
+        this.timedOut('request');
+        this.fail(new ModelmuxError('timeout', 'no replica slot freed up before the request deadline'));
+      } else if (this.phase === 'responding' && now >= this.holdUntil) {
+        this.timedOut('slow_reader');
+        this.fail(new ModelmuxError('timeout', `the client took none of the answer for ${limits.slowReaderTimeoutMs} ms while replica ${this.replica ?? '?'} waited`));
+      } else {
+        this.timedOut(this.phase === 'upstream' && this.deadlineAt < this.requestDeadline ? 'upstream' : 'request');
+        this.fail(new ModelmuxError('timeout', `replica ${this.replica ?? '?'} did not answer in time`));
+      }
     } catch (err) {
       this.guard(err);
     }
+  }
+
+  private timedOut(phase: TimeoutPhase): void {
+    if (this.phase !== 'done') this.proxy.metrics.timedOut(phase);
+  }
+
+  private bufferFull(): ModelmuxError {
+    return new ModelmuxError('buffer_full', `the router holds ${this.proxy.buffered.limit} bytes of requests and answers, its limit`);
+  }
+
+  /** The body's bytes are no longer held for the request. */
+  private releaseBody(): void {
+    this.proxy.buffered.release(this.budgeted);
+    this.budgeted = 0;
   }
 
   /** The client went away before its answer was complete: no work for nobody. */
@@ -316,6 +397,7 @@ export class Exchange implements UpstreamHandler, Expiring {
     }
     this.proxy.log.error('unhandled request error', { requestId: this.requestId, reason: err instanceof Error ? err.message : String(err) });
     this.proxy.deadlines.remove(this);
+    this.releaseBody();
     if (!this.dispatched) this.endTry();
     this.res.destroy();
   }
@@ -327,6 +409,7 @@ export class Exchange implements UpstreamHandler, Expiring {
     this.phase = 'done';
     const e = toModelmuxError(err);
     this.error = e.code;
+    if (e.code === 'buffer_full') this.proxy.metrics.rejected('buffered_bytes');
     if (was === 'waiting' && this.cancelWait !== undefined) {
       this.cancelWait();
       this.cancelWait = undefined;
@@ -339,9 +422,9 @@ export class Exchange implements UpstreamHandler, Expiring {
       this.status = e.status;
       const payload: ErrorBody = { error: e.code, message: e.message, requestId: this.requestId };
       const headers = ['content-type', 'application/json', HEADER_REQUEST_ID, this.requestId];
-      if (e.code === 'pool_saturated' || e.code === 'no_replicas') headers.push('retry-after', '1');
-      // The body may be unread (too large, refused early): close rather than drain it.
-      if (e.code === 'body_too_large') headers.push('connection', 'close');
+      if (e.code === 'pool_saturated' || e.code === 'no_replicas' || e.code === 'buffer_full') headers.push('retry-after', '1');
+      // The body is unread (too large, no room for it, too slow): close rather than drain it.
+      if (e.code === 'body_too_large' || e.code === 'buffer_full' || e.code === 'request_timeout') headers.push('connection', 'close');
       res.writeHead(e.status, headers).end(JSON.stringify(payload));
     } else {
       if (!res.headersSent) this.status = e.status;
@@ -354,6 +437,7 @@ export class Exchange implements UpstreamHandler, Expiring {
   private finish(): void {
     this.phase = 'done';
     this.proxy.deadlines.remove(this);
+    this.releaseBody();
     const ms = this.proxy.clock.now() - this.started;
     if (this.routeMetrics !== undefined) this.routeMetrics.answered(this.status, ms / 1000);
     else this.proxy.metrics.forRoute('none').answered(this.status, ms / 1000);

@@ -1,9 +1,12 @@
 import { STATUS_CODES, type Server } from 'node:http';
 import type { Socket } from 'node:net';
+import { clientErrorResponse } from './client-error.js';
+import { takeConnectionListener, type ConnectionListener } from './connection-listener.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { scanRequestHead, type RequestHead } from './http1-request.js';
 import { fieldValue } from './http1-syntax.js';
-import { readBytes, readIntoSharedBuffer } from './socket-read.js';
+import type { TimeoutPhase } from './metrics.js';
+import { endWithAnswer } from './socket-end.js';
 import { writeHeadAndBody } from './socket-write.js';
 
 export interface FastPathOptions {
@@ -11,17 +14,23 @@ export interface FastPathOptions {
   maxHeadBytes: number;
   /** An idle keep-alive connection is closed after this long. */
   keepAliveTimeoutMs: number;
-  /** A request head must be complete this long after its first byte. */
+  /** A request head must be complete this long after its first byte, else 408 `request_timeout`. */
   headersTimeoutMs: number;
   /**
-   * Read connections into the router's shared read buffer (socket-read.ts) where this Node
-   * allows it, else through `data` events (default true; false is for testing that path).
+   * A body the handler left unread when it answered is read and dropped while its bytes keep
+   * coming within these bounds (no byte for this long; all of it since its head; both default to
+   * `headersTimeoutMs`), then the connection closes. While the handler reads a body it times the
+   * body out itself.
    */
-  sharedReads?: boolean;
+  bodyIdleTimeoutMs?: number;
+  bodyTimeoutMs?: number;
+  /** How often connections are checked against these timeouts (default 1000). */
+  sweepMs?: number;
+  /** Told of every connection a timeout ends. */
+  onTimeout?: (phase: TimeoutPhase) => void;
 }
 
 type Handler = (req: DownstreamRequest, res: DownstreamResponse) => void;
-type ConnectionListener = (this: Server, socket: Socket) => void;
 
 /**
  * The router's hot path for plain HTTP/1.1 (ADR 0019). It takes every connection of `server`
@@ -30,7 +39,7 @@ type ConnectionListener = (this: Server, socket: Socket) => void;
  * IncomingMessage, ServerResponse or stream machinery per request. At the first request head
  * outside its subset (chunked or HTTP/1.0 bodies, Expect, Upgrade, anything malformed) the
  * connection, with the bytes read so far, goes to node:http for good, by the documented route of
- * the server's `connection` event.
+ * the server's `connection` event. Connections are read through their `data` events.
  */
 export class FastPath {
   private readonly connections = new Set<ClientConnection>();
@@ -43,12 +52,9 @@ export class FastPath {
     readonly handle: Handler,
     readonly options: FastPathOptions,
   ) {
-    const listeners = server.listeners('connection');
-    if (listeners.length !== 1) throw new Error(`expected node:http's one connection listener, found ${listeners.length}`);
-    this.nodeListener = listeners[0] as ConnectionListener;
-    server.removeListener('connection', this.nodeListener);
+    this.nodeListener = takeConnectionListener(server);
     server.on('connection', (socket: Socket) => this.connections.add(new ClientConnection(this, socket)));
-    this.sweep = setInterval(() => this.expire(Date.now()), 1000);
+    this.sweep = setInterval(() => this.expire(Date.now()), options.sweepMs ?? 1000);
     this.sweep.unref();
   }
 
@@ -82,7 +88,10 @@ export class FastPath {
   }
 
   private expire(now: number): void {
-    for (const c of this.connections) c.expire(now, this.options);
+    for (const c of this.connections) {
+      const phase = c.expire(now, this.options);
+      if (phase !== undefined) this.options.onTimeout?.(phase);
+    }
   }
 }
 
@@ -94,44 +103,59 @@ class ClientConnection {
   private res: FastResponse | undefined;
   private bodyLeft = 0;
   private pumping = false;
-  /** node:http serves the connection now: what is still read into the shared buffer goes to its stream. */
-  private handedOff = false;
   /** The connection is closing after a response: what the client still sends is not read. */
   private closing = false;
+  /** The next request waits until the client has taken the answers written to it. */
+  private awaitingDrain = false;
   /** When the connection last became idle, or when the pending head's first byte came. */
   private since = Date.now();
+  /** When the request under way had its head read, and when its connection last read a byte. */
+  private headAt = 0;
+  private readAt = 0;
 
   constructor(
     private readonly path: FastPath,
     readonly socket: Socket,
   ) {
     socket.setNoDelay(true);
-    if (path.options.sharedReads === false || !readIntoSharedBuffer(socket, this.onRead)) socket.on('data', this.onData);
+    socket.on('data', this.onData);
     socket.on('end', this.onEnd);
     socket.on('error', this.onError);
     socket.on('close', this.onClose);
   }
 
+  /** No request under way and none begun, and the client has taken every answer. */
   get idle(): boolean {
-    return this.req === undefined && this.buf === null;
+    return this.req === undefined && this.buf === null && this.socket.writableLength === 0;
   }
 
-  expire(now: number, o: FastPathOptions): void {
-    if (this.req !== undefined) return;
-    if (now - this.since >= (this.buf === null ? o.keepAliveTimeoutMs : o.headersTimeoutMs)) this.socket.destroy();
+  /** Ends the connection if one of its timeouts has passed; says which. */
+  expire(now: number, o: FastPathOptions): TimeoutPhase | undefined {
+    // A client that does not take its answers is the write timeout's (client-connections.ts).
+    if (this.awaitingDrain) return undefined;
+    if (this.req === undefined) {
+      if (this.buf === null) {
+        // Answer bytes not yet taken are the write timeout's too.
+        if (this.socket.writableLength > 0 || now - this.since < o.keepAliveTimeoutMs) return undefined;
+        this.socket.destroy();
+        return 'keep_alive';
+      }
+      if (this.closing || now - this.since < o.headersTimeoutMs) return undefined;
+      this.closing = true;
+      this.buf = null;
+      endWithAnswer(this.socket, clientErrorResponse({ error: 'request_timeout', message: `the request head did not arrive within ${o.headersTimeoutMs} ms` }));
+      return 'head';
+    }
+    // Answered, with body bytes still to come that nobody reads.
+    if (this.bodyLeft === 0 || this.res?.writableFinished !== true) return undefined;
+    const phase = now - this.readAt >= (o.bodyIdleTimeoutMs ?? o.headersTimeoutMs) ? 'body_idle' : now - this.headAt >= (o.bodyTimeoutMs ?? o.headersTimeoutMs) ? 'body_total' : undefined;
+    if (phase !== undefined) this.socket.destroy();
+    return phase;
   }
-
-  /** A read into the shared buffer: copied out (small reads into Node's buffer pool), as the next read overwrites it. */
-  private readonly onRead = (bytes: number): boolean => {
-    const chunk = Buffer.from(readBytes(bytes));
-    // node:http reads a handed-over socket through its stream (or its parser reads the handle).
-    if (this.handedOff) return this.socket.push(chunk);
-    this.onData(chunk);
-    return true;
-  };
 
   private readonly onData = (chunk: Buffer): void => {
     if (this.closing) return;
+    if (this.req !== undefined) this.readAt = Date.now();
     if (this.buf === null) {
       if (this.req === undefined) this.since = Date.now();
       this.buf = chunk;
@@ -153,6 +177,12 @@ class ClientConnection {
   private readonly onClose = (): void => {
     this.path.forget(this);
     this.abandon()?.clientGone();
+  };
+
+  private readonly onDrain = (): void => {
+    this.awaitingDrain = false;
+    this.socket.resume();
+    this.pump();
   };
 
   /** Drops the request under way and whatever was read after it; returns its response. */
@@ -206,6 +236,7 @@ class ClientConnection {
           continue;
         }
         if (this.buf === null) return;
+        if (this.socket.writableNeedDrain) return this.awaitDrain();
         const scan = scanRequestHead(this.buf, this.path.options.maxHeadBytes);
         if (scan.kind === 'incomplete') return;
         if (scan.kind === 'other') return this.handOff();
@@ -217,7 +248,18 @@ class ClientConnection {
     }
   }
 
+  /**
+   * A client that sends requests and does not read the answers: the next one waits until it
+   * has, so answers do not pile up in the connection's queue (node:http pauses the same way).
+   */
+  private awaitDrain(): void {
+    this.awaitingDrain = true;
+    this.socket.pause();
+    this.socket.once('drain', this.onDrain);
+  }
+
   private start(head: RequestHead): void {
+    if (head.contentLength > 0) this.headAt = this.readAt = Date.now();
     const req = new FastRequest(head, this.socket);
     const res = new FastResponse(this, head, this.path);
     this.req = req;
@@ -234,7 +276,6 @@ class ClientConnection {
     s.removeListener('error', this.onError);
     s.removeListener('close', this.onClose);
     s.pause();
-    this.handedOff = true;
     if (this.buf !== null) s.unshift(this.buf);
     this.buf = null;
     this.path.handOff(this);
@@ -372,11 +413,6 @@ class FastResponse implements DownstreamResponse {
       this.destroyed = true;
       this.conn.socket.destroy();
     }
-    return this;
-  }
-
-  once(_event: 'drain', listener: () => void): this {
-    this.conn.socket.once('drain', listener);
     return this;
   }
 

@@ -60,7 +60,11 @@ export interface ScannedRequestHeaders {
   /** The client's own x-forwarded-for values, joined. */
   forwardedFor: string | undefined;
   contentLength: string | undefined;
-  /** Only the headers a request form reads (see request-form.ts), first value of each. */
+  /**
+   * Only the headers the request grammar reads (common/request-grammar.ts): the model headers
+   * asked for and Connection, a repeated one's values joined with ", " as node:http joins them,
+   * so that the router and the replica read the same value.
+   */
   modelHeaders: Record<string, string>;
 }
 
@@ -78,6 +82,11 @@ function isSetByProxy(name: string): boolean {
   }
 }
 
+function joinInto(bag: Record<string, string>, name: string, value: string): void {
+  const before = bag[name];
+  bag[name] = before === undefined ? value : `${before}, ${value}`;
+}
+
 /**
  * One pass over `req.rawHeaders` (so Node never builds `req.headers`): the forwarded list and
  * the few values the proxy reads. `modelHeaderNames` are kept in `modelHeaders` and forwarded.
@@ -93,7 +102,10 @@ export function scanRequestHeaders(raw: readonly string[], modelHeaderNames: rea
     const name = (raw[i] as string).toLowerCase();
     const value = raw[i + 1] as string;
     if (isHopByHop(name)) {
-      if (name === 'connection' && value !== 'keep-alive' && value !== 'close') addConnectionTokens(value, (named ??= new Set()));
+      if (name === 'connection') {
+        joinInto(modelHeaders, 'connection', value);
+        if (value !== 'keep-alive' && value !== 'close') addConnectionTokens(value, (named ??= new Set()));
+      }
       continue;
     }
     if (isSetByProxy(name)) {
@@ -104,7 +116,7 @@ export function scanRequestHeaders(raw: readonly string[], modelHeaderNames: rea
     }
     const model = modelHeaderNames.indexOf(name);
     // Keyed by the list's own name: a key sliced from the request is looked up in V8's string table first.
-    if (model !== -1) modelHeaders[modelHeaderNames[model] as string] ??= value;
+    if (model !== -1) joinInto(modelHeaders, modelHeaderNames[model] as string, value);
     forward.push(name, value);
   }
   if (named !== undefined && named.size > 0) {

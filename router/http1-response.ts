@@ -1,4 +1,4 @@
-import { ProtocolError, fieldTokens, headerFields } from './http1-syntax.js';
+import { ProtocolError, fieldTokens, hasBadHeadByte, headerFields } from './http1-syntax.js';
 
 /** What a parsed response head says about the body and the connection. */
 export interface ResponseHead {
@@ -29,9 +29,10 @@ const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9][0-9]{2})(?: [^\r\n]*)?$/;
  * Incremental HTTP/1.1 response parser for the router's upstream connections (RFC 9112): status
  * line and header block, then a body framed by Content-Length, chunked coding or the end of the
  * connection. Strict where a lenient reading could desynchronise the connection: both
- * Content-Length and Transfer-Encoding, differing Content-Lengths, folded header lines, a head
- * larger than the limit and bytes after a complete response are protocol errors. Pure: it
- * never touches a socket, the caller feeds bytes and reads the sink's calls.
+ * Content-Length and Transfer-Encoding, differing Content-Lengths, folded header lines, bare-LF
+ * line ends, a head larger than the limit and bytes after a complete response are protocol
+ * errors; identical Content-Lengths are collapsed into one. Pure: it never touches a socket,
+ * the caller feeds bytes and reads the sink's calls.
  */
 export class ResponseParser {
   private state: State = 'head';
@@ -96,7 +97,10 @@ export class ResponseParser {
       }
       case 'chunk-size': {
         const eol = data.indexOf(CRLF);
-        if (eol === -1) return this.keep(data, 1024, 'chunk size line too long');
+        if (eol === -1) {
+          if (data.indexOf(10) !== -1) throw new ProtocolError('bad chunk size line');
+          return this.keep(data, 1024, 'chunk size line too long');
+        }
         const m = CHUNK_SIZE.exec(data.toString('latin1', 0, eol));
         if (m === null) throw new ProtocolError('bad chunk size line');
         this.remaining = parseInt(m[1] as string, 16);
@@ -136,7 +140,10 @@ export class ResponseParser {
 
   private head(data: Buffer): Buffer | null {
     const end = data.indexOf(HEAD_END);
-    if (end === -1) return this.keep(data, this.maxHeadBytes, 'response head too large');
+    if (end === -1) {
+      if (hasBadHeadByte(data)) throw new ProtocolError('a bare CR or LF, or a control character, in the response head');
+      return this.keep(data, this.maxHeadBytes, 'response head too large');
+    }
     if (end + 4 > this.maxHeadBytes) throw new ProtocolError('response head too large');
     const text = data.toString('latin1', 0, end);
     const eol = text.indexOf('\r\n');
@@ -154,6 +161,7 @@ export class ResponseParser {
     // One pass reads what framing and reuse depend on; repeated fields join as a list would.
     let te: string | undefined;
     let cl: string | undefined;
+    let repeatedLength = false;
     let keepAlive: string | undefined;
     let reusable = !http10;
     for (let i = 0; i < headers.length; i += 2) {
@@ -164,10 +172,13 @@ export class ResponseParser {
         case 'transfer-encoding':
           te = te === undefined ? value : `${te},${value}`;
           break;
-        case 'content-length':
-          if (cl !== undefined && cl !== value) throw new ProtocolError('bad Content-Length');
-          cl = value;
+        case 'content-length': {
+          const length = contentLength(value);
+          if (cl !== undefined && cl !== length) throw new ProtocolError('bad Content-Length');
+          repeatedLength ||= cl !== undefined || length !== value;
+          cl = length;
           break;
+        }
         case 'connection':
           // What a keep-alive server sends on every response needs no tokenising.
           if (value !== 'keep-alive' && fieldTokens(value).includes('close')) reusable = false;
@@ -178,11 +189,9 @@ export class ResponseParser {
       }
     }
     if (te !== undefined && cl !== undefined) throw new ProtocolError('both Transfer-Encoding and Content-Length');
-    let length = -1;
-    if (cl !== undefined) {
-      if (!/^[0-9]{1,15}$/.test(cl)) throw new ProtocolError('bad Content-Length');
-      length = Number(cl);
-    }
+    const length = cl === undefined ? -1 : Number(cl);
+    // The client gets one Content-Length: node's client, like llhttp, refuses a repeated one.
+    if (repeatedLength) collapseContentLength(headers, cl as string);
     const noBody = this.noBody || status === 204 || status === 304;
     this.state = 'done';
     if (!noBody) {
@@ -215,6 +224,35 @@ export class ResponseParser {
     this.buf = Buffer.from(data);
     return null;
   }
+}
+
+/**
+ * A Content-Length field value as one decimal, where identical values repeated as a list
+ * (`42, 42`) are one (RFC 9110 §8.6 lets a recipient replace them with a single instance).
+ * Anything else, differing values included, is a protocol error: the response cannot be framed.
+ */
+function contentLength(value: string): string {
+  if (/^[0-9]{1,15}$/.test(value)) return value;
+  const members = value.split(',').map((m) => m.trim());
+  const first = members[0] as string;
+  if (!/^[0-9]{1,15}$/.test(first) || members.some((m) => m !== first)) throw new ProtocolError('bad Content-Length');
+  return first;
+}
+
+/** Keeps the first `content-length` field of a flat list, with `value`, and drops the others. */
+function collapseContentLength(headers: string[], value: string): void {
+  let kept = false;
+  let out = 0;
+  for (let i = 0; i < headers.length; i += 2) {
+    if (headers[i] === 'content-length') {
+      if (kept) continue;
+      kept = true;
+      headers[i + 1] = value;
+    }
+    headers[out++] = headers[i] as string;
+    headers[out++] = headers[i + 1] as string;
+  }
+  headers.length = out;
 }
 
 /** The last `Keep-Alive` value read and its hint: a replica sends the same one on every response. */

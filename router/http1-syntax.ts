@@ -40,6 +40,22 @@ function isOws(c: number): boolean {
   return c === 32 || c === 9;
 }
 
+/**
+ * What no head may hold: a control character other than tab, a CR not followed by LF, or an LF
+ * without its CR (RFC 9112 §2.2: a recipient may accept a bare LF, llhttp does not). A CR at the
+ * very end may meet its LF in the next read.
+ */
+const BAD_HEAD_BYTE = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n|$)|(?<!\r)\n/;
+
+/**
+ * Whether a head whose blank line has not come yet already holds what no head may. A reader
+ * that waits for `\r\n\r\n` would otherwise wait out its head timeout on a head with bare-LF
+ * line ends, which llhttp refuses at once.
+ */
+export function hasBadHeadByte(head: Buffer): boolean {
+  return BAD_HEAD_BYTE.test(head.toString('latin1'));
+}
+
 /** The members of a comma-separated field such as Connection: lowercased, trimmed, empty ones dropped. */
 export function fieldTokens(value: string | readonly string[]): string[] {
   const out: string[] = [];
@@ -76,6 +92,14 @@ export function headerFields(block: string): string[] {
     start = eol + 2;
   }
   return out;
+}
+
+/** The start of a field line (a name, or a name, a colon and a value, then maybe its CR), or the CR of the blank line. */
+const FIELD_LINE_START = new RegExp(`^(?:${TOKEN_CHAR}*|${TOKEN_CHAR}+:${VALUE_CHAR}*\\r?|\\r)$`);
+
+/** Whether `s`, with no CRLF yet, can still become a field line or the blank line after them. */
+export function isFieldLineStart(s: string): boolean {
+  return FIELD_LINE_START.test(s);
 }
 
 /** The first value of field `name` (lowercase) in a flat `[name, value, …]` with lowercased names. */

@@ -25,8 +25,25 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     systemSetTimer,
     log,
   );
-  const proxy = new RouterProxy(routes, { maxBodyBytes: config.maxBodyBytes, requestTimeoutMs: config.requestTimeoutMs, tryTimeoutMs: config.tryTimeoutMs, ejectMs: 2000 }, metrics, log, systemClock, access);
-  const server = new RouterServer(proxy, routes, metrics, log, { fastPath: config.fastPath });
+  const proxy = new RouterProxy(
+    routes,
+    {
+      maxBodyBytes: config.maxBodyBytes,
+      requestTimeoutMs: config.requestTimeoutMs,
+      tryTimeoutMs: config.tryTimeoutMs,
+      ejectMs: 2000,
+      bodyIdleTimeoutMs: config.bodyIdleTimeoutMs,
+      bodyTimeoutMs: config.bodyTimeoutMs,
+      maxBufferedBytes: config.maxBufferedBytes,
+      maxResponseBufferBytes: config.maxResponseBufferBytes,
+      slowReaderTimeoutMs: config.slowReaderTimeoutMs,
+    },
+    metrics,
+    log,
+    systemClock,
+    access,
+  );
+  const server = new RouterServer(proxy, routes, metrics, log, config);
   const discovery: Discovery =
     config.discovery === 'kube'
       ? new KubeDiscovery(config.namespace, log)

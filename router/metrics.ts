@@ -21,11 +21,30 @@ export class RouterMetrics {
   readonly queueDepth = new Gauge({ name: 'modelmux_router_queue_depth', help: 'Requests waiting for a replica slot.', labelNames: ['route'] as const, registers: [this.registry] });
   readonly retries = new BoundCounter('modelmux_router_retries_total', 'Requests retried on another replica, by reason.', ['route', 'reason'], this.registry);
   readonly replicas = new Gauge({ name: 'modelmux_router_replicas', help: 'Ready replicas known per route.', labelNames: ['route'] as const, registers: [this.registry] });
+  readonly timeouts = new BoundCounter('modelmux_router_timeouts_total', 'Requests and connections ended by a timeout, by phase.', ['phase'], this.registry);
+  readonly rejectedConnections = new BoundCounter(
+    'modelmux_router_rejected_connections_total',
+    'Connections answered with an error and closed at a limit: connections, client_connections (per address), buffered_bytes.',
+    ['reason'],
+    this.registry,
+  );
+  readonly clientConnections = new Gauge({ name: 'modelmux_router_client_connections', help: 'Client connections open.', registers: [this.registry] });
+  readonly bufferedBytes = new Gauge({ name: 'modelmux_router_buffered_bytes', help: 'Request body and slow readers\' answer bytes the router holds.', registers: [this.registry] });
+  private readonly timeoutsByPhase = new Map(TIMEOUT_PHASES.map((phase) => [phase, this.timeouts.labels({ phase })]));
+  private readonly rejectedByReason = new Map(REJECT_REASONS.map((reason) => [reason, this.rejectedConnections.labels({ reason })]));
 
   private readonly byRoute = new Map<string, RouteMetrics>();
 
   private byRouteHistogram(name: string, help: string, buckets: number[]): BoundHistogram {
     return new BoundHistogram(name, help, ['route'], buckets, this.registry);
+  }
+
+  timedOut(phase: TimeoutPhase): void {
+    this.timeoutsByPhase.get(phase)?.inc();
+  }
+
+  rejected(reason: RejectReason): void {
+    this.rejectedByReason.get(reason)?.inc();
   }
 
   placed(route: string, kind: PlacementKind, waitedMs: number): void {
@@ -95,6 +114,20 @@ export class RouteMetrics {
     c.inc();
   }
 }
+
+/**
+ * Which timeout ended a request or a connection: the values of the timeouts metric's `phase`
+ * label. head, body_idle, body_total: the client's request (408 `request_timeout`); request:
+ * the whole-request deadline after the body; upstream: one try's response headers (both 504
+ * `timeout`); slow_reader: a client that did not take its answer, holding the replica
+ * (ADR 0026); downstream_write: a client that stopped reading; keep_alive: an idle connection.
+ */
+export type TimeoutPhase = 'head' | 'body_idle' | 'body_total' | 'request' | 'upstream' | 'slow_reader' | 'downstream_write' | 'keep_alive';
+export const TIMEOUT_PHASES: readonly TimeoutPhase[] = ['head', 'body_idle', 'body_total', 'request', 'upstream', 'slow_reader', 'downstream_write', 'keep_alive'];
+
+/** Why a connection was refused: the values of the rejected-connections metric's `reason` label. */
+export type RejectReason = 'connections' | 'client_connections' | 'buffered_bytes';
+export const REJECT_REASONS: readonly RejectReason[] = ['connections', 'client_connections', 'buffered_bytes'];
 
 /** Why a request went to a second replica: the values of the retries metric's `reason` label. */
 export type RetryReason = 'connect_error' | 'overloaded';

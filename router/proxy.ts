@@ -2,6 +2,7 @@ import type { Clock } from '../common/clock.js';
 import type { Logger } from '../common/log.js';
 import { AccessLog } from './access-log.js';
 import { systemSetTimer } from './balancer.js';
+import { ByteBudget } from './byte-budget.js';
 import { Deadlines, deadlineResolutionMs } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { Exchange } from './exchange.js';
@@ -11,12 +12,21 @@ import type { RouteTable } from './route-table.js';
 
 export interface ProxyLimits {
   maxBodyBytes: number;
-  /** Whole request, waiting for a slot included. */
+  /** The request once its body is in: waiting for a slot, the tries and the answer. */
   requestTimeoutMs: number;
   /** One try at one replica, up to its response headers. */
   tryTimeoutMs: number;
   /** How long a replica whose connection failed stays out of placement. */
   ejectMs: number;
+  /** The body: no byte for this long, or not all of it this long after the head: 408. */
+  bodyIdleTimeoutMs: number;
+  bodyTimeoutMs: number;
+  /** Request bodies and slow readers' answers held at once, across all requests (bytes). */
+  maxBufferedBytes: number;
+  /** Of one answer, held for a client that reads it slowly so its replica is freed (bytes). */
+  maxResponseBufferBytes: number;
+  /** How long a slow client may keep a replica's answer paused once that is full (ADR 0026). */
+  slowReaderTimeoutMs: number;
 }
 
 /**
@@ -30,6 +40,8 @@ export interface ProxyLimits {
 export class RouterProxy {
   /** Ids for requests that come without a valid `x-request-id`. */
   readonly requestIds = new RequestIds();
+  /** The bytes held for all requests at once. */
+  readonly buffered: ByteBudget;
 
   constructor(
     readonly routes: RouteTable,
@@ -38,8 +50,14 @@ export class RouterProxy {
     readonly log: Logger,
     readonly clock: Clock,
     readonly access: AccessLog = new AccessLog({ component: 'router' }),
-    readonly deadlines: Deadlines = new Deadlines(clock, systemSetTimer, deadlineResolutionMs(Math.min(limits.requestTimeoutMs, limits.tryTimeoutMs))),
-  ) {}
+    readonly deadlines: Deadlines = new Deadlines(
+      clock,
+      systemSetTimer,
+      deadlineResolutionMs(Math.min(limits.requestTimeoutMs, limits.tryTimeoutMs, limits.bodyIdleTimeoutMs, limits.bodyTimeoutMs, limits.slowReaderTimeoutMs)),
+    ),
+  ) {
+    this.buffered = new ByteBudget(limits.maxBufferedBytes);
+  }
 
   /** Answers `req` on `res`; never throws for a request's own failures (they are answered). */
   handle(req: DownstreamRequest, res: DownstreamResponse): void {

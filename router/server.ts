@@ -1,11 +1,32 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../common/log.js';
+import { ClientConnections } from './client-connections.js';
+import { ClientErrors } from './client-error.js';
+import { deadlineResolutionMs } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { FastPath } from './fast-path.js';
 import type { RouterMetrics } from './metrics.js';
 import type { RouterProxy } from './proxy.js';
 import type { RouteTable } from './route-table.js';
+
+/** How the server treats client connections (router/config.ts has the defaults and the flags). */
+export interface ConnectionOptions {
+  /** Plain HTTP/1.1 requests read by the router's fast path (ADR 0019), or all by node:http. */
+  fastPath: boolean;
+  headersTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  /**
+   * The body's bounds where no exchange times it (exchange.ts does while it reads one): a body
+   * left unread after its answer, and node:http's whole-request limit, head and body.
+   */
+  bodyIdleTimeoutMs: number;
+  bodyTimeoutMs: number;
+  writeTimeoutMs: number;
+  maxConnections: number;
+  maxConnectionsPerClient: number;
+}
 
 /**
  * The router's HTTP server: its own endpoints (`/healthz`, `/readyz`, `/metrics`, `/routes`)
@@ -15,6 +36,9 @@ import type { RouteTable } from './route-table.js';
 export class RouterServer {
   private readonly server: Server;
   private readonly fast: FastPath | undefined;
+  private readonly connections: ClientConnections;
+  /** The last request node:http read on each connection, to tell a head timeout from a body's. */
+  private readonly nodeRequests = new WeakMap<Duplex, IncomingMessage>();
   private draining = false;
   private discoveryReady = false;
 
@@ -23,14 +47,57 @@ export class RouterServer {
     private readonly routes: RouteTable,
     private readonly metrics: RouterMetrics,
     private readonly log: Logger,
-    options: { fastPath: boolean } = { fastPath: true },
+    options: ConnectionOptions,
   ) {
-    const keepAliveTimeoutMs = 65_000;
-    const headersTimeoutMs = 60_000;
+    const { keepAliveTimeoutMs, headersTimeoutMs, bodyIdleTimeoutMs, bodyTimeoutMs } = options;
     const maxHeadBytes = 16 * 1024;
-    this.server = createServer({ keepAliveTimeout: keepAliveTimeoutMs, headersTimeout: headersTimeoutMs, maxHeaderSize: maxHeadBytes, requestTimeout: 0 }, (req, res) => this.dispatch(req, res));
+    const sweepMs = deadlineResolutionMs(Math.min(headersTimeoutMs, keepAliveTimeoutMs, bodyIdleTimeoutMs, bodyTimeoutMs, options.writeTimeoutMs));
+    const clientErrors = new ClientErrors();
+    this.server = createServer(
+      {
+        keepAliveTimeout: keepAliveTimeoutMs,
+        headersTimeout: headersTimeoutMs,
+        // A stop for a body nobody reads any more; the exchange times the bodies it reads first.
+        requestTimeout: headersTimeoutMs + bodyTimeoutMs,
+        connectionsCheckingInterval: sweepMs,
+        maxHeaderSize: maxHeadBytes,
+      },
+      (req, res) => {
+        clientErrors.track(req, res);
+        this.nodeRequests.set(req.socket, req);
+        this.dispatch(req, res);
+      },
+    );
+    this.server.on('clientError', (err: Error & { code?: unknown }, socket: Duplex) => {
+      if (err.code !== 'ERR_HTTP_REQUEST_TIMEOUT') return;
+      const last = this.nodeRequests.get(socket);
+      metrics.timedOut(last !== undefined && !last.complete ? 'body_total' : 'head');
+    });
+    // Malformed requests get the JSON error body, not node:http's bare 400.
+    this.server.on('clientError', clientErrors.onClientError);
+    // node:http's keep-alive timeout; with no listener here it would close the connection itself.
+    this.server.on('timeout', (socket: Socket) => {
+      metrics.timedOut('keep_alive');
+      socket.destroy();
+    });
     // Plain requests are read by the fast path; node:http takes the connections it hands over.
-    this.fast = options.fastPath ? new FastPath(this.server, (req, res) => this.dispatch(req, res), { keepAliveTimeoutMs, headersTimeoutMs, maxHeadBytes }) : undefined;
+    this.fast = options.fastPath
+      ? new FastPath(this.server, (req, res) => this.dispatch(req, res), {
+          keepAliveTimeoutMs,
+          headersTimeoutMs,
+          bodyIdleTimeoutMs,
+          bodyTimeoutMs,
+          maxHeadBytes,
+          sweepMs,
+          onTimeout: (phase) => metrics.timedOut(phase),
+        })
+      : undefined;
+    // In front of both readers: every connection is counted and limited here first.
+    this.connections = new ClientConnections(
+      this.server,
+      { maxConnections: options.maxConnections, maxConnectionsPerClient: options.maxConnectionsPerClient, writeTimeoutMs: options.writeTimeoutMs, sweepMs },
+      { refused: (reason) => metrics.rejected(reason), writeTimedOut: () => metrics.timedOut('downstream_write') },
+    );
   }
 
   markDiscoveryReady(): void {
@@ -64,6 +131,7 @@ export class RouterServer {
     await closed;
     clearInterval(sweeper);
     clearTimeout(timer);
+    this.connections.stop();
   }
 
   private dispatch(req: DownstreamRequest, res: DownstreamResponse): void {
@@ -99,6 +167,8 @@ export class RouterServer {
         this.metrics.queueDepth.set({ route: r.prefix }, r.balancer.queueDepth);
         this.metrics.replicas.set({ route: r.prefix }, r.balancer.replicaNames().length);
       }
+      this.metrics.clientConnections.set(this.connections.size);
+      this.metrics.bufferedBytes.set(this.proxy.buffered.used);
       const text = await this.metrics.registry.metrics();
       res.writeHead(200, ['content-type', this.metrics.registry.contentType]).end(text);
       return;

@@ -1,6 +1,6 @@
 import { ModelmuxError } from '../../../common/errors.js';
 import { inferResponseBody, modelMetadataBody, parseInferBody } from '../../../replica/inference-body.js';
-import { concatDim0, splitDim0, type ModelSignature } from '../../../replica/tensor.js';
+import { concatDim0, MAX_TENSOR_RANK, splitDim0, type ModelSignature } from '../../../replica/tensor.js';
 
 const wine: ModelSignature = {
   inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 3] }],
@@ -90,6 +90,80 @@ describe('inference bodies', () => {
 
   it('describes the model metadata from its signature', () => {
     expect(modelMetadataBody('m', wine)).toMatchObject({ name: 'm', inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 3] }] });
+  });
+});
+
+/** `depth` arrays, one inside the other, around `inner`. */
+function nestedArrays(depth: number, inner: unknown[] = []): unknown[] {
+  let v = inner;
+  for (let i = 1; i < depth; i++) v = [v];
+  return v;
+}
+
+/**
+ * Every array in `v`, each wrapped in a proxy that counts reads of its elements into `reads`
+ * (Array.isArray still sees an array): work counted, not timed.
+ */
+function counted(v: unknown, reads: { n: number }): unknown {
+  if (!Array.isArray(v)) return v;
+  const items = v.map((x) => counted(x, reads));
+  return new Proxy(items, {
+    get(target, key, receiver) {
+      if (typeof key === 'string' && /^\d+$/.test(key)) reads.n++;
+      return Reflect.get(target, key, receiver) as unknown;
+    },
+  });
+}
+
+describe('nesting in inference bodies', () => {
+  const deepModel = (rank: number): ModelSignature => ({ inputs: [{ name: 'x', datatype: 'FP32', shape: Array.from({ length: rank }, () => -1) }], outputs: [] });
+
+  it('reads rows 16 arrays deep a bounded number of times per array', () => {
+    // The 61-byte bomb {"instances":[[[…[]…]]]} took time doubling with each level: 16 levels
+    // were 65,534 reads, 30 levels froze a replica.
+    const reads = { n: 0 };
+    const body = { instances: counted(nestedArrays(16), reads) };
+    expect(codeOf(() => parseInferBody(body, wine)).code).toBe('input_mismatch');
+    expect(reads.n).toBeLessThanOrEqual(2 * 16);
+  });
+
+  it('reads each value of wide rows a bounded number of times', () => {
+    const reads = { n: 0 };
+    const rows = Array.from({ length: 50 }, (_, r) => [r, r + 1, r + 2]);
+    const parsed = parseInferBody({ instances: counted(rows, reads) }, wine);
+    expect(parsed.inputs[0]!.dims).toEqual([50, 3]);
+    // 50 rows + 150 values, each read once by the walk and once more on the way down the first row.
+    expect(reads.n).toBeLessThanOrEqual(2 * (50 + 150));
+  });
+
+  it(`accepts rows and V2 data of the highest rank, ${MAX_TENSOR_RANK}`, () => {
+    const sig = deepModel(MAX_TENSOR_RANK);
+    expect(parseInferBody({ instances: nestedArrays(MAX_TENSOR_RANK, [7]) }, sig).inputs[0]!.dims).toEqual(Array.from({ length: MAX_TENSOR_RANK }, () => 1));
+    const shape = Array.from({ length: MAX_TENSOR_RANK }, () => 1);
+    expect(Array.from(parseInferBody({ inputs: [{ name: 'x', shape, datatype: 'FP32', data: nestedArrays(MAX_TENSOR_RANK, [7]) }] }, sig).inputs[0]!.data as Float32Array)).toEqual([7]);
+  });
+
+  it.each([
+    ['instances', (depth: number): unknown => ({ instances: nestedArrays(depth) })],
+    ['bare rows', (depth: number): unknown => nestedArrays(depth)],
+    ['V2 data', (depth: number): unknown => ({ inputs: [{ name: 'features', shape: [1, 3], datatype: 'FP32', data: nestedArrays(depth) }] })],
+  ])(`refuses %s one array past ${MAX_TENSOR_RANK} deep, and 10,000 deep, with invalid_request naming the limit`, (_form, body) => {
+    for (const depth of [MAX_TENSOR_RANK + 1, 10_000]) {
+      const e = codeOf(() => parseInferBody(body(depth), wine));
+      expect(e.code).toBe('invalid_request');
+      expect(e.message).toContain(`more than ${MAX_TENSOR_RANK} deep`);
+    }
+  });
+
+  it(`refuses a V2 shape of more than ${MAX_TENSOR_RANK} dimensions with invalid_request`, () => {
+    const shape = Array.from({ length: MAX_TENSOR_RANK + 1 }, () => 1);
+    expect(codeOf(() => parseInferBody({ inputs: [{ name: 'x', shape, datatype: 'FP32', data: [1] }] }, deepModel(MAX_TENSOR_RANK + 1))).code).toBe('invalid_request');
+  });
+
+  it('still tells ragged rows from rows nested deeper in a later row', () => {
+    expect(codeOf(() => parseInferBody([[1, 2, 3], [1, 2, [3]]], wine)).message).toContain('ragged');
+    expect(codeOf(() => parseInferBody([[], [1]], wine)).message).toContain('ragged');
+    expect(codeOf(() => parseInferBody([[1, 2, 3], nestedArrays(10_000)], wine)).message).toContain('ragged');
   });
 });
 

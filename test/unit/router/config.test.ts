@@ -27,6 +27,29 @@ describe('router configuration', () => {
     expect(problems(['--log-level', 'debug'], routes)).toEqual([expect.stringMatching(/^--log-level\/MODELMUX_LOG_LEVEL: .*info.*warn.*error/)]);
   });
 
+  it('bounds every phase of a client connection by default, and takes each bound from a flag or its variable', () => {
+    const routes = { MODELMUX_ROUTES: '/wine=http://127.0.0.1:9001' };
+    expect(parseRouterConfig([], routes)).toMatchObject({
+      headersTimeoutMs: 30_000,
+      bodyIdleTimeoutMs: 30_000,
+      bodyTimeoutMs: 120_000,
+      keepAliveTimeoutMs: 65_000,
+      writeTimeoutMs: 30_000,
+      slowReaderTimeoutMs: 1000,
+      maxResponseBufferBytes: 8 * 1024 * 1024,
+      maxBufferedBytes: 128 * 1024 * 1024,
+      maxConnections: 10_000,
+      maxConnectionsPerClient: 256,
+    });
+    const c = parseRouterConfig(['--body-idle-timeout-ms', '500', '--max-buffered-bytes', '64Mi', '--max-connections-per-client', '0'], { ...routes, MODELMUX_WRITE_TIMEOUT_MS: '2000', MODELMUX_MAX_CONNECTIONS: '50' });
+    expect(c).toMatchObject({ bodyIdleTimeoutMs: 500, maxBufferedBytes: 64 * 1024 * 1024, maxConnectionsPerClient: 0, writeTimeoutMs: 2000, maxConnections: 50 });
+    expect(problems(['--max-buffered-bytes', '0', '--headers-timeout-ms', '0', '--max-connections', '-1'], routes)).toEqual([
+      expect.stringContaining('--headers-timeout-ms'),
+      expect.stringContaining('--max-buffered-bytes'),
+      expect.stringContaining('--max-connections'),
+    ]);
+  });
+
   it('needs no routes with kube discovery', () => {
     expect(parseRouterConfig(['--discovery', 'kube', '--namespace', 'ml'], {})).toMatchObject({ discovery: 'kube', namespace: 'ml', staticRoutes: [] });
   });

@@ -25,6 +25,40 @@ describe('scanRequestHead', () => {
     expect(scan(`GET / HTTP/1.1\r\nHost: r\r\nX: ${'a'.repeat(60)}\r\n\r\n`, 64)).toMatchObject({ kind: 'other', reason: 'head too large' });
   });
 
+  it('waits at every split of a plain head, and leaves a head to node:http at its first byte outside the subset', () => {
+    const plain = "PATCH /a?b=c&d=%20 HTTP/1.1\r\nHost: r\r\nContent-Length: 0\r\nX-E:\r\nx!#$%&'*+.^_`|~: \t v\xe9 \t\r\n\r\n";
+    for (let i = 0; i < plain.length - 4; i++) expect([i, scan(plain.slice(0, i)).kind]).toEqual([i, 'incomplete']);
+    expect(scan(plain).kind).toBe('head');
+    for (const start of [
+      'GET / HTTP/1.1\nHost: x\n\n',
+      'GET / HTTP/1.1\r\nHost: x\n',
+      'GET / HTTP/1.1\r\nHost: x\r\n\n',
+      'GET / HTTP/1.1\r\nHost: x\rY',
+      'GET / HTTP/1.0\r',
+      'GET / HTTP/1.1 ',
+      'GET /a b',
+      'GET  /',
+      'get ',
+      'BREW',
+      'GET / HTTP/1.1\r\nHost : x',
+      'GET / HTTP/1.1\r\nHost: x\r\n folded',
+      'GET / HTTP/1.1\r\nHost: x\x00',
+      'GET / HTTP/1.1\r\nBad\x7f',
+      'GET / HTTP/1.1\r\nHost: x\r\nX\t: 1\r\n',
+      'GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1, 1\r\n',
+      'POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nHo',
+      '\x00',
+      '\r\n',
+    ]) {
+      expect([start, scan(start).kind]).toEqual([start, 'other']);
+    }
+  });
+
+  it('leaves a HEAD request with a body to node:http, which reads no body after HEAD', () => {
+    expect(scan('HEAD / HTTP/1.1\r\nHost: r\r\nContent-Length: 3\r\n\r\nabc')).toMatchObject({ kind: 'other', reason: 'HEAD with a body' });
+    expect(scan('HEAD / HTTP/1.1\r\nHost: r\r\nContent-Length: 0\r\n\r\n').kind).toBe('head');
+  });
+
   it('leaves everything outside the plain subset to node:http', () => {
     for (const text of [
       'GET / HTTP/1.0\r\nHost: r\r\n\r\n',

@@ -174,10 +174,39 @@ describe('ResponseParser', () => {
     }
   });
 
-  it('accepts identical repeated Content-Length values', () => {
+  it('collapses identical Content-Length values, repeated or listed, into one field for the client', () => {
+    for (const fields of ['Content-Length: 2\r\nX-A: 1\r\ncontent-length: 2', 'Content-Length: 2, 2\r\nX-A: 1', 'X-A: 1\r\nContent-Length: 2,2\r\nContent-Length: 2']) {
+      const { p, r } = parser();
+      p.execute(Buffer.from(`HTTP/1.1 200 OK\r\n${fields}\r\n\r\nok`));
+      expect(r.text).toBe('ok');
+      expect(r.completions).toBe(1);
+      const headers = r.heads[0]?.headers ?? [];
+      expect(headers.filter((_, i) => i % 2 === 0 && headers[i] === 'content-length')).toHaveLength(1);
+      expect(fieldValue(headers, 'content-length')).toBe('2');
+      expect(fieldValue(headers, 'x-a')).toBe('1');
+    }
+    // A single field is passed on as it came.
     const { p, r } = parser();
-    p.execute(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok'));
+    p.execute(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'));
+    expect(r.heads[0]?.headers).toEqual(['content-length', '2']);
+  });
+
+  it('refuses differing Content-Length values, repeated or listed', () => {
+    for (const fields of ['Content-Length: 2\r\nContent-Length: 3', 'Content-Length: 2, 3', 'Content-Length: 2, 2\r\nContent-Length: 3', 'Content-Length: 2,', 'Content-Length: 2, x']) {
+      expect(() => parser().p.execute(Buffer.from(`HTTP/1.1 200 OK\r\n${fields}\r\n\r\nok`))).toThrow('bad Content-Length');
+    }
+  });
+
+  it('refuses a head with bare-LF line ends at once, without waiting for a blank line that never comes', () => {
+    for (const start of ['HTTP/1.1 200 OK\nContent-Length: 0\n\n', 'HTTP/1.1 200 OK\r\nX-A: 1\n', 'HTTP/1.1 200 OK\r\nX-A: 1\rX', 'HTTP/1.1 200 OK\r\nX-A: \x00']) {
+      expect(() => parser().p.execute(Buffer.from(start, 'latin1'))).toThrow(ProtocolError);
+    }
+    // A CR at the end of a read may meet its LF in the next one.
+    const { p, r } = parser();
+    feed(p, 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok', 17);
     expect(r.text).toBe('ok');
+    const chunked = parser();
+    expect(() => chunked.p.execute(Buffer.from('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\nok'))).toThrow('bad chunk size line');
   });
 
   it('bounds the head, including one that never ends', () => {

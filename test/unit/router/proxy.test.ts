@@ -5,7 +5,7 @@ import { silentLogger } from '../../../common/log.js';
 import { AccessLog } from '../../../router/access-log.js';
 import { systemSetTimer } from '../../../router/balancer.js';
 import { RouterMetrics } from '../../../router/metrics.js';
-import { RouterProxy } from '../../../router/proxy.js';
+import { RouterProxy, type ProxyLimits } from '../../../router/proxy.js';
 import { RouteTable } from '../../../router/route-table.js';
 import { RouterServer } from '../../../router/server.js';
 
@@ -37,9 +37,23 @@ async function stub(overloaded = false): Promise<Stub> {
 interface Rig {
   url: string;
   routes: RouteTable;
+  proxy: RouterProxy;
+  metrics: RouterMetrics;
   lines: () => Record<string, unknown>[];
   close(): Promise<void>;
 }
+
+const LIMITS: ProxyLimits = {
+  maxBodyBytes: 1024,
+  requestTimeoutMs: 2000,
+  tryTimeoutMs: 300,
+  ejectMs: 1000,
+  bodyIdleTimeoutMs: 2000,
+  bodyTimeoutMs: 2000,
+  maxBufferedBytes: 512,
+  maxResponseBufferBytes: 1024,
+  slowReaderTimeoutMs: 1000,
+};
 
 async function rig(replicas: Stub[], fastPath: boolean): Promise<Rig> {
   const routes = new RouteTable({ recentMs: 5000, tableLagMs: 2000, maxQueue: 8, connectionsPerReplica: 4 }, systemClock, systemRandom, systemSetTimer, silentLogger);
@@ -47,12 +61,23 @@ async function rig(replicas: Stub[], fastPath: boolean): Promise<Rig> {
   const written: string[] = [];
   const access = new AccessLog({ component: 'router' }, (line) => void written.push(line));
   const metrics = new RouterMetrics();
-  const proxy = new RouterProxy(routes, { maxBodyBytes: 1024, requestTimeoutMs: 2000, tryTimeoutMs: 300, ejectMs: 1000 }, metrics, silentLogger, systemClock, access);
-  const server = new RouterServer(proxy, routes, metrics, silentLogger, { fastPath });
+  const proxy = new RouterProxy(routes, LIMITS, metrics, silentLogger, systemClock, access);
+  const server = new RouterServer(proxy, routes, metrics, silentLogger, {
+    fastPath,
+    headersTimeoutMs: 2000,
+    keepAliveTimeoutMs: 2000,
+    bodyIdleTimeoutMs: 2000,
+    bodyTimeoutMs: 2000,
+    writeTimeoutMs: 2000,
+    maxConnections: 100,
+    maxConnectionsPerClient: 100,
+  });
   const address = await server.listen(0, '127.0.0.1');
   return {
     url: `http://127.0.0.1:${address.port}`,
     routes,
+    proxy,
+    metrics,
     lines: () => {
       return written.map((l) => JSON.parse(l) as Record<string, unknown>);
     },
@@ -120,6 +145,8 @@ describe.each([
       expect(elapsed).toBeLessThan(1000);
       expect(inFlight(r)).toBe(0);
       expect(r.lines()).toEqual([expect.objectContaining({ error: 'timeout', status: 504 })]);
+      expect(r.metrics.timeouts.labels({ phase: 'upstream' }).value).toBe(1);
+      expect(r.metrics.timeouts.labels({ phase: 'request' }).value).toBe(0);
     } finally {
       await r.close();
     }
@@ -154,6 +181,30 @@ describe.each([
       await new Promise((x) => setTimeout(x, 50));
       expect(inFlight(r)).toBe(0);
       expect(r.lines()).toEqual([expect.objectContaining({ error: 'timeout', status: 504 })]);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('refuses a body the router has no room for with 503 buffer_full, Retry-After and a closed connection, and gives the room back', async () => {
+    const s = await stub();
+    const r = await rig([s], fastPath);
+    try {
+      // 600 bytes fit the body limit (1024) but not what the router may hold at once (512).
+      const res = await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: 'x'.repeat(600) });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect(res.headers.get('connection')).toBe('close');
+      expect(await res.json()).toMatchObject({ error: 'buffer_full' });
+      expect(s.seen).toHaveLength(0);
+      // A body of unknown length is refused once what came of it does not fit.
+      const chunked = await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: new Blob(['x'.repeat(600)]).stream(), duplex: 'half' } as RequestInit);
+      expect(chunked.status).toBe(503);
+      expect(await chunked.json()).toMatchObject({ error: 'buffer_full' });
+      // Bodies that fit are served, one after the other, each giving its room back.
+      for (let i = 0; i < 3; i++) expect((await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: 'y'.repeat(400) })).status).toBe(200);
+      expect(r.proxy.buffered.used).toBe(0);
+      expect(r.metrics.rejectedConnections.labels({ reason: 'buffered_bytes' }).value).toBe(2);
     } finally {
       await r.close();
     }

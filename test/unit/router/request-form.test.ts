@@ -30,9 +30,20 @@ describe('parseRequestForm', () => {
     expect(parseRequestForm('POST', '/invocations', { 'x-amzn-sagemaker-target-model': 'c' })).toEqual({ form: 'sagemaker', model: 'c' });
   });
 
-  it('passes paths without a model through', () => {
+  it('passes paths of the grammar without a model through', () => {
     expect(parseRequestForm('GET', '/v2/health/ready', {})).toEqual({ form: 'other', model: undefined });
-    expect(parseRequestForm('GET', '/', {})).toEqual({ form: 'other', model: undefined });
+    expect(parseRequestForm('GET', '/models', {})).toEqual({ form: 'other', model: undefined });
+  });
+
+  it('refuses paths the grammar lacks with not_found, the route prefix alone being the root', () => {
+    expect(codeOf(() => parseRequestForm('GET', '', {}))).toBe('not_found');
+    expect(codeOf(() => parseRequestForm('POST', '/V2/MODELS/m1/INFER', {}))).toBe('not_found');
+    expect(codeOf(() => parseRequestForm('POST', '/invocations/', { 'x-amzn-sagemaker-target-model': 'c' }))).toBe('not_found');
+    expect(codeOf(() => parseRequestForm('POST', '//', { serve_multiplexed_model_id: 'a' }))).toBe('not_found');
+  });
+
+  it('refuses a model header named in Connection', () => {
+    expect(codeOf(() => parseRequestForm('POST', '/', { serve_multiplexed_model_id: 'a', connection: 'serve_multiplexed_model_id' }))).toBe('model_header_in_connection');
   });
 
   it('refuses malformed and missing ids with their catalogue codes', () => {
@@ -73,8 +84,17 @@ describe('scanRequestHeaders', () => {
       requestId: 'r1',
       forwardedFor: '10.0.0.1, 10.0.0.2',
       contentLength: '12',
-      modelHeaders: { serve_multiplexed_model_id: 'm1' },
+      modelHeaders: { connection: 'keep-alive, X-Secret-Hop', serve_multiplexed_model_id: 'm1' },
     });
+  });
+
+  it('joins repeated model and Connection fields as node:http does, so the grammar reads what the replica reads', () => {
+    const scanned = scanRequestHeaders(
+      ['serve_multiplexed_model_id', 'a', 'Connection', 'keep-alive', 'Serve_Multiplexed_Model_Id', 'b', 'connection', 'serve-multiplexed-model-id', 'serve-multiplexed-model-id', 'c'],
+      MODEL_HEADERS,
+    );
+    expect(scanned.modelHeaders).toEqual({ serve_multiplexed_model_id: 'a, b', connection: 'keep-alive, serve-multiplexed-model-id', 'serve-multiplexed-model-id': 'c' });
+    expect(codeOf(() => parseRequestForm('POST', '/', scanned.modelHeaders))).toBe('model_header_in_connection');
   });
 });
 

@@ -1,0 +1,56 @@
+import { ModelmuxError } from '../common/errors.js';
+import { MAX_TENSOR_RANK } from './tensor.js';
+
+/**
+ * The deepest a request body may nest JSON arrays and objects. A tensor of the highest rank
+ * (MAX_TENSOR_RANK) sits 35 deep in an Open Inference Protocol body (`{"inputs":[{"data":…`);
+ * the rest is room for `parameters`. Checked on the bytes before they are parsed: V8 parses
+ * deep nesting iteratively but slowly (8 MiB of brackets, 850 ms of CPU, where 8 MB of numbers
+ * take 40), and nothing after the parse then walks deeper than this.
+ */
+export const MAX_JSON_NESTING = MAX_TENSOR_RANK + 8;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+
+/**
+ * The offset of the first bracket that opens level `limit + 1` of `bytes` (JSON text), or -1
+ * when it nests no deeper than `limit`. Brackets inside strings do not count; invalid JSON is
+ * left to the parser. A step per byte, about 1 ns: a fifth to a third of what the parse of a
+ * body of numbers costs, 0.2 µs for a one-row request. Jumping between brackets with `indexOf`
+ * was faster on flat data only, and ten times slower on bodies dense with brackets.
+ */
+export function nestingPastLimit(bytes: Uint8Array, limit: number): number {
+  let depth = 0;
+  const n = bytes.length;
+  for (let i = 0; i < n; i++) {
+    const b = bytes[i];
+    if (b === QUOTE) {
+      for (i++; i < n; i++) {
+        const c = bytes[i];
+        if (c === QUOTE) break;
+        if (c === BACKSLASH) i++;
+      }
+    } else if (b === OPEN_ARRAY || b === OPEN_OBJECT) {
+      if (++depth > limit) return i;
+    } else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) depth--;
+  }
+  return -1;
+}
+
+/** Parses a request body's JSON; 400 `invalid_request` when it nests too deep or is not JSON. */
+export function parseJsonBody(bytes: Buffer): unknown {
+  const past = nestingPastLimit(bytes, MAX_JSON_NESTING);
+  if (past !== -1) {
+    throw new ModelmuxError('invalid_request', `the body nests arrays and objects more than ${MAX_JSON_NESTING} deep (the limit; at byte ${past}); a tensor may have at most ${MAX_TENSOR_RANK} dimensions`);
+  }
+  try {
+    return JSON.parse(bytes.toString('utf8')) as unknown;
+  } catch {
+    throw new ModelmuxError('invalid_request', 'the body is not valid JSON');
+  }
+}

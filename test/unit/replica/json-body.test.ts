@@ -1,0 +1,79 @@
+import fc from 'fast-check';
+import { ModelmuxError } from '../../../common/errors.js';
+import { MAX_JSON_NESTING, nestingPastLimit, parseJsonBody } from '../../../replica/json-body.js';
+
+const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
+
+/** Levels of arrays and objects in a parsed value: the reference the byte scan must agree with. */
+function depthOf(v: unknown): number {
+  if (Array.isArray(v)) return 1 + Math.max(0, ...v.map(depthOf));
+  if (typeof v === 'object' && v !== null) return 1 + Math.max(0, ...Object.values(v).map(depthOf));
+  return 0;
+}
+
+function refusal(text: string): ModelmuxError {
+  try {
+    parseJsonBody(bytes(text));
+  } catch (err) {
+    if (err instanceof ModelmuxError) return err;
+    throw err;
+  }
+  throw new Error('parsed');
+}
+
+describe('nestingPastLimit', () => {
+  it('finds the bracket that opens the first level past the limit', () => {
+    expect(nestingPastLimit(bytes('[[[]]]'), 3)).toBe(-1);
+    expect(nestingPastLimit(bytes('[[[]]]'), 2)).toBe(2);
+    expect(nestingPastLimit(bytes('{"a":[{"b":1}]}'), 2)).toBe(6);
+    expect(nestingPastLimit(bytes('[1,2,[3]] [[[0]]]'), 2)).toBe(12);
+  });
+
+  it('does not count brackets inside strings, escaped quotes and backslashes included', () => {
+    expect(nestingPastLimit(bytes('["[[[[", "\\"[[[[", "\\\\", "{{"]'), 1)).toBe(-1);
+    expect(nestingPastLimit(bytes('["\\\\", [[1]]]'), 2)).toBe(8);
+    expect(nestingPastLimit(bytes('["a\\"b", "]]]]", [[1]]]'), 2)).toBe(18);
+    expect(nestingPastLimit(bytes('["unterminated [[[['), 1)).toBe(-1);
+  });
+
+  it('agrees with the depth of the parsed value on any JSON', () => {
+    const text = fc.string({ unit: fc.constantFrom('[', ']', '{', '}', '"', '\\', 'a', 'é', ' ') });
+    const value = fc.letrec((tie) => ({
+      node: fc.oneof({ depthSize: 'small', withCrossShrink: true }, fc.integer(), text, fc.constant(null), tie('array'), tie('object')),
+      array: fc.array(tie('node'), { maxLength: 4 }),
+      object: fc.dictionary(text, tie('node'), { maxKeys: 3 }),
+    })).node;
+    fc.assert(
+      fc.property(value, fc.integer({ min: 0, max: 8 }), (v, limit) => {
+        expect(nestingPastLimit(bytes(JSON.stringify(v)), limit) === -1).toBe(depthOf(v) <= limit);
+      }),
+      { seed: 34, numRuns: 2000 },
+    );
+  });
+});
+
+describe('parseJsonBody', () => {
+  it(`parses a body ${MAX_JSON_NESTING} levels deep`, () => {
+    const text = '['.repeat(MAX_JSON_NESTING) + ']'.repeat(MAX_JSON_NESTING);
+    expect(depthOf(parseJsonBody(bytes(text)))).toBe(MAX_JSON_NESTING);
+  });
+
+  it.each([
+    ['one level past the limit', '['.repeat(MAX_JSON_NESTING + 1) + ']'.repeat(MAX_JSON_NESTING + 1)],
+    ['10,000 arrays deep', '['.repeat(10_000) + ']'.repeat(10_000)],
+    ['10,000 objects deep', '{"a":'.repeat(10_000) + '1' + '}'.repeat(10_000)],
+    ['deep after a long flat start', `{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[${'1,'.repeat(5_000)}${'['.repeat(5_000)}]}]}`],
+    ['never closed', '['.repeat(100_000)],
+  ])('refuses a body nested %s with invalid_request naming the limit', (_case, text) => {
+    const e = refusal(text);
+    expect(e.code).toBe('invalid_request');
+    expect(e.message).toContain(`more than ${MAX_JSON_NESTING} deep`);
+  });
+
+  it('refuses what is not JSON with invalid_request', () => {
+    for (const text of ['{"inputs": [ ', '"unterminated', '', 'nan']) {
+      const e = refusal(text);
+      expect([e.code, e.message]).toEqual(['invalid_request', 'the body is not valid JSON']);
+    }
+  });
+});
