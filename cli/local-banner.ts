@@ -1,5 +1,6 @@
 import { HEADER_RAY_MODEL_ID } from '../common/names.js';
 import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT } from '../common/wine-model.js';
+import type { BackoffPolicy } from './local-backoff.js';
 
 /**
  * What `modelmux local` prints once the pool is up: where to send requests and one working
@@ -17,10 +18,14 @@ export interface BannerInput {
   /** Ids to show in the examples: three different models, so the pool's routing shows. */
   exampleIds: readonly [string, string, string];
   exampleModelCount: number;
+  /** How local mode restarts a process that dies. */
+  restart: BackoffPolicy;
 }
 
 /** The header as SageMaker documents it; header names are case-insensitive on the wire. */
 const SAGEMAKER_HEADER = 'X-Amzn-SageMaker-Target-Model';
+
+const seconds = (ms: number): string => String(ms / 1000);
 
 const quote = (s: string): string => `'${s.replaceAll("'", `'\\''`)}'`;
 
@@ -68,7 +73,8 @@ export function bannerText(b: BannerInput): string {
     `SageMaker multi-model style (model id in the ${SAGEMAKER_HEADER} header):`,
     `  ${cmds.sagemaker}`,
     '',
-    'Press Ctrl-C to stop.',
+    `A replica or the router that dies is restarted after ${seconds(b.restart.initialMs)} s, doubling to ${seconds(b.restart.maxMs)} s while it keeps dying;`,
+    'the router serves from the other replicas meanwhile. Press Ctrl-C to stop.',
     '',
   ].join('\n');
 }

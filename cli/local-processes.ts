@@ -5,10 +5,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Child processes of `modelmux local`: start, watch, probe, stop. */
 
+/** How a child ended: its exit code, or the signal that killed it. */
+export interface ChildExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
 export interface Child {
   readonly name: string;
-  /** Resolves with the exit code (null after a signal). */
-  readonly exited: Promise<number | null>;
+  readonly pid: number | undefined;
+  readonly exited: Promise<ChildExit>;
   /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process is gone. */
   stop(graceMs?: number): Promise<void>;
   kill(): void;
@@ -62,11 +68,9 @@ export function startChild(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
   verbose: boolean,
-  onUnexpectedExit: (child: Child, code: number | null) => void,
 ): Child {
   const proc = spawn(process.execPath, [script, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
-  let stopRequested = false;
   for (const stream of [proc.stdout, proc.stderr]) {
     createInterface({ input: stream }).on('line', (line) => {
       lines.push(line);
@@ -74,22 +78,22 @@ export function startChild(
       if (worthShowing(line, verbose)) process.stderr.write(`[${name}] ${line}\n`);
     });
   }
-  const exited = new Promise<number | null>((resolve) => {
-    proc.once('exit', (code) => resolve(code));
+  const exited = new Promise<ChildExit>((resolve) => {
+    proc.once('exit', (code, signal) => resolve({ code, signal }));
     proc.once('error', (err) => {
       lines.push(String(err));
-      resolve(null);
+      resolve({ code: null, signal: null });
     });
   });
-  const child: Child = {
+  return {
     name,
+    pid: proc.pid,
     exited,
     kill: () => {
       proc.kill('SIGKILL');
     },
     tail: () => [...lines],
     stop: async (graceMs = 10_000) => {
-      stopRequested = true;
       if (proc.exitCode !== null || proc.signalCode !== null) return;
       proc.kill('SIGTERM');
       const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
@@ -97,10 +101,6 @@ export function startChild(
       clearTimeout(timer);
     },
   };
-  void exited.then((code) => {
-    if (!stopRequested) onUnexpectedExit(child, code);
-  });
-  return child;
 }
 
 /**

@@ -8,14 +8,18 @@ import { createLogger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { writeExampleModels } from './example-models.js';
 import { bannerText } from './local-banner.js';
-import { freePorts, startChild, waitReady, type Child } from './local-processes.js';
+import { LOCAL_RESTART_BACKOFF } from './local-backoff.js';
+import { freePorts, waitReady } from './local-processes.js';
+import { Supervised, type ProcessSpec } from './local-supervisor.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 
 const SUMMARY =
   'Run the whole pool on this machine, without Kubernetes: N replica processes and a router with\n' +
   'static discovery. With a file:// store (the default, ./models) the example models are written\n' +
-  'first when missing. Prints the URL and a curl command per request form; Ctrl-C stops everything.';
+  'first when missing. Prints the URL and a curl command per request form. A process that dies is\n' +
+  `restarted after ${LOCAL_RESTART_BACKOFF.initialMs / 1000} s, doubling to ${LOCAL_RESTART_BACKOFF.maxMs / 1000} s while it keeps dying; the others keep serving.\n` +
+  'Ctrl-C stops everything.';
 
 
 const schema = z.object({
@@ -61,7 +65,14 @@ const specs: OptionSpecs<typeof schema.shape> = {
 };
 
 /** Environment of replica `i`: the same variables the operator writes into a pod. */
-function replicaEnv(config: LocalConfig, modelSource: string, sharedCacheDir: string | undefined, port: number, i: number, base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+function replicaEnv(
+  config: LocalConfig,
+  modelSource: string,
+  dirs: { cacheDir: string; sharedCacheDir: string } | undefined,
+  port: number,
+  i: number,
+  base: NodeJS.ProcessEnv,
+): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     ...base,
     [REPLICA_ENV.host]: '127.0.0.1',
@@ -75,7 +86,10 @@ function replicaEnv(config: LocalConfig, modelSource: string, sharedCacheDir: st
     [REPLICA_ENV.replicaName]: `replica-${i}`,
     [REPLICA_ENV.logLevel]: config.logLevel,
   };
-  if (sharedCacheDir !== undefined) env[REPLICA_ENV.sharedCacheDir] = sharedCacheDir;
+  if (dirs !== undefined) {
+    env[REPLICA_ENV.cacheDir] = dirs.cacheDir;
+    env[REPLICA_ENV.sharedCacheDir] = dirs.sharedCacheDir;
+  }
   if (config.s3Endpoint !== undefined) env[REPLICA_ENV.s3Endpoint] = config.s3Endpoint;
   if (config.s3ForcePathStyle !== undefined) env[REPLICA_ENV.s3ForcePathStyle] = String(config.s3ForcePathStyle);
   // Local processes are not pods: a stray POD_NAME would make a replica try to patch its pod.
@@ -128,33 +142,36 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const ports = await freePorts(config.replicas + (config.port === 0 ? 1 : 0));
   const routerPort = config.port === 0 ? (ports.pop() ?? 0) : config.port;
   const mainScript = fileURLToPath(new URL('./main.js', import.meta.url));
-  const children: Child[] = [];
+  const supervised: Supervised[] = [];
   let stopping: Promise<void> | undefined;
-  // The replicas share one machine, so each S3 download serves all of them (PeerFiles).
-  const sharedCacheDir = modelSource.startsWith('s3://') ? await mkdtemp(join(tmpdir(), 'modelmux-shared-')) : undefined;
+  // S3 downloads: one folder per replica, the same one again after a restart (whose start empties
+  // it of the killed process's files), beside the folder they share (PeerFiles needs one filesystem).
+  const poolDir = modelSource.startsWith('s3://') ? await mkdtemp(join(tmpdir(), 'modelmux-local-')) : undefined;
+  const readyTimeoutMs = config.readyTimeoutSeconds * 1000;
+  const supervise = (spec: ProcessSpec): Supervised => {
+    const s = new Supervised(spec, config.verbose, log, LOCAL_RESTART_BACKOFF, readyTimeoutMs);
+    supervised.push(s);
+    return s;
+  };
 
   const stopAll = (): Promise<void> => {
     // The router first, so it stops taking requests before the replicas behind it go.
     stopping ??= (async () => {
-      const [router, ...replicas] = [...children].reverse();
+      const [router, ...replicas] = [...supervised].reverse();
       if (router) await router.stop();
-      await Promise.all(replicas.map((c) => c.stop()));
-      if (sharedCacheDir !== undefined) await rm(sharedCacheDir, { recursive: true, force: true });
+      await Promise.all(replicas.map((s) => s.stop()));
+      if (poolDir !== undefined) await rm(poolDir, { recursive: true, force: true });
     })();
     return stopping;
-  };
-  const onChildExit = (child: Child, code: number | null): void => {
-    if (stopping) return;
-    log.error('a process exited; stopping the pool', { process: child.name, code });
-    process.exitCode = 1;
-    void stopAll().then(removeSignalHandlers);
   };
 
   const replicaUrls: string[] = [];
   for (let i = 0; i < config.replicas; i++) {
     const port = ports[i] ?? 0;
-    replicaUrls.push(`http://127.0.0.1:${port}`);
-    children.push(startChild(`replica-${i}`, mainScript, ['replica'], replicaEnv(config, modelSource, sharedCacheDir, port, i, env), config.verbose, onChildExit));
+    const url = `http://127.0.0.1:${port}`;
+    replicaUrls.push(url);
+    const dirs = poolDir === undefined ? undefined : { cacheDir: join(poolDir, `replica-${i}`), sharedCacheDir: join(poolDir, 'shared') };
+    supervise({ name: `replica-${i}`, script: mainScript, args: ['replica'], env: replicaEnv(config, modelSource, dirs, port, i, env), readyUrl: `${url}/v2/health/ready` });
   }
   const routerUrl = `http://${displayHost(config.host)}:${routerPort}`;
 
@@ -162,7 +179,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const onSignal = (signal: NodeJS.Signals): void => {
     signals++;
     if (signals > 1) {
-      for (const c of children) c.kill();
+      for (const s of supervised) s.kill();
       return;
     }
     log.info('stopping', { signal });
@@ -176,16 +193,19 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   process.on('SIGTERM', onSignal);
 
   try {
-    const deadline = Date.now() + config.readyTimeoutSeconds * 1000;
-    await Promise.all(replicaUrls.map((u, i) => waitReady(`${u}/v2/health/ready`, deadline, children[i])));
-    children.push(startChild('router', mainScript, routerArgs(config, routerPort, replicaUrls), env, config.verbose, onChildExit));
-    await waitReady(`http://127.0.0.1:${routerPort}/healthz`, deadline, children[children.length - 1]);
+    const deadline = Date.now() + readyTimeoutMs;
+    await Promise.all(replicaUrls.map((u, i) => waitReady(`${u}/v2/health/ready`, deadline, supervised[i]?.current)));
+    const routerReady = `http://127.0.0.1:${routerPort}/readyz`;
+    const router = supervise({ name: 'router', script: mainScript, args: routerArgs(config, routerPort, replicaUrls), env, readyUrl: routerReady });
+    await waitReady(routerReady, deadline, router.current);
   } catch (err) {
     await stopAll();
     removeSignalHandlers();
     throw err;
   }
   if (stopping) return;
+  // From here on a process that dies is restarted rather than taking the pool down.
+  for (const s of supervised) s.supervise();
   process.stdout.write(
     bannerText({
       routerUrl,
@@ -195,6 +215,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       modelSource,
       exampleIds,
       exampleModelCount: modelSource.startsWith('file://') ? config.exampleModels : 0,
+      restart: LOCAL_RESTART_BACKOFF,
     }),
   );
 }

@@ -22,12 +22,23 @@ export const REPLICA_ENV = {
   /** Bytes of downloaded model files kept in the cache folder after loading. */
   diskCacheBytes: 'MODELMUX_DISK_CACHE_BYTES',
   revalidateAfterMs: 'MODELMUX_REVALIDATE_AFTER_MS',
+  /** How often a loaded model's version is checked against the store; 0 never. */
+  revalidateLoadedMs: 'MODELMUX_REVALIDATE_LOADED_MS',
+  revalidateLoadedPerSecond: 'MODELMUX_REVALIDATE_LOADED_PER_SECOND',
+  /** S3 stores: silence on a connection to the store, in ms, that fails the request. */
+  storeTimeoutMs: 'MODELMUX_STORE_TIMEOUT_MS',
   prepackWeights: 'MODELMUX_PREPACK_WEIGHTS',
   shareGraphs: 'MODELMUX_SHARE_GRAPHS',
   mapWeights: 'MODELMUX_MAP_WEIGHTS',
   maxBodyBytes: 'MODELMUX_MAX_BODY_BYTES',
   maxConcurrentLoads: 'MODELMUX_MAX_CONCURRENT_LOADS',
   cachePolicy: 'MODELMUX_CACHE_POLICY',
+  /** Sidecar mode: the V2 HTTP address of the serving runtime beside the replica (docs/sidecar.md). */
+  runtimeUrl: 'MODELMUX_RUNTIME_URL',
+  /** Sidecar mode: the folder both containers share, where model folders are downloaded for the runtime. */
+  runtimeModelsDir: 'MODELMUX_RUNTIME_MODELS_DIR',
+  runtimePollMs: 'MODELMUX_RUNTIME_POLL_MS',
+  runtimeLoadTimeoutMs: 'MODELMUX_RUNTIME_LOAD_TIMEOUT_MS',
   /** Deadline of one inference request (queueing, load and run), answered 504 past it. */
   requestTimeoutMs: 'MODELMUX_REQUEST_TIMEOUT_MS',
   /** Shortest gap between two patches of the pod's table annotation. */

@@ -22,6 +22,12 @@ export class Batcher {
   private readonly queue: BatchQueue<Job>;
   private timer: NodeJS.Timeout | undefined;
   private timerAt: number | undefined;
+  /**
+   * A number per session: requests of one model id may hold two versions of it while a new one
+   * is swapped in (ModelCache.swap), and a batch runs on one session, so they must not share one.
+   */
+  private readonly sessionNumbers = new WeakMap<ModelSession, number>();
+  private sessionsSeen = 0;
 
   constructor(
     private readonly opts: BatchPolicyOptions,
@@ -37,7 +43,9 @@ export class Batcher {
       this.observeBatch(1);
       return session.run(req.inputs);
     }
-    const key = `${modelId}\u0000${req.inputs.map((t) => `${t.datatype}:${t.dims.slice(1).join('x')}`).join('|')}`;
+    let n = this.sessionNumbers.get(session);
+    if (n === undefined) this.sessionNumbers.set(session, (n = ++this.sessionsSeen));
+    const key = `${modelId}\u0000${n}\u0000${req.inputs.map((t) => `${t.datatype}:${t.dims.slice(1).join('x')}`).join('|')}`;
     return new Promise<OutputTensor[]>((resolve, reject) => {
       const rows = req.rows ?? 0;
       const ready = this.queue.add(key, { session, req, rows, resolve, reject }, this.clock.now());

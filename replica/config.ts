@@ -1,10 +1,11 @@
 import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
-import { CACHE_POLICIES, CONCURRENT_LOADS, EXECUTION_PROVIDERS } from '../common/resource.js';
+import { CACHE_POLICIES, CONCURRENT_LOADS, EXECUTION_PROVIDERS, MAX_MODELS_PER_REPLICA, TABLE_PUBLISH_INTERVAL_MS } from '../common/resource.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 import { GRAPH_OPTIMIZATION_LEVELS } from './onnx-runtime.js';
+import { sidecarOptionSpecs, sidecarOptionsShape } from './sidecar-options.js';
 
 
 export const replicaConfigSchema = z.object({
@@ -12,7 +13,7 @@ export const replicaConfigSchema = z.object({
   port: intString(0, 65535).default(REPLICA_PORT),
   modelSource: z.string().regex(/^(s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?|file:\/\/\/.*)$/, 'must be s3://bucket[/prefix] or file:///dir'),
   ...s3OptionsShape,
-  maxModels: intString(1, 10000).default(3),
+  maxModels: intString(1, MAX_MODELS_PER_REPLICA).default(3),
   maxModelBytes: byteQuantityString.optional(),
   maxOngoingRequests: intString(1, 100000).default(16),
   maxBatchSize: intString(1, 1024).default(1),
@@ -23,6 +24,9 @@ export const replicaConfigSchema = z.object({
   graphOptimization: z.enum(GRAPH_OPTIMIZATION_LEVELS).default('basic'),
   diskCacheBytes: byteQuantityString.default(2 * 1024 ** 3),
   revalidateAfterMs: intString(0, 86_400_000).default(60_000),
+  revalidateLoadedMs: intString(0, 86_400_000).default(60_000),
+  revalidateLoadedPerSecond: intString(1, 1000).default(10),
+  storeTimeoutMs: intString(100, 600_000).default(10_000),
   prepackWeights: booleanString.default(false),
   shareGraphs: booleanString.default(true),
   mapWeights: booleanString.default(true),
@@ -30,8 +34,9 @@ export const replicaConfigSchema = z.object({
   maxConcurrentLoads: intString(CONCURRENT_LOADS.min, CONCURRENT_LOADS.max).default(CONCURRENT_LOADS.default),
   cachePolicy: z.enum(CACHE_POLICIES).default('frequency'),
   requestTimeoutMs: intString(1, 3_600_000).default(60_000),
-  publishIntervalMs: intString(0, 60_000).default(300),
+  publishIntervalMs: intString(0, TABLE_PUBLISH_INTERVAL_MS.max).default(TABLE_PUBLISH_INTERVAL_MS.default),
   replicaName: z.string().min(1).max(253).optional(),
+  ...sidecarOptionsShape,
   ...logOptionsShape,
   podName: z.string().min(1).max(253).optional(),
   podNamespace: z.string().min(1).max(63).optional(),
@@ -61,6 +66,21 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   executionProvider: { flag: 'execution-provider', env: REPLICA_ENV.executionProvider, help: 'cpu or cuda (default cpu); cuda fails at start when absent.' },
   graphOptimization: { flag: 'graph-optimization', env: REPLICA_ENV.graphOptimization, help: 'onnxruntime graph optimisation: disabled, basic, extended or all (default basic: fast session creation).' },
   revalidateAfterMs: { flag: 'revalidate-after-ms', env: REPLICA_ENV.revalidateAfterMs, help: 'A file in the disk cache that the store confirmed (ETag) less than this long ago is reloaded without asking it again; 0 asks on every reload (default 60000).' },
+  revalidateLoadedMs: {
+    flag: 'revalidate-loaded-ms',
+    env: REPLICA_ENV.revalidateLoadedMs,
+    help: "How often each loaded model's version (ETag) is checked against the store; a changed model is loaded beside the old one and swapped in, requests in flight finishing on the old one. 0 never checks (default 60000).",
+  },
+  revalidateLoadedPerSecond: {
+    flag: 'revalidate-loaded-per-second',
+    env: REPLICA_ENV.revalidateLoadedPerSecond,
+    help: 'Version checks of loaded models sent to the store per second at most; more loaded models than the interval allows are checked less often (default 10).',
+  },
+  storeTimeoutMs: {
+    flag: 'store-timeout-ms',
+    env: REPLICA_ENV.storeTimeoutMs,
+    help: 'S3 stores: a request whose connection stays silent this long fails and is tried once more, so a hung store fails a load with 503 store_unavailable instead of holding it (default 10000).',
+  },
   prepackWeights: { flag: 'prepack-weights', env: REPLICA_ENV.prepackWeights, help: "Let onnxruntime pre-pack weights at session creation: faster large-batch runs, 4x slower loads (default false)." },
   shareGraphs: {
     flag: 'share-graphs',
@@ -81,7 +101,12 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
     help: "Which loaded models stay: lru (Ray Serve's) or frequency (default: a model enters a full cache only if asked for at least as often lately as the one it would evict).",
   },
   requestTimeoutMs: { flag: 'request-timeout-ms', env: REPLICA_ENV.requestTimeoutMs, help: 'Deadline of one inference request, including its load; 504 past it (default 60000).' },
-  publishIntervalMs: { flag: 'publish-interval-ms', env: REPLICA_ENV.publishIntervalMs, help: 'Shortest gap between two patches of the pod annotation (default 300).' },
+  publishIntervalMs: {
+    flag: 'publish-interval-ms',
+    env: REPLICA_ENV.publishIntervalMs,
+    help: 'Shortest gap between two patches of the pod annotation: about one patch a second however fast models churn; routers cover the gap with what they sent where (default 1000).',
+  },
+  ...sidecarOptionSpecs,
   replicaName: { flag: 'replica-name', env: REPLICA_ENV.replicaName, help: 'Name in x-modelmux-replica and logs (default: POD_NAME, else host:port).' },
   ...logOptionSpecs,
   podName: { flag: 'pod-name', env: REPLICA_ENV.podName, help: 'Own pod name (downward API); with the namespace, enables table publication.' },

@@ -91,6 +91,21 @@ export class DiskFileCache {
     else if (slot.dropped && slot.pins === 0) this.remove(slot.path);
   }
 
+  /**
+   * The disk is full: drops every file that no load is reading and whose model `keep` does not
+   * name (the models still loaded, whose files a reload would want first). Answers how many
+   * bytes of files it dropped; they are deleted through `remove` as usual.
+   */
+  shed(keep: (id: string) => boolean): number {
+    let bytes = 0;
+    for (const [id, slot] of [...this.index.entries()]) {
+      if (slot.pins > 0 || keep(id)) continue;
+      bytes += slot.bytes;
+      this.index.delete(id);
+    }
+    return bytes;
+  }
+
   private drop(slot: Slot): void {
     slot.dropped = true;
     if (slot.pins === 0) this.remove(slot.path);

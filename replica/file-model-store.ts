@@ -3,25 +3,43 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ModelmuxError } from '../common/errors.js';
 import type { ModelId } from '../common/model-id.js';
-import { MODEL_FILE, type LocalModelFile, type ModelStore } from './model-store.js';
+import type { Clock } from '../common/clock.js';
+import { MODEL_FILE, type LocalModelFile, type VersionedStore } from './model-store.js';
 
-/** `file:///dir`: models are read in place, no copy (local mode and tests). */
-export class FileModelStore implements ModelStore {
+/**
+ * `file:///dir`: models are read in place, no copy (local mode and tests). A file's version is
+ * its inode, size and modification time: a file overwritten in place or replaced by a rename
+ * (even one keeping the old modification time) gets a new one.
+ */
+export class FileModelStore implements VersionedStore {
   private readonly root: string;
 
-  constructor(readonly uri: string, private readonly maxFileBytes: number | undefined) {
+  constructor(
+    readonly uri: string,
+    private readonly maxFileBytes: number | undefined,
+    private readonly clock: Clock,
+  ) {
     this.root = fileURLToPath(uri);
   }
 
   async fetch(id: ModelId): Promise<LocalModelFile> {
+    const { path, size, tag } = await this.stat(id);
+    if (this.maxFileBytes !== undefined && size > this.maxFileBytes) {
+      throw new ModelmuxError('model_too_large', `model "${id}" weighs ${size} bytes, more than the ${this.maxFileBytes} allowed`);
+    }
+    return { path, bytes: size, version: { tag, checkedAt: this.clock.now() } };
+  }
+
+  async version(id: ModelId): Promise<string> {
+    return (await this.stat(id)).tag;
+  }
+
+  private async stat(id: ModelId): Promise<{ path: string; size: number; tag: string }> {
     const path = join(this.root, id, MODEL_FILE);
     try {
-      const s = await stat(path);
+      const s = await stat(path, { bigint: true });
       if (!s.isFile()) throw new ModelmuxError('model_not_found', `no model "${id}" in ${this.uri}`);
-      if (this.maxFileBytes !== undefined && s.size > this.maxFileBytes) {
-        throw new ModelmuxError('model_too_large', `model "${id}" weighs ${s.size} bytes, more than the ${this.maxFileBytes} allowed`);
-      }
-      return { path, bytes: s.size };
+      return { path, size: Number(s.size), tag: `${s.ino}-${s.size}-${s.mtimeNs}` };
     } catch (err) {
       if (err instanceof ModelmuxError) throw err;
       const code = (err as NodeJS.ErrnoException).code;

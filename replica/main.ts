@@ -12,13 +12,16 @@ import { IdleMappings } from './idle-mappings.js';
 import { FileModelStore } from './file-model-store.js';
 import { HotnessMeter } from './hotness.js';
 import { createReplicaMetrics } from './metrics.js';
-import type { ModelStore } from './model-store.js';
+import { LoadedRevalidator } from './loaded-revalidation.js';
+import type { VersionedStore } from './model-store.js';
 import { checkExecutionProvider } from './onnx-runtime.js';
 import { PeerFiles } from './peer-files.js';
 import { PublishCoalescer } from './publish-coalescer.js';
 import { ReplicaService, serviceTuning } from './replica-service.js';
 import { S3ModelStore } from './s3-model-store.js';
 import { createReplicaApp } from './server.js';
+import type { ServingBackend } from './serving-backend.js';
+import { startSidecarService } from './sidecar-main.js';
 import { kubePodPatcher, tablePatch } from './table-publisher.js';
 
 /** How often the deletion cost is re-checked when the model set does not change. */
@@ -39,7 +42,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   // A file:// store is read in place; only S3 downloads need the cache dir.
   let ownCacheDir: string | undefined;
   let s3: S3ModelStore | undefined;
-  let store: ModelStore;
+  let store: VersionedStore;
   // Only the S3 store's downloads are mapped: the replica wrote them and never rewrites them,
   // where a file:// folder is the user's, and a file truncated while mapped would crash us.
   let mapper: IdleMappings | undefined;
@@ -67,9 +70,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       cacheDir,
       diskCacheBytes: config.diskCacheBytes,
       revalidateAfterMs: config.revalidateAfterMs,
+      socketTimeoutMs: config.storeTimeoutMs,
       ...(peers !== undefined ? { peers } : {}),
       clock,
       onFetch: (source) => metrics.fetches.inc({ source }),
+      // Called only by loads, which come after the service exists.
+      keep: (id) => service.cache.has(id),
       ...(mapper !== undefined ? { prepare: (path: string) => alignFileWeights(path, config.maxModelBytes), onRemove: (path: string) => mapper?.forget(path) } : {}),
       ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),
       ...(config.s3ForcePathStyle !== undefined ? { forcePathStyle: config.s3ForcePathStyle } : {}),
@@ -77,20 +83,39 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     });
     store = s3;
   } else {
-    store = new FileModelStore(config.modelSource, config.maxModelBytes);
+    store = new FileModelStore(config.modelSource, config.maxModelBytes, clock);
   }
 
   const hotness = new HotnessMeter(clock);
   let coalescer: PublishCoalescer | undefined;
-  const service = new ReplicaService({
-    ...serviceTuning(config),
-    store,
-    ...(mapper !== undefined ? { mapper } : {}),
-    clock,
-    log: baseLog,
-    metrics,
-    onTableChange: () => coalescer?.notify(),
-  });
+  const { runtimeUrl } = config;
+  const engine =
+    runtimeUrl === undefined
+      ? new ReplicaService({
+          ...serviceTuning(config),
+          store,
+          ...(mapper !== undefined ? { mapper } : {}),
+          clock,
+          log: baseLog,
+          metrics,
+          onTableChange: () => coalescer?.notify(),
+        })
+      : undefined;
+  // Sidecar mode (docs/sidecar.md): a serving runtime beside the replica loads and runs the models.
+  const service: ServingBackend = engine ?? (await startSidecarService({ ...config, runtimeUrl: runtimeUrl as string }, clock, baseLog, metrics, () => coalescer?.notify()));
+
+  const revalidator =
+    engine !== undefined && config.revalidateLoadedMs > 0
+      ? new LoadedRevalidator({
+          cache: engine.cache,
+          version: (id) => store.version(id),
+          pace: { intervalMs: config.revalidateLoadedMs, perSecond: config.revalidateLoadedPerSecond },
+          clock,
+          log: baseLog,
+          onResult: (result) => metrics.revalidations.inc({ result }),
+        })
+      : undefined;
+  revalidator?.start();
 
   let costTimer: NodeJS.Timeout | undefined;
   if (config.podName !== undefined && config.podNamespace !== undefined) {
@@ -164,6 +189,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     state.shuttingDown = true;
     baseLog.info('draining', { event: 'draining', signal, ongoing: state.ongoing });
     if (costTimer) clearInterval(costTimer);
+    revalidator?.stop();
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     const idle = setInterval(() => server.closeIdleConnections(), 100);
     server.closeIdleConnections();

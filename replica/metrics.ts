@@ -62,6 +62,18 @@ export function createReplicaMetrics() {
       labelNames: ['reason'] as const,
       registers: r,
     }),
+    revalidations: new Counter({
+      name: 'modelmux_replica_model_revalidations_total',
+      help: "Loaded models' versions checked against the store, by result (unchanged|changed|not_found|failed).",
+      labelNames: ['result'] as const,
+      registers: r,
+    }),
+    swaps: new Counter({
+      name: 'modelmux_replica_model_swaps_total',
+      help: 'New versions of loaded models loaded beside the old one, by result: success (swapped in) or failure (the old version serves on).',
+      labelNames: ['result'] as const,
+      registers: r,
+    }),
     releases: new Counter({ name: 'modelmux_replica_model_releases_total', help: 'Sessions released (after eviction, once no request used them).', registers: r }),
     modelsLoaded: new Gauge({ name: 'modelmux_replica_models_loaded', help: 'Models in the cache.', registers: r }),
     modelsLoading: new Gauge({ name: 'modelmux_replica_models_loading', help: 'Models being loaded.', registers: r }),

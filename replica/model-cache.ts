@@ -13,6 +13,17 @@ export interface Loaded<T> {
   value: T;
   /** Counted against `maxBytes`. */
   bytes: number;
+  /** Which version of the model was loaded (an ETag), opaque to the cache; absent when unknown. */
+  version?: string;
+  /** When the store last confirmed `version`, by the injected clock. */
+  checkedAt?: number;
+}
+
+/** A loaded model's version and when the store last confirmed it: what revalidation works from. */
+export interface LoadedVersion {
+  id: string;
+  version: string;
+  checkedAt: number;
 }
 
 /** What the cache reports, for logs and metrics; never throws back into the cache. */
@@ -23,6 +34,9 @@ export type CacheEvent =
   /** `not_admitted`: loaded for the requests that asked, then let go (policy `frequency`). */
   | { type: 'evict'; id: string; inUse: number; reason: 'capacity' | 'not_admitted' }
   | { type: 'release'; id: string; durationMs: number; error?: unknown }
+  /** A new version loaded beside the old one and swapped in (`ok`), or its load failed and the old one stays. */
+  | { type: 'swap'; id: string; ok: true; durationMs: number; bytes: number; inUse: number }
+  | { type: 'swap'; id: string; ok: false; durationMs: number; error: unknown }
   | { type: 'change' };
 
 /** Requests per cache slot between two halvings of the frequency counts. */
@@ -42,7 +56,8 @@ export interface ModelCacheOptions<T> {
    * is released. Under skewed traffic a run of rare models no longer flushes the popular ones.
    */
   policy?: CachePolicy;
-  load: (id: string) => Promise<Loaded<T>>;
+  /** `fresh`: a new version is wanted; the loader must not reuse a copy on the strength of an earlier check. */
+  load: (id: string, fresh: boolean) => Promise<Loaded<T>>;
   clock: Clock;
   onEvent?: (e: CacheEvent) => void;
 }
@@ -59,6 +74,8 @@ interface Entry<T> {
   id: string;
   value: T;
   bytes: number;
+  version: string | undefined;
+  checkedAt: number;
   /** Requests that hold a lease on it. */
   refs: number;
   /** Out of the LRU: released as soon as `refs` drops to zero. */
@@ -79,6 +96,7 @@ interface Entry<T> {
 export class ModelCache<T extends Releasable> {
   private readonly lru: LRUCache<string, Entry<T>>;
   private readonly loading = new Map<string, Promise<Entry<T>>>();
+  private readonly swapping = new Map<string, Promise<boolean>>();
   /** Evicted entries still used by a request. */
   private readonly draining = new Map<string, Entry<T>>();
   private readonly releases = new Set<Promise<void>>();
@@ -136,6 +154,36 @@ export class ModelCache<T extends Releasable> {
     return this.lru.has(id);
   }
 
+  /** The versions of the loaded models that have one. */
+  versions(): LoadedVersion[] {
+    const out: LoadedVersion[] = [];
+    for (const e of this.lru.values()) if (e.version !== undefined) out.push({ id: e.id, version: e.version, checkedAt: e.checkedAt });
+    return out;
+  }
+
+  /** The store was asked about the loaded version of `id` at `at` (whatever it answered): it is due again an interval later. */
+  checked(id: string, version: string, at: number): void {
+    const e = this.lru.peek(id);
+    if (e?.version === version) e.checkedAt = at;
+  }
+
+  /**
+   * Loads `id` again beside its loaded version and swaps the new one in: the model changed in
+   * the store. A request holds the version it leased to its end, so requests in flight finish
+   * on the old version, every request that acquires after the swap gets the new one, and none
+   * sees both; the old version is released after its last request. Resolves false, the old
+   * version serving on, when the load fails (a broken upload is never swapped in) or the model
+   * left the cache meanwhile. One swap per id at a time; it takes a load slot like any load.
+   */
+  swap(id: string): Promise<boolean> {
+    let pending = this.swapping.get(id);
+    if (!pending) {
+      pending = this.loadAndSwap(id).finally(() => this.swapping.delete(id));
+      this.swapping.set(id, pending);
+    }
+    return pending;
+  }
+
   /** Returns the model, loading it if needed; rejects with the load's error (not cached). */
   async acquire(id: string): Promise<Lease<T>> {
     if (this.closed) throw new ModelmuxError('shutting_down', 'the replica is shutting down');
@@ -163,6 +211,14 @@ export class ModelCache<T extends Releasable> {
     // Evicted by later loads before this waiter resumed (tiny caches under churn): load again.
     if (entry.released) return this.acquire(id);
     return this.lease(entry, false);
+  }
+
+  /**
+   * Takes `id` out of the cache (released after the requests holding it): what it was loaded
+   * into lost it, e.g. a sidecar's runtime restarted. The next request loads it again.
+   */
+  evict(id: string): void {
+    this.lru.delete(id);
   }
 
   /** Evicts everything and waits for every session to be released (after in-flight requests). */
@@ -194,12 +250,12 @@ export class ModelCache<T extends Releasable> {
     const started = this.opts.clock.now();
     this.emit({ type: 'load-start', id });
     try {
-      const loaded = await this.opts.load(id);
+      const loaded = await this.opts.load(id, false);
       if (this.opts.maxBytes !== undefined && loaded.bytes > this.opts.maxBytes) {
         await loaded.value.release().catch(() => undefined);
         throw new ModelmuxError('model_too_large', `model "${id}" weighs ${loaded.bytes} bytes, more than the ${this.opts.maxBytes} this replica may hold`);
       }
-      const entry: Entry<T> = { id, value: loaded.value, bytes: loaded.bytes, refs: 0, evicted: false, released: false };
+      const entry = this.entry(id, loaded);
       this.emit({ type: 'load-end', id, ok: true, durationMs: this.opts.clock.now() - started, bytes: loaded.bytes });
       this.loading.delete(id);
       if (this.admits(id, loaded.bytes)) this.insert(entry);
@@ -214,6 +270,51 @@ export class ModelCache<T extends Releasable> {
       this.loading.delete(id);
       this.changed();
       throw error;
+    } finally {
+      this.freeSlot();
+    }
+  }
+
+  private entry(id: string, loaded: Loaded<T>): Entry<T> {
+    return { id, value: loaded.value, bytes: loaded.bytes, version: loaded.version, checkedAt: loaded.checkedAt ?? this.opts.clock.now(), refs: 0, evicted: false, released: false };
+  }
+
+  private async loadAndSwap(id: string): Promise<boolean> {
+    if (this.closed || !this.lru.has(id)) return false;
+    await this.loadSlot();
+    const started = this.opts.clock.now();
+    try {
+      let loaded: Loaded<T>;
+      try {
+        loaded = await this.opts.load(id, true);
+      } catch (error) {
+        this.emit({ type: 'swap', id, ok: false, durationMs: this.opts.clock.now() - started, error });
+        return false;
+      }
+      const fresh = this.entry(id, loaded);
+      const old = this.lru.peek(id);
+      if (this.opts.maxBytes !== undefined && loaded.bytes > this.opts.maxBytes) {
+        this.release(fresh);
+        const error = new ModelmuxError('model_too_large', `the new version of model "${id}" weighs ${loaded.bytes} bytes, more than the ${this.opts.maxBytes} this replica may hold`);
+        this.emit({ type: 'swap', id, ok: false, durationMs: this.opts.clock.now() - started, error });
+        return false;
+      }
+      if (old === undefined || this.closed) {
+        // Evicted while the new version loaded: nothing to replace, and a request that wants the
+        // model again loads it like any other.
+        this.release(fresh);
+        return false;
+      }
+      // set() replaces the old entry (disposed with reason 'set', which only takes its bytes off)
+      // and makes the model the most recently used: it was loaded a moment ago.
+      this.bytesLoaded += fresh.bytes;
+      this.lru.set(id, fresh);
+      old.evicted = true;
+      this.emit({ type: 'swap', id, ok: true, durationMs: this.opts.clock.now() - started, bytes: fresh.bytes, inUse: old.refs });
+      // Never into `draining`: a later acquire must not take the old version back.
+      if (old.refs === 0) this.release(old);
+      this.changed();
+      return true;
     } finally {
       this.freeSlot();
     }

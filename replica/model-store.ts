@@ -16,6 +16,14 @@ export interface LocalModelFile {
    * never served again without a new download. Absent when the file is the store's own.
    */
   settle?: (ok: boolean) => void;
+  /** Which version of the model the file holds, as the store's `version()` names it; absent when it cannot tell. */
+  version?: ModelVersion;
+}
+
+/** A version tag of a model in its store (an ETag), and when the store last confirmed it (injected clock). */
+export interface ModelVersion {
+  tag: string;
+  checkedAt: number;
 }
 
 /**
@@ -25,7 +33,14 @@ export interface LocalModelFile {
 export interface ModelStore {
   /** For logs: the source URI, never credentials. */
   readonly uri: string;
-  fetch(id: ModelId): Promise<LocalModelFile>;
+  /** `fresh`: ask the store now rather than reuse a local copy it confirmed a moment ago. */
+  fetch(id: ModelId, fresh?: boolean): Promise<LocalModelFile>;
+}
+
+/** A store that can name the version of a model it holds now, so loaded models can be revalidated. */
+export interface VersionedStore extends ModelStore {
+  /** The tag `fetch` would give the file now; throws ModelmuxError `model_not_found` or `store_unavailable`. */
+  version(id: ModelId): Promise<string>;
 }
 
 export const MODEL_FILE = 'model.onnx';

@@ -7,14 +7,15 @@ import type { ModelTable } from '../common/model-table.js';
 import type { CachePolicy } from '../common/resource.js';
 import type { ReplicaConfig } from './config.js';
 import { Batcher } from './batcher.js';
-import { inferResponseBody, parseInferBody, type InferResponse } from './inference-body.js';
+import { inferResponseBody, modelMetadataBody, parseInferBody } from './inference-body.js';
 import type { ReplicaMetrics } from './metrics.js';
-import { ModelCache, type CacheEvent } from './model-cache.js';
+import { ModelCache, type CacheEvent, type Loaded } from './model-cache.js';
 import type { ModelStore } from './model-store.js';
 import type { FileMapper } from './file-map.js';
 import { GraphSessions } from './graph-sessions.js';
 import type { ExecutionProvider, ModelSession, SessionTuning } from './onnx-runtime.js';
 import type { ModelSignature } from './tensor.js';
+import type { InferOutcome, ServingBackend } from './serving-backend.js';
 
 export interface ReplicaServiceOptions {
   store: ModelStore;
@@ -59,15 +60,16 @@ export function serviceTuning(config: ReplicaConfig): ServiceTuning {
   };
 }
 
-export interface InferOutcome {
-  body: InferResponse;
-  hit: boolean;
-}
-
 const ms = (n: number): string => `${n.toFixed(1)}ms`;
 
+/** The log fields of a failed load: its stable code and what went wrong. */
+const failure = (error: unknown): { error: string; reason: string } => ({
+  error: error instanceof ModelmuxError ? error.code : 'internal',
+  reason: error instanceof Error ? error.message : String(error),
+});
+
 /** The replica's inference path: cache → (load from the store) → batcher → response body. */
-export class ReplicaService {
+export class ReplicaService implements ServingBackend {
   readonly cache: ModelCache<ModelSession>;
   private readonly batcher: Batcher;
   private readonly sessions: GraphSessions;
@@ -89,7 +91,7 @@ export class ReplicaService {
       maxConcurrentLoads: opts.maxConcurrentLoads,
       policy: opts.cachePolicy,
       clock: opts.clock,
-      load: (id) => this.load(id as ModelId),
+      load: (id, fresh) => this.load(id as ModelId, fresh),
       onEvent: (e) => this.onCacheEvent(e),
     });
     this.batcher = new Batcher({ maxBatchSize: opts.maxBatchSize, batchWaitMs: opts.batchWaitMs }, opts.clock, (n) => opts.metrics.batchSize.observe(n));
@@ -127,6 +129,16 @@ export class ReplicaService {
     return { signature: r.body, hit: r.hit };
   }
 
+  async metadata(id: ModelId): Promise<{ body: unknown; hit: boolean }> {
+    const { signature, hit } = await this.signature(id);
+    return { body: modelMetadataBody(id, signature), hit };
+  }
+
+  /** The engine is in the process: ready as long as the process is. */
+  ready(): boolean {
+    return true;
+  }
+
   close(): Promise<void> {
     return this.cache.close();
   }
@@ -151,8 +163,8 @@ export class ReplicaService {
     return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
   }
 
-  private async load(id: ModelId): Promise<{ value: ModelSession; bytes: number }> {
-    const file = await this.opts.store.fetch(id);
+  private async load(id: ModelId, fresh: boolean): Promise<Loaded<ModelSession>> {
+    const file = await this.opts.store.fetch(id, fresh);
     let session: ModelSession;
     try {
       if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
@@ -162,7 +174,7 @@ export class ReplicaService {
       throw err;
     }
     file.settle?.(true);
-    return { value: session, bytes: file.bytes };
+    return { value: session, bytes: file.bytes, ...(file.version !== undefined ? { version: file.version.tag, checkedAt: file.version.checkedAt } : {}) };
   }
 
   private onCacheEvent(e: CacheEvent): void {
@@ -175,10 +187,7 @@ export class ReplicaService {
         metrics.loads.inc({ result: e.ok ? 'success' : 'failure' });
         metrics.loadDuration.observe(e.durationMs / 1000);
         if (e.ok) log.info(`Successfully loaded model '${e.id}' in ${ms(e.durationMs)}.`, { model: e.id, event: 'load-end', durationMs: e.durationMs, bytes: e.bytes });
-        else {
-          const err = e.error instanceof ModelmuxError ? e.error : undefined;
-          log.warn(`Failed to load model '${e.id}' after ${ms(e.durationMs)}.`, { model: e.id, event: 'load-failed', durationMs: e.durationMs, error: err?.code ?? 'internal', reason: e.error instanceof Error ? e.error.message : String(e.error) });
-        }
+        else log.warn(`Failed to load model '${e.id}' after ${ms(e.durationMs)}.`, { model: e.id, event: 'load-failed', durationMs: e.durationMs, ...failure(e.error) });
         break;
       case 'evict':
         metrics.evictions.inc({ reason: e.reason });
@@ -188,6 +197,11 @@ export class ReplicaService {
           reason: e.reason,
           inUse: e.inUse,
         });
+        break;
+      case 'swap':
+        metrics.swaps.inc({ result: e.ok ? 'success' : 'failure' });
+        if (e.ok) log.info(`Swapped in the new version of model '${e.id}' in ${ms(e.durationMs)}.`, { model: e.id, event: 'swap', durationMs: e.durationMs, bytes: e.bytes, inUse: e.inUse });
+        else log.warn(`Failed to load the new version of model '${e.id}' after ${ms(e.durationMs)}; the loaded version serves on.`, { model: e.id, event: 'swap-failed', durationMs: e.durationMs, ...failure(e.error) });
         break;
       case 'release':
         metrics.releases.inc();

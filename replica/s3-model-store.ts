@@ -9,7 +9,7 @@ import { ModelmuxError } from '../common/errors.js';
 import type { Clock } from '../common/clock.js';
 import type { ModelId } from '../common/model-id.js';
 import { DiskFileCache, type CachedFile } from './disk-file-cache.js';
-import { modelKey, type LocalModelFile, type ModelStore } from './model-store.js';
+import { modelKey, type LocalModelFile, type VersionedStore } from './model-store.js';
 import type { PeerFiles } from './peer-files.js';
 
 /**
@@ -30,6 +30,8 @@ export interface S3StoreOptions {
   diskCacheBytes: number;
   /** A disk copy the store confirmed less than this long ago is used without asking again. */
   revalidateAfterMs: number;
+  /** A request to the store whose connection stays silent this long fails (and is tried once more). */
+  socketTimeoutMs: number;
   /**
    * The downloads of the other replicas of this machine, in a folder on the filesystem of
    * `cacheDir`: a model one of them downloaded is linked from there rather than downloaded again.
@@ -46,9 +48,14 @@ export interface S3StoreOptions {
   prepare?: (path: string) => Promise<number | undefined>;
   /** Called as a cached file is deleted, before it is: whatever still maps it lets go (IdleMappings). */
   onRemove?: (path: string) => void;
+  /** Models whose files stay when the disk fills up and room is made (the loaded ones). */
+  keep?: (id: string) => boolean;
 }
 
 const NOT_FOUND = new Set(['NoSuchKey', 'NotFound']);
+
+/** A write failed for want of space: the filesystem (or the pod's emptyDir) is full, or a quota bit. */
+const DISK_FULL = new Set(['ENOSPC', 'EDQUOT']);
 
 /**
  * Bytes of a download held in memory while the disk catches up (twice: the size check and the
@@ -65,7 +72,7 @@ const DOWNLOAD_BUFFER_BYTES = 8 * 1024 * 1024;
  * Downloaded files stay on disk (DiskFileCache) and are revalidated by ETag with a HEAD, so a
  * model replaced in the store is downloaded again while an unchanged one is not.
  */
-export class S3ModelStore implements ModelStore {
+export class S3ModelStore implements VersionedStore {
   readonly uri: string;
   private readonly client: S3Client;
   private readonly bucket: string;
@@ -73,6 +80,8 @@ export class S3ModelStore implements ModelStore {
   private readonly dir: string;
   private readonly files: DiskFileCache;
   private readonly peers: PeerFiles | undefined;
+  /** Deletions of cached files under way: making room waits for them before writing again. */
+  private readonly removals = new Set<Promise<void>>();
 
   constructor(private readonly opts: S3StoreOptions) {
     this.uri = opts.uri;
@@ -86,7 +95,9 @@ export class S3ModelStore implements ModelStore {
     mkdirSync(this.dir, { recursive: true });
     this.files = new DiskFileCache(opts.diskCacheBytes, (path) => {
       opts.onRemove?.(path);
-      void rm(path, { force: true }).catch(() => undefined);
+      const removal = rm(path, { force: true }).catch(() => undefined);
+      this.removals.add(removal);
+      void removal.finally(() => this.removals.delete(removal));
     });
     this.peers = opts.peers;
     this.client = new S3Client({
@@ -95,7 +106,11 @@ export class S3ModelStore implements ModelStore {
       forcePathStyle: opts.forcePathStyle ?? opts.endpoint !== undefined,
       // Fail over to 503 quickly when the store is down rather than hold requests for long.
       maxAttempts: 2,
-      requestHandler: { connectionTimeout: 3000, requestTimeout: 120_000 },
+      // A connection that goes silent fails the try, whether the response has not begun or stopped
+      // midway: a store that accepts connections and never answers (hung, stopped, a network that
+      // drops packets on a pooled connection) held a load, and every request waiting for it, until
+      // it came back. The SDK's requestTimeout would not do: by default it only logs a warning.
+      requestHandler: { connectionTimeout: 3000, socketTimeout: opts.socketTimeoutMs },
       // The SDK resolves a command's middleware stack once per command class instead of on
       // every send: a revalidating HEAD cost ~850 µs of CPU, ~670 with it. Safe because no
       // middleware is added after the first send and no call passes per-send options.
@@ -103,7 +118,7 @@ export class S3ModelStore implements ModelStore {
     });
   }
 
-  async fetch(id: ModelId): Promise<LocalModelFile> {
+  async fetch(id: ModelId, fresh = false): Promise<LocalModelFile> {
     const key = modelKey(this.prefix, id);
     let cached = this.files.checkout(id);
     let source: FetchSource = 'disk';
@@ -118,7 +133,7 @@ export class S3ModelStore implements ModelStore {
       const now = this.opts.clock.now();
       // Within the window, a reload costs no request to the store: a HEAD through the SDK
       // costs more CPU than creating the session (docs/adr/0015-replica-load-path.md).
-      if (now - cached.checkedAt < this.opts.revalidateAfterMs) {
+      if (!fresh && now - cached.checkedAt < this.opts.revalidateAfterMs) {
         this.opts.onFetch?.(source);
         return this.local(id, cached, source === 'peer');
       }
@@ -157,6 +172,7 @@ export class S3ModelStore implements ModelStore {
       path: file.path,
       bytes: file.bytes,
       private: true,
+      ...(file.etag !== '' ? { version: { tag: file.etag, checkedAt: file.checkedAt } } : {}),
       settle: (ok) => {
         if (ok && share) this.peers?.publish(id, file);
         this.files.settle(id, file, ok);
@@ -169,6 +185,11 @@ export class S3ModelStore implements ModelStore {
     return join(this.dir, `${id}.${randomBytes(6).toString('hex')}.onnx`);
   }
 
+  /** The object's ETag now, as a HEAD reports it; '' when the store gives none. */
+  version(id: ModelId): Promise<string> {
+    return this.currentEtag(modelKey(this.prefix, id), id);
+  }
+
   /** The object's version as HEAD reports it; '' when the store gives none (never matches). */
   private async currentEtag(key: string, id: ModelId): Promise<string> {
     try {
@@ -179,7 +200,34 @@ export class S3ModelStore implements ModelStore {
     }
   }
 
+  /**
+   * Downloads `id`. When the disk is full, drops the files of models this replica does not hold
+   * loaded (they are kept only for reloads) and tries once more; then `cache_full`, not
+   * `store_unavailable`: the store is fine. A partial file is never left behind or cached.
+   */
   private async download(key: string, id: ModelId): Promise<CachedFile> {
+    let full: ModelmuxError;
+    try {
+      return await this.downloadOnce(key, id);
+    } catch (err) {
+      if (!(err instanceof ModelmuxError && err.code === 'cache_full')) throw err;
+      full = err;
+    }
+    const dropped = this.files.shed(this.opts.keep ?? (() => false));
+    await Promise.all([...this.removals]);
+    if (dropped > 0) {
+      try {
+        return await this.downloadOnce(key, id);
+      } catch (err) {
+        if (!(err instanceof ModelmuxError && err.code === 'cache_full')) throw err;
+        full = err;
+      }
+    }
+    const tried = dropped > 0 ? `even after dropping ${dropped} bytes of files of models not loaded` : 'and no file of a model not loaded was left to drop';
+    throw new ModelmuxError('cache_full', `${full.message}, ${tried}`, { cause: full.cause });
+  }
+
+  private async downloadOnce(key: string, id: ModelId): Promise<CachedFile> {
     let body: Readable;
     let length: number | undefined;
     let etag: string;
@@ -215,6 +263,8 @@ export class S3ModelStore implements ModelStore {
     } catch (err) {
       await rm(tmp, { force: true });
       if (err instanceof ModelmuxError) throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== undefined && DISK_FULL.has(code)) throw new ModelmuxError('cache_full', `no room in ${this.dir} for model "${id}" (${length ?? 'unknown'} bytes): ${code}`, { cause: err });
       throw new ModelmuxError('store_unavailable', `download of "${id}" from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
     return { path, bytes, etag, checkedAt: this.opts.clock.now() };

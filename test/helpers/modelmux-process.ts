@@ -18,6 +18,18 @@ export function parsePrometheus(text: string): Map<string, number> {
   return out;
 }
 
+/** The JSON log lines of a process's output, other lines skipped. */
+export function jsonLines(output: string): Record<string, unknown>[] {
+  return output.split('\n').flatMap((l) => {
+    if (!l.startsWith('{')) return [];
+    try {
+      return [JSON.parse(l) as Record<string, unknown>];
+    } catch {
+      return [];
+    }
+  });
+}
+
 /** A `node dist/cli/main.js <subcommand>` child (run `npm run build` first) that logs JSON lines. */
 export interface ModelmuxProcess {
   child: ChildProcess;
@@ -65,15 +77,7 @@ export function spawnModelmux(subcommand: string, args: readonly string[], env: 
     child,
     pid: child.pid ?? -1,
     logs: () => output,
-    logLines: () =>
-      output.split('\n').flatMap((l) => {
-        if (!l.startsWith('{')) return [];
-        try {
-          return [JSON.parse(l) as Record<string, unknown>];
-        } catch {
-          return [];
-        }
-      }),
+    logLines: () => jsonLines(output),
     exitCode: () => code,
     stop,
     exited,

@@ -5,7 +5,7 @@ import { freePorts } from '../../cli/local-processes.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CreateBucketCommand, ListBucketsCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, HeadObjectCommand, ListBucketsCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 
 const execFileP = promisify(execFile);
 
@@ -29,7 +29,11 @@ export interface S3Server {
   /** Everything the server printed, for failure messages. */
   logs(): string;
   /** The `weed server` process (master, volume, filer and gateway in one), for its CPU. */
-  pid: number | undefined;
+  readonly pid: number | undefined;
+  /** An outage: kills the server (SIGKILL, so its connections are cut) and keeps its data. */
+  interrupt(): Promise<void>;
+  /** Ends an outage: starts the server again on the same ports and data, and waits until it serves what it held. */
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -92,15 +96,22 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
     `-s3.config=${configPath}`,
   ];
   let output = '';
-  const child: ChildProcess = spawn(weed, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   const append = (b: Buffer): void => {
     output += b.toString();
     if (output.length > 1_000_000) output = output.slice(-500_000);
   };
-  child.stdout?.on('data', append);
-  child.stderr?.on('data', append);
+  let child: ChildProcess;
   let exited = false;
-  const exit = new Promise<void>((resolve) => child.once('exit', () => { exited = true; resolve(); }));
+  let exit: Promise<void>;
+  const launch = (): void => {
+    exited = false;
+    child = spawn(weed, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout?.on('data', append);
+    child.stderr?.on('data', append);
+    const c = child;
+    exit = new Promise<void>((resolve) => c.once('exit', () => { exited = true; resolve(); }));
+  };
+  launch();
 
   const endpoint = `http://127.0.0.1:${s3}`;
   const client = new S3Client({ endpoint, region, forcePathStyle: true, credentials: { accessKeyId, secretAccessKey } });
@@ -114,6 +125,29 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
       clearTimeout(killer);
     }
     await rm(dir, { recursive: true, force: true });
+  };
+
+  /**
+   * Until the gateway answers and its filer finds the volumes: the probe object reads back. Asked
+   * through a client of its own, with no connection left from before the outage, so that the
+   * time this takes is the server's alone.
+   */
+  const waitServing = async (deadline: number): Promise<void> => {
+    const probe = new S3Client({ endpoint, region, forcePathStyle: true, credentials: { accessKeyId, secretAccessKey }, maxAttempts: 1 });
+    try {
+      for (;;) {
+        if (exited) throw new Error(`weed exited during restart:\n${output.slice(-4000)}`);
+        try {
+          await probe.send(new HeadObjectCommand({ Bucket: bucket, Key: '.modelmux-probe' }));
+          return;
+        } catch (err) {
+          if (Date.now() > deadline) throw new Error(`S3 server not serving after restart (${String(err)}):\n${output.slice(-4000)}`);
+          await sleep(100);
+        }
+      }
+    } finally {
+      probe.destroy();
+    }
   };
 
   try {
@@ -156,7 +190,17 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
       await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
     },
     logs: () => output,
-    pid: child.pid,
+    get pid() {
+      return child.pid;
+    },
+    interrupt: async () => {
+      child.kill('SIGKILL');
+      await exit;
+    },
+    resume: async () => {
+      launch();
+      await waitServing(Date.now() + (options.startTimeoutMs ?? 60_000));
+    },
     stop,
   };
 }

@@ -1,8 +1,9 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { HEADER_SAGEMAKER_MODEL } from '../../common/names.js';
 import { SAMPLE_WINE, wineForward, wineWeights } from '../../common/wine-model.js';
+import { startLocal, type LocalProcess } from '../helpers/local-process.js';
 import { parsePrometheus } from '../helpers/modelmux-process.js';
 import { startS3Server, type S3Server } from '../helpers/s3-server.js';
 
@@ -11,36 +12,25 @@ const MAIN = join(process.cwd(), 'dist/cli/main.js');
 
 describe('modelmux local with an s3:// store', () => {
   let s3: S3Server;
-  let local: ChildProcess | undefined;
-  let exited: Promise<number | null>;
-  let stdout = '';
-  let stderr = '';
+  let local: LocalProcess | undefined;
 
   beforeAll(async () => {
     s3 = await startS3Server();
     const env = { ...process.env, ...s3.awsEnv, MODELMUX_S3_ENDPOINT: s3.endpoint };
     await run(process.execPath, [MAIN, 'models', '--out', `s3://${s3.bucket}/team-a`, '--count', '3'], { env });
-    local = spawn(process.execPath, [MAIN, 'local', '--port', '0', '--replicas', '2', '--model-source', `s3://${s3.bucket}/team-a`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    exited = new Promise((resolve) => local?.once('exit', (code) => resolve(code)));
-    local.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    local.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    const deadline = Date.now() + 150_000;
-    while (!stdout.includes('Press Ctrl-C to stop.')) {
-      if (local.exitCode !== null || Date.now() > deadline) throw new Error(`modelmux local did not come up:\n${stdout}\n${stderr}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    local = await startLocal(['--port', '0', '--replicas', '2', '--model-source', `s3://${s3.bucket}/team-a`], env, 150_000);
   }, 240_000);
 
   afterAll(async () => {
-    if (local && local.exitCode === null) {
-      local.kill('SIGINT');
-      await exited;
+    if (local?.child.exitCode === null) {
+      local.child.kill('SIGINT');
+      await local.exited;
     }
     await s3?.stop();
   }, 60_000);
 
   it('serves the models uploaded to the bucket, and writes no example models there itself', async () => {
-    const base = /^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '';
+    const base = local?.route() ?? '';
     const res = await fetch(`${base}/invocations`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', [HEADER_SAGEMAKER_MODEL]: 'wine-2' },
@@ -49,12 +39,12 @@ describe('modelmux local with an s3:// store', () => {
     const body = (await res.json()) as { predictions?: number[][] };
     expect({ status: res.status, body: res.status === 200 ? 'ok' : body }).toEqual({ status: 200, body: 'ok' });
     expect(body.predictions?.[0]?.[0]).toBeCloseTo(wineForward(wineWeights('wine-2'), [SAMPLE_WINE])[0] ?? NaN, 4);
-    expect(stdout).toContain(`models from s3://${s3.bucket}/team-a`);
-    expect(stdout).not.toContain('wrote example models');
+    expect(local?.stdout()).toContain(`models from s3://${s3.bucket}/team-a`);
+    expect(local?.stdout()).not.toContain('wrote example models');
   }, 60_000);
 
   it('answers model_not_found for an id the bucket does not hold', async () => {
-    const base = /^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '';
+    const base = local?.route() ?? '';
     const res = await fetch(`${base}/invocations`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', [HEADER_SAGEMAKER_MODEL]: 'wine-3' },
@@ -65,7 +55,7 @@ describe('modelmux local with an s3:// store', () => {
   }, 60_000);
 
   it('lets the second replica link the file the first one downloaded instead of downloading it again', async () => {
-    const replicas = (/^\s+replicas\s+(.+)$/m.exec(stdout)?.[1] ?? '').split(' ');
+    const replicas = local?.replicaUrls() ?? [];
     expect(replicas).toHaveLength(2);
     const fetches = async (url: string, source: string): Promise<number> =>
       parsePrometheus(await (await fetch(`${url}/metrics`)).text()).get(`modelmux_replica_model_fetches_total{source="${source}"}`) ?? 0;

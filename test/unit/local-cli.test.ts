@@ -29,6 +29,7 @@ describe('the local mode banner', () => {
     modelSource: 'file:///tmp/models',
     exampleIds: ['wine-0', 'wine-1', 'wine-2'] as const,
     exampleModelCount: 20,
+    restart: { initialMs: 500, maxMs: 30_000, resetAfterMs: 60_000 },
   };
 
   it('prints one curl command per request form, each naming a different model', () => {
@@ -39,6 +40,12 @@ describe('the local mode banner', () => {
     const text = bannerText(input);
     for (const cmd of Object.values(c)) expect(text).toContain(`  ${cmd}\n`);
     expect(text).toContain('  replicas http://127.0.0.1:9001 http://127.0.0.1:9002');
+  });
+
+  it('says that a process that dies is restarted, with the backoff, and how to stop', () => {
+    const text = bannerText(input);
+    expect(text).toContain('A replica or the router that dies is restarted after 0.5 s, doubling to 30 s while it keeps dying;');
+    expect(text).toContain('Press Ctrl-C to stop.');
   });
 
   it('quotes a single quote in a URL so the printed command still pastes into a shell', () => {

@@ -44,6 +44,18 @@ describe('batcher', () => {
     expect(sizes.sort()).toEqual([1, 3]);
   });
 
+  it('never runs requests holding two versions of one model in one batch', async () => {
+    const runsOld: number[] = [];
+    const runsNew: number[] = [];
+    const b = new Batcher({ maxBatchSize: 4, batchWaitMs: 20 }, clock, () => undefined);
+    const before = fakeSession(100, runsOld);
+    const after = fakeSession(200, runsNew);
+    const req = (rows: number[][]) => parseInferBody(rows, sig);
+    const results = await Promise.all([b.run('m', before, req([[1, 1]])), b.run('m', after, req([[2, 2]])), b.run('m', before, req([[3, 3]]))]);
+    expect(results.map((r) => Array.from(r[0]!.data as Float32Array))).toEqual([[102], [204], [106]]);
+    expect({ old: runsOld, new: runsNew }).toEqual({ old: [2], new: [1] });
+  });
+
   it('runs a request alone at once when batching is off', async () => {
     const runs: number[] = [];
     const b = new Batcher({ maxBatchSize: 1, batchWaitMs: 1000 }, clock, () => undefined);

@@ -39,6 +39,22 @@ describe('DiskFileCache', () => {
     expect(removed).toEqual(['/c/a.e1.onnx']);
   });
 
+  it('sheds the files of models not loaded when the disk is full, keeping loaded ones and files being read', () => {
+    const { cache, removed, download } = harness(1000);
+    download('loaded', 10);
+    download('evicted-a', 20);
+    download('evicted-b', 30);
+    download('reading', 40);
+    const reading = cache.checkout('reading');
+    expect(cache.shed((id) => id === 'loaded')).toBe(50);
+    expect(removed.sort()).toEqual(['/c/evicted-a.e1.onnx', '/c/evicted-b.e1.onnx']);
+    expect(cache.bytes).toBe(50);
+    const loaded = cache.checkout('loaded');
+    expect(loaded?.path).toBe('/c/loaded.e1.onnx');
+    for (const [id, f] of [['loaded', loaded], ['reading', reading]] as const) if (f) cache.settle(id, f, true);
+    expect(cache.shed(() => false)).toBe(50);
+  });
+
   it('drops a file onnxruntime refused, so a broken model is downloaded again', () => {
     const { cache, removed, download } = harness(100);
     download('bad', 10, 'e1', false);

@@ -19,6 +19,8 @@ interface Deferred {
 function harness(opts: { maxModels: number; maxBytes?: number; maxConcurrentLoads?: number; policy?: CachePolicy }) {
   const pending = new Map<string, Deferred[]>();
   const calls: string[] = [];
+  /** Ids of the loads that asked for a fresh copy (swaps). */
+  const freshCalls: string[] = [];
   const events: CacheEvent[] = [];
   let t = 0;
   const cache = new ModelCache<Fake>({
@@ -28,21 +30,22 @@ function harness(opts: { maxModels: number; maxBytes?: number; maxConcurrentLoad
     ...(opts.policy !== undefined ? { policy: opts.policy } : {}),
     clock: { now: () => t },
     onEvent: (e) => events.push(e),
-    load: (id) => {
+    load: (id, fresh) => {
       calls.push(id);
+      if (fresh) freshCalls.push(id);
       return new Promise<Loaded<Fake>>((resolve, reject) => {
         pending.set(id, [...(pending.get(id) ?? []), { resolve, reject }]);
       });
     },
   });
   const flush = () => new Promise<void>((r) => setImmediate(r));
-  const finish = async (id: string, bytes = 10): Promise<Fake> => {
+  const finish = async (id: string, bytes = 10, version?: string): Promise<Fake> => {
     await flush();
     const d = pending.get(id)?.shift();
     if (!d) throw new Error(`no pending load of ${id}`);
     const v = new Fake(id);
     t += 5;
-    d.resolve({ value: v, bytes });
+    d.resolve({ value: v, bytes, ...(version !== undefined ? { version, checkedAt: t } : {}) });
     await flush();
     return v;
   };
@@ -60,7 +63,7 @@ function harness(opts: { maxModels: number; maxBytes?: number; maxConcurrentLoad
     lease.done();
     return lease;
   };
-  return { cache, calls, events, finish, fail, flush, use };
+  return { cache, calls, freshCalls, events, finish, fail, flush, use };
 }
 
 describe('model cache', () => {
@@ -224,6 +227,115 @@ describe('model cache', () => {
     await h.cache.close();
     expect(a.released).toBe(1);
     await expect(h.cache.acquire('a')).rejects.toMatchObject({ code: 'shutting_down' });
+  });
+});
+
+describe('model cache, new versions of loaded models', () => {
+  /** `m` loaded at version v1, with one request holding it. */
+  async function loadedAndHeld() {
+    const h = harness({ maxModels: 2, maxBytes: 100 });
+    const p = h.cache.acquire('m');
+    const v1 = await h.finish('m', 10, 'v1');
+    const held = await p;
+    return { h, v1, held };
+  }
+
+  it('swaps in the new version while a request in flight finishes on the old one, released after it', async () => {
+    const { h, v1, held } = await loadedAndHeld();
+    const swapped = h.cache.swap('m');
+    // Until the new version has loaded, requests get the old one.
+    const during = await h.cache.acquire('m');
+    expect(during.value).toBe(v1);
+    during.done();
+    const v2 = await h.finish('m', 30, 'v2');
+    expect(await swapped).toBe(true);
+    expect(h.freshCalls).toEqual(['m']);
+    const after = await h.cache.acquire('m');
+    expect({ value: after.value === v2, hit: after.hit }).toEqual({ value: true, hit: true });
+    after.done();
+    expect(held.value).toBe(v1);
+    expect(v1.released).toBe(0);
+    expect(h.cache.loadedIds).toEqual(['m']);
+    expect(h.cache.loadedBytes).toBe(30);
+    expect(h.cache.versions()).toEqual([{ id: 'm', version: 'v2', checkedAt: expect.any(Number) }]);
+    expect(h.events.find((e) => e.type === 'swap')).toMatchObject({ id: 'm', ok: true, bytes: 30, inUse: 1 });
+    held.done();
+    await h.flush();
+    expect({ v1: v1.released, v2: v2.released }).toEqual({ v1: 1, v2: 0 });
+  });
+
+  it('keeps the old version serving when the new one fails to load, and caches nothing of it', async () => {
+    const { h, v1, held } = await loadedAndHeld();
+    held.done();
+    const swapped = h.cache.swap('m');
+    await h.fail('m', new ModelmuxError('model_load_failed', 'truncated upload'));
+    expect(await swapped).toBe(false);
+    const lease = await h.cache.acquire('m');
+    expect(lease.value).toBe(v1);
+    lease.done();
+    expect(v1.released).toBe(0);
+    expect(h.events.find((e) => e.type === 'swap')).toMatchObject({ id: 'm', ok: false, error: { code: 'model_load_failed' } });
+  });
+
+  it('refuses a new version larger than the byte bound and keeps the old one', async () => {
+    const { h, v1, held } = await loadedAndHeld();
+    held.done();
+    const swapped = h.cache.swap('m');
+    const huge = await h.finish('m', 101, 'v2');
+    expect(await swapped).toBe(false);
+    await h.flush();
+    expect(huge.released).toBe(1);
+    expect((await h.cache.acquire('m')).value).toBe(v1);
+  });
+
+  it('never hands the old version back, even when the new one is evicted while the old one is still in use', async () => {
+    const { h, v1, held } = await loadedAndHeld();
+    const swapped = h.cache.swap('m');
+    await h.finish('m', 10, 'v2');
+    await swapped;
+    await h.use('a');
+    await h.use('b');
+    expect(h.cache.loadedIds).not.toContain('m');
+    const again = h.cache.acquire('m');
+    const v3 = await h.finish('m', 10, 'v3');
+    const lease = await again;
+    expect({ isV3: lease.value === v3, isV1: lease.value === v1, hit: lease.hit }).toEqual({ isV3: true, isV1: false, hit: false });
+    held.done();
+  });
+
+  it('swaps nothing for a model that is not loaded, or that was evicted while its new version loaded', async () => {
+    const { h, held } = await loadedAndHeld();
+    held.done();
+    expect(await h.cache.swap('absent')).toBe(false);
+    expect(h.calls).not.toContain('absent');
+    const swapped = h.cache.swap('m');
+    await h.use('a');
+    await h.use('b');
+    const late = await h.finish('m', 10, 'v2');
+    expect(await swapped).toBe(false);
+    await h.flush();
+    expect(late.released).toBe(1);
+    expect(h.cache.loadedIds).not.toContain('m');
+  });
+
+  it('runs one swap per model however many times it is asked for', async () => {
+    const { h, held } = await loadedAndHeld();
+    held.done();
+    const both = [h.cache.swap('m'), h.cache.swap('m')];
+    await h.finish('m', 10, 'v2');
+    expect(await Promise.all(both)).toEqual([true, true]);
+    expect(h.freshCalls).toEqual(['m']);
+  });
+
+  it('lists the versions of loaded models and when the store last confirmed each', async () => {
+    const { h, held } = await loadedAndHeld();
+    held.done();
+    await h.use('unversioned');
+    const [m] = h.cache.versions();
+    expect(h.cache.versions()).toEqual([{ id: 'm', version: 'v1', checkedAt: m?.checkedAt }]);
+    h.cache.checked('m', 'v1', 1000);
+    h.cache.checked('m', 'v0', 2000);
+    expect(h.cache.versions()).toEqual([{ id: 'm', version: 'v1', checkedAt: 1000 }]);
   });
 });
 
