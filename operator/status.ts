@@ -1,5 +1,6 @@
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import type { Condition, MultiplexedDeployment, MultiplexedDeploymentStatus } from '../common/resource.js';
+import { checkTableBounds } from '../common/table-bounds.js';
 import { selectorString } from './resources/meta.js';
 
 /** A failure of the last reconcile, surfaced as Degraded until a reconcile succeeds. */
@@ -72,8 +73,14 @@ export function computeStatus(input: StatusInputs): MultiplexedDeploymentStatus 
     ? { type: 'Ready', status: 'True', reason: 'ReplicasReady', message: `${ready} of ${desired} replicas ready.` }
     : { type: 'Ready', status: 'False', reason: 'ReplicasNotReady', message: `${ready} of ${desired} replicas ready.` };
 
+  // The spec's own verdict, apart from Degraded: a reconcile failure must not hide it.
+  const bounds = checkTableBounds(mxd.spec);
+  const tablesBounded: ConditionCore = bounds.ok
+    ? { type: 'TablesBounded', status: 'True', reason: 'WithinBounds', message: bounds.message }
+    : { type: 'TablesBounded', status: 'False', reason: bounds.reason, message: bounds.message };
+
   const previous = mxd.status?.conditions ?? [];
-  const conditions = [readyCond, progressing, degraded].map((c): Condition => {
+  const conditions = [readyCond, progressing, degraded, tablesBounded].map((c): Condition => {
     const before = previous.find((p) => p.type === c.type);
     const lastTransitionTime = before !== undefined && before.status === c.status ? before.lastTransitionTime : input.now.toISOString();
     return generation === undefined ? { ...c, lastTransitionTime } : { ...c, lastTransitionTime, observedGeneration: generation };

@@ -18,6 +18,11 @@ export interface RouteState {
   prefix: string;
   maxOngoingRequests: number;
   matchTimeoutMs: number;
+  /**
+   * How old a replica's table may be when it arrives, when the route says (kube: the pool's
+   * tablePublishIntervalMs plus a second); the router's own default otherwise.
+   */
+  tableLagMs?: number;
   replicas: ReplicaEndpoint[];
 }
 

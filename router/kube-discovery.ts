@@ -1,15 +1,25 @@
 import { CoreV1Api, CustomObjectsApi, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache, type V1Pod } from '@kubernetes/client-node';
+import { systemClock } from '../common/clock.js';
 import type { Logger } from '../common/log.js';
-import { parseModelTable } from '../common/model-table.js';
+import type { ModelTable } from '../common/model-table.js';
 import { API_GROUP, API_VERSION, LABEL_DEPLOYMENT, MODELS_ANNOTATION, PLURAL } from '../common/names.js';
 import { REPLICA_PORT } from '../common/replica-env.js';
 import { multiplexedDeploymentSpecSchema } from '../common/resource.js';
+import { parseTableAnnotation } from '../common/table-annotation.js';
+import { systemSetTimer } from './balancer.js';
 import type { Discovery, ReplicaEndpoint, RouteState } from './discovery.js';
+import { ReplicaTables } from './replica-tables.js';
+import { readModelTable } from './table-reader.js';
 
 /** How long a dead watch waits before it is started again. */
 const RESTART_MS = 1000;
 /** Events within this window produce one snapshot: a rollout changes many pods at once. */
 const COALESCE_MS = 20;
+/** Exact tables read from replicas (compact annotations, ADR 0029): at once, and per try. */
+const TABLE_FETCHES = 4;
+const TABLE_FETCH_TIMEOUT_MS = 2000;
+/** A table reaches the balancer within a publication interval plus this (watch, fetch, coalescing). */
+const TABLE_LAG_MARGIN_MS = 1000;
 
 interface MxdObject extends KubernetesObject {
   spec?: unknown;
@@ -21,13 +31,24 @@ export function podIsReady(pod: V1Pod): boolean {
   return (pod.status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
 }
 
+/** A table annotation read alone: the full form is the table, a compact one needs a fetch. */
+function annotatedTable(pod: V1Pod): ModelTable | undefined {
+  const a = parseTableAnnotation(pod.metadata?.annotations?.[MODELS_ANNOTATION]);
+  return a?.form === 'full' ? a.table : undefined;
+}
+
 /**
- * Pure: the routes from MultiplexedDeployments and pods as the informers hold them. A resource
- * whose spec does not parse, or whose prefix another resource already took (the older one,
- * by namespace/name order, wins), is skipped with a warning; a garbage table annotation
- * leaves its pod routable without a table.
+ * Pure but for `tableOf`: the routes from MultiplexedDeployments and pods as the informers hold
+ * them. A resource whose spec does not parse, or whose prefix another resource already took
+ * (the older one, by namespace/name order, wins), is skipped with a warning; a garbage table
+ * annotation leaves its pod routable without a table.
  */
-export function routesFromObjects(mxds: readonly MxdObject[], pods: readonly V1Pod[], log: Logger): RouteState[] {
+export function routesFromObjects(
+  mxds: readonly MxdObject[],
+  pods: readonly V1Pod[],
+  log: Logger,
+  tableOf: (pod: V1Pod, url: string) => ModelTable | undefined = annotatedTable,
+): RouteState[] {
   const routes: RouteState[] = [];
   const taken = new Map<string, string>();
   const sorted = [...mxds].sort((a, b) => `${a.metadata?.namespace}/${a.metadata?.name}`.localeCompare(`${b.metadata?.namespace}/${b.metadata?.name}`));
@@ -46,12 +67,17 @@ export function routesFromObjects(mxds: readonly MxdObject[], pods: readonly V1P
     taken.set(spec.data.routePrefix, id);
     const replicas: ReplicaEndpoint[] = pods
       .filter((p) => p.metadata?.namespace === mxd.metadata?.namespace && p.metadata?.labels?.[LABEL_DEPLOYMENT] === mxd.metadata?.name && podIsReady(p))
-      .map((p) => ({
-        name: p.metadata?.name ?? '',
-        url: `http://${p.status?.podIP ?? ''}:${REPLICA_PORT}`,
-        table: parseModelTable(p.metadata?.annotations?.[MODELS_ANNOTATION]),
-      }));
-    routes.push({ prefix: spec.data.routePrefix, maxOngoingRequests: spec.data.maxOngoingRequests, matchTimeoutMs: spec.data.matchTimeoutSeconds * 1000, replicas });
+      .map((p) => {
+        const url = `http://${p.status?.podIP ?? ''}:${REPLICA_PORT}`;
+        return { name: p.metadata?.name ?? '', url, table: tableOf(p, url) };
+      });
+    routes.push({
+      prefix: spec.data.routePrefix,
+      maxOngoingRequests: spec.data.maxOngoingRequests,
+      matchTimeoutMs: spec.data.matchTimeoutSeconds * 1000,
+      tableLagMs: spec.data.tablePublishIntervalMs + TABLE_LAG_MARGIN_MS,
+      replicas,
+    });
   }
   return routes;
 }
@@ -65,6 +91,7 @@ export class KubeDiscovery implements Discovery {
   private readonly informers: (Informer<KubernetesObject> & ObjectCache<KubernetesObject>)[] = [];
   private stopped = false;
   private pending: NodeJS.Timeout | undefined;
+  private tables: ReplicaTables | undefined;
   /** Ends a start() still waiting for its first lists when the router stops. */
   private unblock = (): void => undefined;
 
@@ -108,13 +135,31 @@ export class KubeDiscovery implements Discovery {
       LABEL_DEPLOYMENT,
     );
     this.unblock = onSynced;
+    const snapshot = (): RouteState[] => {
+      const routes = routesFromObjects(mxds.list(), pods.list(), this.log, (p, url) =>
+        tables.tableOf(`${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}`, url, p.metadata?.annotations?.[MODELS_ANNOTATION]),
+      );
+      tables.sweep();
+      return routes;
+    };
     const emit = (): void => {
       if (this.pending || this.stopped) return;
       this.pending = setTimeout(() => {
         this.pending = undefined;
-        onUpdate(routesFromObjects(mxds.list(), pods.list(), this.log));
+        onUpdate(snapshot());
       }, COALESCE_MS);
     };
+    const tables = new ReplicaTables({
+      fetch: (url) => readModelTable(url, { timeoutMs: TABLE_FETCH_TIMEOUT_MS }),
+      concurrency: TABLE_FETCHES,
+      retryMs: RESTART_MS,
+      maxRetryMs: 30_000,
+      clock: systemClock,
+      setTimer: systemSetTimer,
+      onChange: emit,
+      log: this.log,
+    });
+    this.tables = tables;
     for (const inf of [mxds, pods] as (Informer<KubernetesObject> & ObjectCache<KubernetesObject>)[]) {
       inf.on('add', emit);
       inf.on('update', emit);
@@ -130,13 +175,20 @@ export class KubeDiscovery implements Discovery {
     }
     await Promise.all(this.informers.map((i) => i.start()));
     await bothSynced;
-    if (!this.stopped) onUpdate(routesFromObjects(mxds.list(), pods.list(), this.log));
+    // The first routes wait (a bounded while) for the exact tables compact annotations name,
+    // so a router that just started does not place its first requests blind.
+    snapshot();
+    let waited: NodeJS.Timeout | undefined;
+    await Promise.race([tables.settled(), new Promise<void>((resolve) => (waited = setTimeout(resolve, TABLE_FETCH_TIMEOUT_MS)))]);
+    clearTimeout(waited);
+    if (!this.stopped) onUpdate(snapshot());
   }
 
   stop(): void {
     this.stopped = true;
     this.unblock();
     if (this.pending) clearTimeout(this.pending);
+    this.tables?.stop();
     for (const i of this.informers) void i.stop();
   }
 }

@@ -2,6 +2,7 @@ import type { Clock, Random } from '../common/clock.js';
 import type { Logger } from '../common/log.js';
 import { Balancer, type SetTimer } from './balancer.js';
 import type { RouteState } from './discovery.js';
+import type { OutlierPolicy } from './outlier-detection.js';
 import { defaultPlacementPolicy } from './placement.js';
 import { UpstreamPool } from './upstream-pool.js';
 
@@ -13,6 +14,9 @@ export interface RouteDefaults {
   maxQueue: number;
   /** Keep-alive connections per replica. */
   connectionsPerReplica: number;
+  /** Outlier detection and the retry budget of every route (ADR 0030); the balancer's defaults when unset. */
+  outliers?: OutlierPolicy | undefined;
+  retryBudgetPercent?: number | undefined;
 }
 
 export interface Route {
@@ -49,7 +53,11 @@ export class RouteTable {
     const seen = new Set<string>();
     for (const s of states) {
       seen.add(s.prefix);
-      const options = { ...defaultPlacementPolicy(s.maxOngoingRequests), matchTimeoutMs: s.matchTimeoutMs, recentMs: this.defaults.recentMs, tableLagMs: this.defaults.tableLagMs, maxQueue: this.defaults.maxQueue };
+      // A send must count as holding until a table published after it can have arrived.
+      const tableLagMs = s.tableLagMs ?? this.defaults.tableLagMs;
+      const recentMs = Math.max(this.defaults.recentMs, 2 * tableLagMs);
+      const { maxQueue, outliers, retryBudgetPercent } = this.defaults;
+      const options = { ...defaultPlacementPolicy(s.maxOngoingRequests), matchTimeoutMs: s.matchTimeoutMs, recentMs, tableLagMs, maxQueue, outliers, retryBudgetPercent };
       let route = this.routes.get(s.prefix);
       if (!route) {
         route = { prefix: s.prefix, balancer: new Balancer(options, this.clock, this.random, this.setTimer), pools: new Map() };

@@ -1,10 +1,6 @@
-import { request } from 'undici';
 import type { Logger } from '../common/log.js';
-import { parseModelTable } from '../common/model-table.js';
 import type { Discovery, ReplicaEndpoint, RouteState } from './discovery.js';
-
-/** Most bytes read from a replica's `GET /models`: a table of a few thousand ids. */
-const MAX_TABLE_BYTES = 1 << 20;
+import { readModelTable } from './table-reader.js';
 
 export interface StaticRoute {
   prefix: string;
@@ -88,14 +84,7 @@ export class StaticDiscovery implements Discovery {
   private async poll(url: string): Promise<void> {
     const before = this.state.get(url);
     try {
-      const res = await request(`${url}/models`, { method: 'GET', headersTimeout: 2000, bodyTimeout: 2000 });
-      let text = '';
-      for await (const chunk of res.body) {
-        text += String(chunk);
-        if (text.length > MAX_TABLE_BYTES) break;
-      }
-      if (res.statusCode !== 200) throw new Error(`GET /models answered ${res.statusCode}`);
-      this.state.set(url, { up: true, table: parseModelTable(text) });
+      this.state.set(url, { up: true, table: await readModelTable(url, { timeoutMs: 2000 }) });
       if (before?.up !== true) this.log.info('replica up', { replica: url });
     } catch (err) {
       this.state.set(url, { up: false, table: undefined });

@@ -9,6 +9,7 @@ import { eventually } from '../helpers/eventually.js';
 import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
 import { post, v2Body, wineRows } from '../integration/replica/wine-fixtures.js';
 import { wineModelFolder } from '../helpers/wine-folder.js';
+import { replicaAccess } from '../helpers/routed-pods.js';
 
 jest.setTimeout(300_000);
 
@@ -28,15 +29,7 @@ beforeAll(async () => {
       kind: 'List',
       items: [
         { apiVersion: 'v1', kind: 'Pod', metadata: { name: POD, namespace: NS }, spec: { containers: [{ name: 'replica', image: 'modelmux:test' }] } },
-        { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'replica', namespace: NS } },
-        { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'replica', namespace: NS }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'patch'] }] },
-        {
-          apiVersion: 'rbac.authorization.k8s.io/v1',
-          kind: 'RoleBinding',
-          metadata: { name: 'replica', namespace: NS },
-          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'replica' },
-          subjects: [{ kind: 'ServiceAccount', name: 'replica', namespace: NS }],
-        },
+        ...replicaAccess(NS, 'replica'),
       ],
     }),
   });

@@ -9,6 +9,7 @@ import { freePorts } from '../../cli/local-processes.js';
 import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
 import { eventually } from '../helpers/eventually.js';
 import { acquireLoopbackAddress, releaseLoopbackAddress } from '../helpers/loopback-addresses.js';
+import { routerAccess, setPodStatus as setRoutedPodStatus, unscheduledPod } from '../helpers/routed-pods.js';
 import { spawnModelmux, waitListeningAndReady } from '../helpers/modelmux-process.js';
 import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
 import { startRouter, type RouterProcess } from '../helpers/router-process.js';
@@ -24,20 +25,9 @@ const addresses: string[] = [];
 const replicas: ReplicaProcess[] = [];
 let router: RouterProcess | undefined;
 
-/** A pod object no scheduler or kubelet touches (unknown schedulerName), whose status the test writes. */
-function pod(name: string, annotation: string): unknown {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: NS, labels: { 'modelmux.io/deployment': 'wine' }, annotations: { [MODELS_ANNOTATION]: annotation } },
-    spec: { schedulerName: 'nobody', containers: [{ name: 'replica', image: 'modelmux:test' }] },
-  };
-}
-
-async function setPodStatus(name: string, ip: string, ready: boolean): Promise<void> {
-  const status = { phase: 'Running', podIP: ip, podIPs: [{ ip }], conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] };
-  await cp.kubectl(['patch', 'pod', name, '-n', NS, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
-}
+/** A pod object whose status the test writes, with this table annotation. */
+const pod = (name: string, annotation: string): unknown => unscheduledPod(name, NS, 'wine', { [MODELS_ANNOTATION]: annotation });
+const setPodStatus = (name: string, ip: string, ready: boolean): Promise<void> => setRoutedPodStatus(cp, NS, name, ip, ready);
 
 const routeReplicas = async (rt: RouterProcess): Promise<string[]> => {
   const routes = (await get(`${rt.url}/routes`)).body.routes as { prefix: string; replicas: { name: string }[] }[];
@@ -54,23 +44,7 @@ beforeAll(async () => {
       apiVersion: 'v1',
       kind: 'List',
       items: [
-        { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'router', namespace: NS } },
-        {
-          apiVersion: 'rbac.authorization.k8s.io/v1',
-          kind: 'ClusterRole',
-          metadata: { name: 'modelmux-router-test' },
-          rules: [
-            { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
-            { apiGroups: ['modelmux.io'], resources: ['multiplexeddeployments'], verbs: ['get', 'list', 'watch'] },
-          ],
-        },
-        {
-          apiVersion: 'rbac.authorization.k8s.io/v1',
-          kind: 'ClusterRoleBinding',
-          metadata: { name: 'modelmux-router-test' },
-          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'modelmux-router-test' },
-          subjects: [{ kind: 'ServiceAccount', name: 'router', namespace: NS }],
-        },
+        ...routerAccess(NS, 'router'),
         { apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', metadata: { name: 'wine', namespace: NS }, spec: { routePrefix: '/wine', modelSource: { uri: pathToFileURL(dir).href }, maxOngoingRequests: 8 } },
         pod('wine-0', '{"version": garbage'),
         pod('wine-1', JSON.stringify({ version: 1, loaded: ['a'], loading: [], capacity: 3 })),

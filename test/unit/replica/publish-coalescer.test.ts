@@ -1,3 +1,5 @@
+import { REPLICA_ENV } from '../../../common/replica-env.js';
+import { parseReplicaConfig } from '../../../replica/config.js';
 import { PublishCoalescer } from '../../../replica/publish-coalescer.js';
 
 /** Steps a fake clock and its timers. */
@@ -63,6 +65,27 @@ describe('publish coalescer', () => {
     await time.advance(500);
     expect(at.length).toBeLessThanOrEqual(2000 / 250 + 2);
     for (let i = 1; i < at.length; i++) expect(at[i]! - at[i - 1]!).toBeGreaterThanOrEqual(250);
+  });
+
+  it('writes about one patch a second by default however fast the models churn, the last state within a second of the last change', async () => {
+    const time = fakeTime();
+    const interval = parseReplicaConfig([], { [REPLICA_ENV.modelSource]: 'file:///m' }).publishIntervalMs;
+    expect(interval).toBe(1000);
+    let state = 0;
+    const sent: { at: number; state: number }[] = [];
+    const c = new PublishCoalescer({ minIntervalMs: interval, maxBackoffMs: 30_000, clock: time.clock, schedule: time.schedule, publish: async () => void sent.push({ at: time.clock.now(), state }) });
+    // 50 table changes a second for 30 s: 1,500 changes.
+    for (let i = 1; i <= 1500; i++) {
+      state = i;
+      c.notify();
+      await time.advance(20);
+    }
+    const lastChange = time.clock.now();
+    await time.advance(2000);
+    expect(sent.length).toBeLessThanOrEqual(31);
+    expect(sent.length).toBeGreaterThanOrEqual(29);
+    expect(sent.at(-1)?.state).toBe(1500);
+    expect((sent.at(-1)?.at ?? Infinity) - lastChange).toBeLessThanOrEqual(interval);
   });
 
   it('keeps one publication in flight and retries a failure with backoff', async () => {

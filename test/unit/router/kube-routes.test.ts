@@ -1,5 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { silentLogger } from '../../../common/log.js';
+import type { ModelId } from '../../../common/model-id.js';
+import { encodeTableAnnotation } from '../../../common/table-annotation.js';
 import { podIsReady, routesFromObjects } from '../../../router/kube-discovery.js';
 
 const spec = (routePrefix: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ routePrefix, modelSource: { uri: 's3://models/wine' }, ...extra });
@@ -21,8 +23,21 @@ describe('routesFromObjects', () => {
       silentLogger,
     );
     expect(routes).toEqual([
-      { prefix: '/wine', maxOngoingRequests: 4, matchTimeoutMs: 500, replicas: [{ name: 'wine-a', url: 'http://10.0.0.1:8080', table: { version: 3, loaded: ['m1'], loading: ['m2'], capacity: 3 } }] },
+      {
+        prefix: '/wine',
+        maxOngoingRequests: 4,
+        matchTimeoutMs: 500,
+        tableLagMs: 2000,
+        replicas: [{ name: 'wine-a', url: 'http://10.0.0.1:8080', table: { version: 3, loaded: ['m1'], loading: ['m2'], capacity: 3 } }],
+      },
     ]);
+  });
+
+  it('expects tables as old as the pool publishes them, and leaves a compact one to the fetcher', () => {
+    const compact = encodeTableAnnotation({ version: 1, loaded: Array.from({ length: 300 }, (_, i) => `model-${i}-${'x'.repeat(40)}` as ModelId), loading: [], capacity: 300 });
+    const routes = routesFromObjects([mxd('wine', spec('/wine', { tablePublishIntervalMs: 5000 }))], [pod('wine-a', 'wine', '10.0.0.1', compact)], silentLogger);
+    expect(routes[0]?.tableLagMs).toBe(6000);
+    expect(routes[0]?.replicas[0]?.table).toBeUndefined();
   });
 
   it('keeps a pod with a garbage or missing table annotation routable, without a table', () => {
