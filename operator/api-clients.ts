@@ -9,6 +9,7 @@ import {
   type KubeConfig,
   type Middleware,
 } from '@kubernetes/client-node';
+import { pooledAuthentication } from '../common/kube-connection.js';
 import { apiVerb, type ApiVerb } from './api-verb.js';
 
 /** Who in the operator makes a request: each gets its own clients, so the metric can tell them apart. */
@@ -28,9 +29,9 @@ export interface ApiClients {
 }
 
 /**
- * client-node's clients over the kubeconfig's credentials, as `kc.makeApiClient` builds them,
- * plus a middleware that counts every request with its verb (`onRequest`) and bounds it in time
- * (client-node's fetch has no timeout of its own).
+ * client-node's clients over the kubeconfig's credentials on one connection pool
+ * (common/kube-connection.ts), plus a middleware that counts every request with its verb
+ * (`onRequest`) and bounds it in time (client-node's fetch has no timeout of its own).
  */
 export function apiClients(kc: KubeConfig, onRequest: (verb: ApiVerb) => void): ApiClients {
   const cluster = kc.getCurrentCluster();
@@ -45,7 +46,7 @@ export function apiClients(kc: KubeConfig, onRequest: (verb: ApiVerb) => void): 
   };
   const configuration: Configuration = createConfiguration({
     baseServer: new ServerConfiguration(cluster.server, {}),
-    authMethods: { default: kc },
+    authMethods: { default: pooledAuthentication(kc) },
     promiseMiddleware: [countAndBound],
   });
   return { objects: new KubernetesObjectApi(configuration), custom: new CustomObjectsApi(configuration), coordination: new CoordinationV1Api(configuration) };
