@@ -68,8 +68,9 @@ export function startChild(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
   verbose: boolean,
+  program: string = process.execPath,
 ): Child {
-  const proc = spawn(process.execPath, [script, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(program, [script, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   for (const stream of [proc.stdout, proc.stderr]) {
     createInterface({ input: stream }).on('line', (line) => {

@@ -4,6 +4,8 @@ import { startChild, waitReady, type Child, type ChildExit } from './local-proce
 
 export interface ProcessSpec {
   name: string;
+  /** The executable (default: this Node, running `script`); local mode's `--runtime` runs `/bin/sh -c <command>`. */
+  program?: string;
   script: string;
   args: readonly string[];
   env: NodeJS.ProcessEnv;
@@ -66,7 +68,7 @@ export class Supervised {
   }
 
   private start(): Child {
-    const child = startChild(this.spec.name, this.spec.script, this.spec.args, this.spec.env, this.verbose);
+    const child = startChild(this.spec.name, this.spec.script, this.spec.args, this.spec.env, this.verbose, this.spec.program);
     this.startedAt = performance.now();
     this.log.info(`started ${this.spec.name}`, { process: this.spec.name, pid: child.pid, restarts: this.restarts });
     void child.exited.then((exit) => {

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { createLogger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
+import { INTRA_OP_THREADS } from '../common/resource.js';
 import { writeExampleModels } from './example-models.js';
 import { bannerText } from './local-banner.js';
 import { LOCAL_RESTART_BACKOFF } from './local-backoff.js';
@@ -22,6 +23,14 @@ const SUMMARY =
   'Ctrl-C stops everything.';
 
 
+/** What a `--runtime` command is told: where to listen and which folder holds its models. */
+export const RUNTIME_ENV = {
+  port: 'MODELMUX_RUNTIME_PORT',
+  grpcPort: 'MODELMUX_RUNTIME_GRPC_PORT',
+  metricsPort: 'MODELMUX_RUNTIME_METRICS_PORT',
+  modelsDir: REPLICA_ENV.runtimeModelsDir,
+} as const;
+
 const schema = z.object({
   replicas: intString(1, 64).default(3),
   maxModels: intString(1, 10000).default(3),
@@ -36,9 +45,11 @@ const schema = z.object({
   maxOngoingRequests: intString(1, 100000).default(16),
   maxBatchSize: intString(1, 1024).default(1),
   batchWaitMs: intString(0, 10000).default(0),
+  intraOpThreads: intString(INTRA_OP_THREADS.min, INTRA_OP_THREADS.max).default(INTRA_OP_THREADS.default),
   ...s3OptionsShape,
   ...logOptionsShape,
   readyTimeoutSeconds: intString(1, 3600).default(120),
+  runtime: z.string().min(1).max(4096).optional(),
   verbose: booleanString.default(false),
 });
 
@@ -53,14 +64,20 @@ const specs: OptionSpecs<typeof schema.shape> = {
   port: { flag: 'port', env: 'MODELMUX_LOCAL_PORT', help: 'Router port; 0 picks a free one (default 8000).' },
   routePrefix: { flag: 'route-prefix', env: 'MODELMUX_LOCAL_ROUTE_PREFIX', help: 'Path prefix of the pool (default /wine).' },
   maxOngoingRequests: { flag: 'max-ongoing-requests', env: REPLICA_ENV.maxOngoingRequests, help: 'In-flight requests per replica at most (default 16).' },
-  maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most (default 1: off).' },
-  batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others (default 0).' },
+  maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most, for models whose config.json turns batching on and names no size (default 1: such models get 8).' },
+  batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others, for models whose config.json turns batching on and names no wait (default 0).' },
+  intraOpThreads: { flag: 'intra-op-threads', env: REPLICA_ENV.intraOpThreads, help: `Threads one run of a model may use in each replica, unless its config.json says otherwise (default ${INTRA_OP_THREADS.default}).` },
   ...s3OptionSpecs,
   logLevel: {
     ...logOptionSpecs.logLevel,
     help: 'Lowest level of the log lines the replicas, the router and this command write: info, warn or error (default info). --verbose shows what they write.',
   },
   readyTimeoutSeconds: { flag: 'ready-timeout-seconds', env: 'MODELMUX_LOCAL_READY_TIMEOUT_SECONDS', help: 'How long to wait for every process to be ready (default 120).' },
+  runtime: {
+    flag: 'runtime',
+    env: 'MODELMUX_LOCAL_RUNTIME',
+    help: `Sidecar mode: a serving runtime command (MLServer, Triton) run by /bin/sh -c beside each replica, which loads the models into it (docs/sidecar.md); it gets ${RUNTIME_ENV.port} (its V2 HTTP port), ${RUNTIME_ENV.grpcPort}, ${RUNTIME_ENV.metricsPort} and ${RUNTIME_ENV.modelsDir} (its model repository). Default: none, the built-in onnxruntime engine.`,
+  },
   verbose: { flag: 'verbose', env: 'MODELMUX_LOCAL_VERBOSE', help: "Show every log line of the replicas and the router (default: warnings and errors only)." },
 };
 
@@ -82,6 +99,7 @@ function replicaEnv(
     [REPLICA_ENV.maxOngoingRequests]: String(config.maxOngoingRequests),
     [REPLICA_ENV.maxBatchSize]: String(config.maxBatchSize),
     [REPLICA_ENV.batchWaitMs]: String(config.batchWaitMs),
+    [REPLICA_ENV.intraOpThreads]: String(config.intraOpThreads),
     [REPLICA_ENV.s3Region]: config.s3Region,
     [REPLICA_ENV.replicaName]: `replica-${i}`,
     [REPLICA_ENV.logLevel]: config.logLevel,
@@ -130,7 +148,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const shown = Math.max(1, config.exampleModels);
   const exampleIds = [`wine-${0 % shown}`, `wine-${1 % shown}`, `wine-${2 % shown}`] as const;
 
-  if (modelSource.startsWith('file://') && config.exampleModels > 0) {
+  // The example models are ONNX: a runtime serves models in its own layout.
+  if (modelSource.startsWith('file://') && config.exampleModels > 0 && config.runtime === undefined) {
     const report = await writeExampleModels(
       { kind: 'file', dir: fileURLToPath(modelSource) },
       { prefix: 'wine-', count: config.exampleModels },
@@ -139,6 +158,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     if (report.written.length > 0) log.info('wrote example models', { dir: fileURLToPath(modelSource), written: report.written.length });
   }
 
+  const runtimePorts = config.runtime === undefined ? [] : await freePorts(3 * config.replicas);
   const ports = await freePorts(config.replicas + (config.port === 0 ? 1 : 0));
   const routerPort = config.port === 0 ? (ports.pop() ?? 0) : config.port;
   const mainScript = fileURLToPath(new URL('./main.js', import.meta.url));
@@ -146,7 +166,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   let stopping: Promise<void> | undefined;
   // S3 downloads: one folder per replica, the same one again after a restart (whose start empties
   // it of the killed process's files), beside the folder they share (PeerFiles needs one filesystem).
-  const poolDir = modelSource.startsWith('s3://') ? await mkdtemp(join(tmpdir(), 'modelmux-local-')) : undefined;
+  const poolDir = modelSource.startsWith('s3://') || config.runtime !== undefined ? await mkdtemp(join(tmpdir(), 'modelmux-local-')) : undefined;
   const readyTimeoutMs = config.readyTimeoutSeconds * 1000;
   const supervise = (spec: ProcessSpec): Supervised => {
     const s = new Supervised(spec, config.verbose, log, LOCAL_RESTART_BACKOFF, readyTimeoutMs);
@@ -166,12 +186,24 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   };
 
   const replicaUrls: string[] = [];
+  const replicaProcs: Supervised[] = [];
+  const runtimes: { url: string; proc: Supervised }[] = [];
   for (let i = 0; i < config.replicas; i++) {
     const port = ports[i] ?? 0;
     const url = `http://127.0.0.1:${port}`;
     replicaUrls.push(url);
     const dirs = poolDir === undefined ? undefined : { cacheDir: join(poolDir, `replica-${i}`), sharedCacheDir: join(poolDir, 'shared') };
-    supervise({ name: `replica-${i}`, script: mainScript, args: ['replica'], env: replicaEnv(config, modelSource, dirs, port, i, env), readyUrl: `${url}/v2/health/ready` });
+    const replica = replicaEnv(config, modelSource, dirs, port, i, env);
+    if (config.runtime !== undefined && poolDir !== undefined) {
+      const [http, grpc, metrics] = runtimePorts.slice(3 * i, 3 * i + 3).map(String);
+      const modelsDir = join(poolDir, `runtime-${i}`);
+      await mkdir(modelsDir, { recursive: true });
+      const runtimeEnv = { ...env, [RUNTIME_ENV.port]: http, [RUNTIME_ENV.grpcPort]: grpc, [RUNTIME_ENV.metricsPort]: metrics, [RUNTIME_ENV.modelsDir]: modelsDir };
+      const readyUrl = `http://127.0.0.1:${http}/v2/health/ready`;
+      runtimes.push({ url: readyUrl, proc: supervise({ name: `runtime-${i}`, program: '/bin/sh', script: '-c', args: [config.runtime], env: runtimeEnv, readyUrl }) });
+      Object.assign(replica, { [REPLICA_ENV.runtimeUrl]: `http://127.0.0.1:${http}`, [REPLICA_ENV.runtimeModelsDir]: modelsDir });
+    }
+    replicaProcs.push(supervise({ name: `replica-${i}`, script: mainScript, args: ['replica'], env: replica, readyUrl: `${url}/v2/health/ready` }));
   }
   const routerUrl = `http://${displayHost(config.host)}:${routerPort}`;
 
@@ -194,7 +226,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
 
   try {
     const deadline = Date.now() + readyTimeoutMs;
-    await Promise.all(replicaUrls.map((u, i) => waitReady(`${u}/v2/health/ready`, deadline, supervised[i]?.current)));
+    // A runtime that cannot start is reported with its own last lines, not as a replica never ready.
+    await Promise.all(runtimes.map((r) => waitReady(r.url, deadline, r.proc.current)));
+    await Promise.all(replicaUrls.map((u, i) => waitReady(`${u}/v2/health/ready`, deadline, replicaProcs[i]?.current)));
     const routerReady = `http://127.0.0.1:${routerPort}/readyz`;
     const router = supervise({ name: 'router', script: mainScript, args: routerArgs(config, routerPort, replicaUrls), env, readyUrl: routerReady });
     await waitReady(routerReady, deadline, router.current);

@@ -27,6 +27,7 @@ export const ERROR_CATALOGUE = {
   overloaded: { status: 503, summary: 'The replica is at maxOngoingRequests; a router retries elsewhere.' },
   pool_saturated: { status: 503, summary: "The router's wait queue is full; retry after the Retry-After seconds." },
   no_replicas: { status: 503, summary: 'The route has no ready replica.' },
+  runtime_unavailable: { status: 503, summary: 'Sidecar mode: the serving runtime beside the replica is not ready or cannot be reached.' },
   shutting_down: { status: 503, summary: 'The process is draining after SIGTERM.' },
   connection_limit: { status: 503, summary: 'The router has as many client connections open as it may; retry after the Retry-After seconds.' },
   buffer_full: { status: 503, summary: 'The router holds as many request and answer bytes as it may; retry after the Retry-After seconds.' },

@@ -26,5 +26,5 @@ export const HEADER_TABLE_VERSION = 'x-modelmux-table-version';
 export const HEADER_REPLICA = 'x-modelmux-replica';
 /** `hit` when the model was already loaded, `miss` when this request waited for a load. */
 export const HEADER_CACHE = 'x-modelmux-cache';
-/** Set by a replica on a 503 it gives because it is full, so a router may retry elsewhere. */
+/** Set by a replica on a 503 it gives before any work (full, or shutting down), so a router may retry elsewhere. */
 export const HEADER_OVERLOADED = 'x-modelmux-overloaded';

@@ -9,16 +9,44 @@ import { ProtoWriter } from './proto-wire.js';
 /** onnx.TensorProto.DataType */
 export const ONNX_FLOAT = 1;
 
+/** onnx.TensorProto.DataType of each element type a graph's inputs and outputs may have. */
+export const ONNX_ELEM_TYPE = {
+  float32: 1,
+  uint8: 2,
+  int8: 3,
+  uint16: 4,
+  int16: 5,
+  int32: 6,
+  int64: 7,
+  string: 8,
+  bool: 9,
+  float16: 10,
+  float64: 11,
+  uint32: 12,
+  uint64: 13,
+  bfloat16: 16,
+} as const;
+export type OnnxElemType = keyof typeof ONNX_ELEM_TYPE;
+
 export interface OnnxTensor {
   name: string;
   dims: number[];
   data: Float32Array;
+  /**
+   * Where the weights are stored instead of inside the model: a file beside it (ONNX external
+   * data). `data` is then written to that file by the caller, at `offset`.
+   */
+  external?: { location: string; offset: number };
 }
 
 export interface OnnxValueInfo {
   name: string;
   /** A string is a symbolic (dynamic) dimension such as the batch size. */
   shape: (number | string)[];
+  /** float32 when not given. */
+  elemType?: OnnxElemType;
+  /** A sequence of such tensors rather than one (as SequenceConstruct makes). */
+  sequence?: boolean;
 }
 
 export interface OnnxNode {
@@ -37,15 +65,16 @@ export interface OnnxGraph {
   opset: number;
 }
 
-/** A float tensor's ValueInfoProto: its name and shape. */
+/** A tensor's ValueInfoProto: its name, element type and shape. */
 export function writeValueInfo(w: ProtoWriter, v: OnnxValueInfo): void {
-  w.string(1, v.name).message(2, (type) =>
+  const tensorType = (type: ProtoWriter): ProtoWriter =>
     type.message(1, (tensor) =>
-      tensor.int(1, ONNX_FLOAT).message(2, (shape) => {
+      tensor.int(1, ONNX_ELEM_TYPE[v.elemType ?? 'float32']).message(2, (shape) => {
         for (const d of v.shape) shape.message(1, (dim) => (typeof d === 'number' ? dim.int(1, d) : dim.string(2, d)));
       }),
-    ),
-  );
+    );
+  // TypeProto: tensor_type = 1, sequence_type = 4 (whose elem_type = 1 is a TypeProto)
+  w.string(1, v.name).message(2, (type) => (v.sequence ? type.message(4, (seq) => seq.message(1, tensorType)) : tensorType(type)));
 }
 
 export function encodeOnnxModel(g: OnnxGraph): Uint8Array {
@@ -68,7 +97,12 @@ export function encodeOnnxModel(g: OnnxGraph): Uint8Array {
         graph.message(5, (tensor) => {
           for (const d of t.dims) tensor.int(1, d);
           tensor.int(2, ONNX_FLOAT).string(8, t.name);
-          tensor.bytes(9, new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+          if (t.external) {
+            // external_data entries (StringStringEntryProto) and data_location = EXTERNAL
+            const entries: [string, string][] = [['location', t.external.location], ['offset', String(t.external.offset)], ['length', String(t.data.byteLength)]];
+            for (const [key, value] of entries) tensor.message(13, (e) => e.string(1, key).string(2, value));
+            tensor.int(14, 1);
+          } else tensor.bytes(9, new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
         });
       }
       for (const v of g.inputs) graph.message(11, (w) => writeValueInfo(w, v));

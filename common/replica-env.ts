@@ -19,6 +19,8 @@ export const REPLICA_ENV = {
   sharedCacheDir: 'MODELMUX_SHARED_CACHE_DIR',
   executionProvider: 'MODELMUX_EXECUTION_PROVIDER',
   graphOptimization: 'MODELMUX_GRAPH_OPTIMIZATION',
+  /** onnxruntime's intra-op threads of a session, unless the model's config.json sets them. */
+  intraOpThreads: 'MODELMUX_INTRA_OP_THREADS',
   /** Bytes of downloaded model files kept in the cache folder after loading. */
   diskCacheBytes: 'MODELMUX_DISK_CACHE_BYTES',
   revalidateAfterMs: 'MODELMUX_REVALIDATE_AFTER_MS',

@@ -21,7 +21,10 @@ import { HEADER_RAY_MODEL_ID, HEADER_RAY_MODEL_ID_HYPHEN, HEADER_SAGEMAKER_MODEL
  * | POST       | /                                             | ray       | RAY_MODEL_HEADERS |
  * | POST       | /invocations                                  | sagemaker | SAGEMAKER_MODEL_HEADERS |
  * | GET, HEAD  | /v2, /v2/health/live, /v2/health/ready, /models, /metrics | other | none |
+ * | POST       | /v2/repository/models/{id}/load, …/unload      | v2        | the path      |
+ * | POST       | /v2/repository/index                          | other     | none          |
  *
+ * The last two are the Open Inference Protocol's model repository extension.
  * A request whose Connection header names a model header is refused (400
  * `model_header_in_connection`) whatever its path: a proxy on the way drops the headers
  * Connection names, so the model the client meant would not be the one served.
@@ -45,14 +48,18 @@ export interface RequestMatch {
   form: RequestForm;
   /** The model id segment of a V2 path, still percent-encoded. */
   pathId?: string;
+  /** A request of the model repository extension, and which. */
+  repository?: 'index' | 'load' | 'unload';
 }
 
 export interface RequestTarget {
   form: RequestForm;
   model: ModelId | undefined;
+  repository?: RequestMatch['repository'];
 }
 
 const V2_MODELS = '/v2/models/';
+const V2_REPOSITORY_MODELS = '/v2/repository/models/';
 
 function isRead(method: string): boolean {
   return method === 'GET' || method === 'HEAD';
@@ -74,7 +81,14 @@ function v2Match(method: string, rest: string): RequestMatch | undefined {
  */
 export function matchRequest(method: string, path: string): RequestMatch | undefined {
   if (path.startsWith(V2_MODELS)) return v2Match(method, path.slice(V2_MODELS.length));
+  if (path.startsWith(V2_REPOSITORY_MODELS)) {
+    const [id, action, ...more] = path.slice(V2_REPOSITORY_MODELS.length).split('/');
+    if (method !== 'POST' || id === undefined || id === '' || more.length > 0 || (action !== 'load' && action !== 'unload')) return undefined;
+    return { form: 'v2', pathId: id, repository: action };
+  }
   switch (path) {
+    case '/v2/repository/index':
+      return method === 'POST' ? { form: 'other', repository: 'index' } : undefined;
     case '/':
       return method === 'POST' ? { form: 'ray' } : undefined;
     case '/invocations':
@@ -167,5 +181,5 @@ export function requestNotFound(method: string, path: string): ModelmuxError {
 export function parseRequest(method: string, path: string, headers: HeaderBag): RequestTarget {
   const match = matchRequest(method, path);
   if (match === undefined) throw requestNotFound(method, path);
-  return { form: match.form, model: requestModel(match, headers) };
+  return { form: match.form, model: requestModel(match, headers), ...(match.repository !== undefined ? { repository: match.repository } : {}) };
 }

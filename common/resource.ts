@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { LOG_LEVELS } from './log.js';
+import { runtimeSchema } from './runtime-spec.js';
 
 /**
  * The MultiplexedDeployment spec: the one definition. The CRD's openAPIV3Schema in crds/ is
@@ -29,8 +30,24 @@ export type CachePolicy = (typeof CACHE_POLICIES)[number];
 /** Loads of different models at once per replica: the resource's field and the replica's flag. */
 export const CONCURRENT_LOADS = { min: 1, max: 64, default: 2 } as const;
 
+/**
+ * Shortest gap between two patches of a replica's table annotation: the resource's field and
+ * the replica's flag. About one patch a second per replica however fast its models churn
+ * (ADR 0029); the flag alone also takes 0, for tests.
+ */
+export const TABLE_PUBLISH_INTERVAL_MS = { min: 100, max: 60_000, default: 1000 } as const;
+
+/** Models one replica may keep loaded: the resource's bound and the replica's flag. */
+export const MAX_MODELS_PER_REPLICA = 10_000;
+
 /** Where a replica runs its models: the resource's field and the replica's flag. */
 export const EXECUTION_PROVIDERS = ['cpu', 'cuda'] as const;
+
+/**
+ * Threads one run of a model may use: the resource's field and the replica's flag (a model's
+ * config.json may set its own). 1 by default: a replica's parallelism is its concurrent requests.
+ */
+export const INTRA_OP_THREADS = { min: 1, max: 256, default: 1 } as const;
 
 export const resourceListSchema = z.record(z.string().min(1).max(253), quantity);
 
@@ -78,7 +95,7 @@ export const multiplexedDeploymentSpecSchema = z
     /** Replica image; the operator's default image when absent. */
     image: z.string().min(1).max(512).optional(),
     modelSource: modelSourceSchema,
-    maxModelsPerReplica: z.number().int().min(1).max(10000).default(3),
+    maxModelsPerReplica: z.number().int().min(1).max(MAX_MODELS_PER_REPLICA).default(3),
     /** Byte bound of the loaded models of one replica, as a quantity (e.g. 4Gi). */
     maxModelBytesPerReplica: quantity.optional(),
     /**
@@ -100,6 +117,12 @@ export const multiplexedDeploymentSpecSchema = z
     modelCacheSize: quantity.prefault('10Gi'),
     executionProvider: z.enum(EXECUTION_PROVIDERS).default('cpu'),
     /**
+     * Threads one run of a model may use (onnxruntime's intra-op threads), for models whose
+     * config.json does not say: more make a large model faster at one request, at the cost of
+     * the cores other requests would use. Match it to the pod's CPU.
+     */
+    intraOpThreads: z.number().int().min(INTRA_OP_THREADS.min).max(INTRA_OP_THREADS.max).default(INTRA_OP_THREADS.default),
+    /**
      * Models of one graph share one onnxruntime session, so a load creates none (ADR 0016); false
      * restores per-model sessions for models that need optimisations folding constant weights.
      */
@@ -109,9 +132,16 @@ export const multiplexedDeploymentSpecSchema = z
      * once at download (ADR 0021); false reads them, as before it.
      */
     mapWeights: z.boolean().default(true),
+    /**
+     * Shortest gap between two patches of a replica's table annotation: the pool writes at most
+     * replicas × 1000 / this patches a second to the API server, whatever its load rate.
+     */
+    tablePublishIntervalMs: z.number().int().min(TABLE_PUBLISH_INTERVAL_MS.min).max(TABLE_PUBLISH_INTERVAL_MS.max).default(TABLE_PUBLISH_INTERVAL_MS.default),
     /** The replicas' log level: `warn` drops the four info lines of every load and eviction. */
     logLevel: z.enum(LOG_LEVELS).default('info'),
     autoscaling: autoscalingSchema.optional(),
+    /** A serving runtime beside each replica instead of the built-in engine (docs/sidecar.md). */
+    runtime: runtimeSchema(quantity, resourceListSchema).optional(),
   })
   .strict();
 
@@ -119,7 +149,7 @@ export type MultiplexedDeploymentSpec = z.infer<typeof multiplexedDeploymentSpec
 export type MultiplexedDeploymentSpecInput = z.input<typeof multiplexedDeploymentSpecSchema>;
 
 export const conditionSchema = z.object({
-  type: z.enum(['Ready', 'Progressing', 'Degraded']),
+  type: z.enum(['Ready', 'Progressing', 'Degraded', 'TablesBounded']),
   status: z.enum(['True', 'False', 'Unknown']),
   reason: z.string(),
   message: z.string(),

@@ -3,7 +3,7 @@
  * Requests are grouped by a key that names the model (and the shape of its inputs past dim 0),
  * so a batch never mixes models. A group runs once it holds `maxBatchSize` requests, or once
  * its oldest request has waited `batchWaitMs` (0: the requests that arrived in the same turn
- * of the event loop).
+ * of the event loop). Each model has its own options (replica/model-config.ts).
  */
 export interface BatchPolicyOptions {
   /** Requests per batch at most; 1 means every request runs alone at once. */
@@ -19,6 +19,7 @@ export interface Batch<T> {
 
 interface Group<T> {
   items: T[];
+  opts: BatchPolicyOptions;
   /** When the group's first request arrived. */
   since: number;
 }
@@ -26,18 +27,16 @@ interface Group<T> {
 export class BatchQueue<T> {
   private readonly groups = new Map<string, Group<T>>();
 
-  constructor(private readonly opts: BatchPolicyOptions) {}
-
-  /** Queues `item`; returns the batch it completes, if any, to run now. */
-  add(key: string, item: T, now: number): Batch<T> | undefined {
-    if (this.opts.maxBatchSize <= 1) return { key, items: [item] };
+  /** Queues `item` under the options of its model; returns the batch it completes, if any, to run now. */
+  add(key: string, item: T, now: number, opts: BatchPolicyOptions): Batch<T> | undefined {
+    if (opts.maxBatchSize <= 1) return { key, items: [item] };
     let g = this.groups.get(key);
     if (!g) {
-      g = { items: [], since: now };
+      g = { items: [], opts, since: now };
       this.groups.set(key, g);
     }
     g.items.push(item);
-    if (g.items.length >= this.opts.maxBatchSize) {
+    if (g.items.length >= g.opts.maxBatchSize) {
       this.groups.delete(key);
       return { key, items: g.items };
     }
@@ -48,7 +47,7 @@ export class BatchQueue<T> {
   takeDue(now: number): Batch<T>[] {
     const out: Batch<T>[] = [];
     for (const [key, g] of this.groups) {
-      if (now - g.since >= this.opts.batchWaitMs) {
+      if (now - g.since >= g.opts.batchWaitMs) {
         this.groups.delete(key);
         out.push({ key, items: g.items });
       }
@@ -60,7 +59,7 @@ export class BatchQueue<T> {
   nextDeadline(): number | undefined {
     let next: number | undefined;
     for (const g of this.groups.values()) {
-      const d = g.since + this.opts.batchWaitMs;
+      const d = g.since + g.opts.batchWaitMs;
       if (next === undefined || d < next) next = d;
     }
     return next;

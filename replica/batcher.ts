@@ -1,6 +1,6 @@
 import type { Clock } from '../common/clock.js';
 import { ModelmuxError } from '../common/errors.js';
-import { BatchQueue, type Batch, type BatchPolicyOptions } from './batch-policy.js';
+import { BatchQueue, type Batch } from './batch-policy.js';
 import type { InferRequest, OutputTensor } from './inference-body.js';
 import type { ModelSession } from './onnx-runtime.js';
 import { concatDim0, splitDim0 } from './tensor.js';
@@ -15,11 +15,13 @@ interface Job {
 
 /**
  * Runs inference through per-model dynamic batches (the timing side of batch-policy.ts).
- * Requests are stacked on dim 0 only when the model's dim 0 is dynamic; each request gets back
- * exactly its own rows of every output.
+ * Requests are stacked on dim 0 only when the model says its rows are independent (its
+ * `batching`, from its config.json) and its dim 0 is dynamic; each request gets back exactly its
+ * own rows of every output. A model whose rows interact would answer wrong, so none is batched
+ * by default.
  */
 export class Batcher {
-  private readonly queue: BatchQueue<Job>;
+  private readonly queue = new BatchQueue<Job>();
   private timer: NodeJS.Timeout | undefined;
   private timerAt: number | undefined;
   /**
@@ -30,16 +32,14 @@ export class Batcher {
   private sessionsSeen = 0;
 
   constructor(
-    private readonly opts: BatchPolicyOptions,
     private readonly clock: Clock,
     private readonly observeBatch: (requests: number) => void,
-  ) {
-    this.queue = new BatchQueue<Job>(opts);
-  }
+  ) {}
 
   run(modelId: string, session: ModelSession, req: InferRequest): Promise<OutputTensor[]> {
     // An empty request runs alone: stacked with others it could only make their run fail.
-    if (this.opts.maxBatchSize <= 1 || !session.batchable || req.rows === undefined || req.rows === 0) {
+    const batching = session.batching;
+    if (batching === undefined || batching.maxBatchSize <= 1 || !session.batchable || req.rows === undefined || req.rows === 0) {
       this.observeBatch(1);
       return session.run(req.inputs);
     }
@@ -48,7 +48,7 @@ export class Batcher {
     const key = `${modelId}\u0000${n}\u0000${req.inputs.map((t) => `${t.datatype}:${t.dims.slice(1).join('x')}`).join('|')}`;
     return new Promise<OutputTensor[]>((resolve, reject) => {
       const rows = req.rows ?? 0;
-      const ready = this.queue.add(key, { session, req, rows, resolve, reject }, this.clock.now());
+      const ready = this.queue.add(key, { session, req, rows, resolve, reject }, this.clock.now(), batching);
       if (ready) void this.execute(ready);
       else this.arm();
     });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
-import { CACHE_POLICIES, CONCURRENT_LOADS, EXECUTION_PROVIDERS, MAX_MODELS_PER_REPLICA, TABLE_PUBLISH_INTERVAL_MS } from '../common/resource.js';
+import { CACHE_POLICIES, CONCURRENT_LOADS, EXECUTION_PROVIDERS, INTRA_OP_THREADS, MAX_MODELS_PER_REPLICA, TABLE_PUBLISH_INTERVAL_MS } from '../common/resource.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 import { GRAPH_OPTIMIZATION_LEVELS } from './onnx-runtime.js';
@@ -22,6 +22,7 @@ export const replicaConfigSchema = z.object({
   sharedCacheDir: z.string().min(1).optional(),
   executionProvider: z.enum(EXECUTION_PROVIDERS).default('cpu'),
   graphOptimization: z.enum(GRAPH_OPTIMIZATION_LEVELS).default('basic'),
+  intraOpThreads: intString(INTRA_OP_THREADS.min, INTRA_OP_THREADS.max).default(INTRA_OP_THREADS.default),
   diskCacheBytes: byteQuantityString.default(2 * 1024 ** 3),
   revalidateAfterMs: intString(0, 86_400_000).default(60_000),
   revalidateLoadedMs: intString(0, 86_400_000).default(60_000),
@@ -55,8 +56,8 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   maxModels: { flag: 'max-models', env: REPLICA_ENV.maxModels, help: 'Models kept loaded at most (LRU; default 3).' },
   maxModelBytes: { flag: 'max-model-bytes', env: REPLICA_ENV.maxModelBytes, help: 'Optional bound on the bytes of loaded model files, e.g. 4Gi.' },
   maxOngoingRequests: { flag: 'max-ongoing-requests', env: REPLICA_ENV.maxOngoingRequests, help: 'Inference requests in progress at most; past it 503 overloaded at once (default 16).' },
-  maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most; 1 turns batching off (default 1).' },
-  batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others (default 0).' },
+  maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most, for models whose config.json turns batching on and names no size (default 1: such models get 8); other models are never batched.' },
+  batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others, for models whose config.json turns batching on and names no wait (default 0).' },
   cacheDir: { flag: 'cache-dir', env: REPLICA_ENV.cacheDir, help: 'Folder for downloaded model files (default: a temp folder).' },
   sharedCacheDir: {
     flag: 'shared-cache-dir',
@@ -64,6 +65,11 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
     help: 'S3 stores: a folder shared by the replicas of one machine, on the filesystem of --cache-dir; a model one of them downloaded is hard-linked from its folder instead of downloaded again (default: none; local mode sets one).',
   },
   executionProvider: { flag: 'execution-provider', env: REPLICA_ENV.executionProvider, help: 'cpu or cuda (default cpu); cuda fails at start when absent.' },
+  intraOpThreads: {
+    flag: 'intra-op-threads',
+    env: REPLICA_ENV.intraOpThreads,
+    help: `Threads one run of a model may use (onnxruntime's intra-op threads), unless its config.json says otherwise; more makes large models faster at one request, at the cost of the others' cores (default ${INTRA_OP_THREADS.default}).`,
+  },
   graphOptimization: { flag: 'graph-optimization', env: REPLICA_ENV.graphOptimization, help: 'onnxruntime graph optimisation: disabled, basic, extended or all (default basic: fast session creation).' },
   revalidateAfterMs: { flag: 'revalidate-after-ms', env: REPLICA_ENV.revalidateAfterMs, help: 'A file in the disk cache that the store confirmed (ETag) less than this long ago is reloaded without asking it again; 0 asks on every reload (default 60000).' },
   revalidateLoadedMs: {

@@ -8,6 +8,8 @@ export interface CachedFile {
   etag: string;
   /** When the store last confirmed this version (download or HEAD), by the injected clock. */
   checkedAt: number;
+  /** The model's config.json as downloaded with it (small: kept in memory). */
+  config?: Uint8Array;
 }
 
 interface Slot extends CachedFile {

@@ -1,9 +1,11 @@
-import { stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ModelmuxError } from '../common/errors.js';
 import type { ModelId } from '../common/model-id.js';
 import type { Clock } from '../common/clock.js';
+import { folderBytes } from './folder-bytes.js';
+import { MODEL_CONFIG_FILE } from './model-config.js';
 import { MODEL_FILE, type LocalModelFile, type VersionedStore } from './model-store.js';
 
 /**
@@ -23,15 +25,30 @@ export class FileModelStore implements VersionedStore {
   }
 
   async fetch(id: ModelId): Promise<LocalModelFile> {
-    const { path, size, tag } = await this.stat(id);
+    const { path, size: modelBytes, tag } = await this.stat(id);
+    // External data files beside model.onnx count as the model's size (a folder gone since the
+    // stat leaves the load to fail on the file).
+    const size = await folderBytes(join(this.root, id)).catch(() => modelBytes);
     if (this.maxFileBytes !== undefined && size > this.maxFileBytes) {
       throw new ModelmuxError('model_too_large', `model "${id}" weighs ${size} bytes, more than the ${this.maxFileBytes} allowed`);
     }
-    return { path, bytes: size, version: { tag, checkedAt: this.clock.now() } };
+    const config = await this.config(id);
+    return { path, bytes: size, version: { tag, checkedAt: this.clock.now() }, ...(config ? { config } : {}) };
   }
 
   async version(id: ModelId): Promise<string> {
     return (await this.stat(id)).tag;
+  }
+
+  /** The model's config.json, or undefined when it has none. */
+  private async config(id: ModelId): Promise<Uint8Array | undefined> {
+    try {
+      return await readFile(join(this.root, id, MODEL_CONFIG_FILE));
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return undefined;
+      throw new ModelmuxError('store_unavailable', `cannot read ${MODEL_CONFIG_FILE} of "${id}" in ${this.uri}: ${code ?? String(err)}`, { cause: err });
+    }
   }
 
   private async stat(id: ModelId): Promise<{ path: string; size: number; tag: string }> {

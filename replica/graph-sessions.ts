@@ -4,6 +4,7 @@ import { Tensor } from 'onnxruntime-node';
 import { ModelmuxError } from '../common/errors.js';
 import { createSession, modelSession, openModel, type ExecutionProvider, type FedSession, type ModelSession, type SessionTuning } from './onnx-runtime.js';
 import { BufferPool } from './buffer-pool.js';
+import { externalDataFiles } from './external-data.js';
 import type { FileMapper } from './file-map.js';
 import { splitWeights, type SplitModel, type WeightRef } from './shared-graph.js';
 import { singleRowGraph } from './single-row-graph.js';
@@ -23,6 +24,15 @@ interface SingleRowSession {
 }
 
 export type OpenKind = 'shared_graph' | 'own_session';
+
+/** A model's own session settings (its config.json), over the pool's. */
+export interface SessionOverrides {
+  provider?: ExecutionProvider;
+  intraOpThreads?: number;
+  interOpThreads?: number;
+  /** false: a session of its own even when graphs are shared. */
+  shareGraph?: boolean;
+}
 /** How a shared-graph model's weights got into memory: viewed in the mapped file, or read into a buffer. */
 export type WeightSource = 'mapped' | 'read';
 
@@ -68,8 +78,12 @@ export class GraphSessions {
   }
 
   /** `mappable`: nothing will truncate or rewrite the file in place (LocalModelFile.private). */
-  async open(path: string, mappable = false): Promise<ModelSession> {
-    if (!this.tuning.shareGraphs) return this.own(path);
+  async open(path: string, mappable = false, overrides: SessionOverrides = {}): Promise<ModelSession> {
+    const provider = overrides.provider ?? this.provider;
+    const tuning = { ...this.tuning, intraOpThreads: overrides.intraOpThreads ?? this.tuning.intraOpThreads, interOpThreads: overrides.interOpThreads ?? this.tuning.interOpThreads };
+    // A shared session has the pool's settings: a model with others gets one of its own.
+    const poolSettings = provider === this.provider && tuning.intraOpThreads === this.tuning.intraOpThreads && tuning.interOpThreads === this.tuning.interOpThreads;
+    if (!this.tuning.shareGraphs || overrides.shareGraph === false || !poolSettings) return this.own(path, provider, tuning);
     return (mappable ? await this.openMapped(path) : undefined) ?? (await this.openRead(path));
   }
 
@@ -84,7 +98,13 @@ export class GraphSessions {
       return undefined; // the read gives the error, if there is one
     }
     const bytes = new Uint8Array(region);
-    const split = this.splits.has(path) ? this.splits.get(path) : splitWeights(bytes);
+    let split: SplitModel | undefined;
+    try {
+      split = this.splits.has(path) ? this.splits.get(path) : shareable(bytes);
+    } catch {
+      mapper.unmap(region);
+      return undefined; // the read gives the error
+    }
     remember(this.splits, path, split);
     if (!split || this.refused.has(split.key) || largest(split.weights).start % 4 !== 0) {
       mapper.unmap(region);
@@ -103,8 +123,9 @@ export class GraphSessions {
     const { file, pooled } = readInto(path, (size) => this.buffers.take(size + 3), this.shifts.get(path) ?? 0);
     let kept = false;
     try {
-      const split = splitWeights(file);
-      if (!split || this.refused.has(split.key)) return await this.own(file);
+      const split = shareable(file);
+      // A model with external data is opened from its path: onnxruntime finds the files beside it.
+      if (!split || this.refused.has(split.key)) return await this.own(externalDataFiles(file).length > 0 ? path : file);
       const bytes = alignLargest(file, pooled, split.weights);
       remember(this.shifts, path, bytes.byteOffset - pooled.byteOffset);
       const model = await this.shared(split, bytes, () => this.buffers.give(pooled), 'read');
@@ -150,8 +171,8 @@ export class GraphSessions {
     }
   }
 
-  private async own(model: string | Uint8Array): Promise<ModelSession> {
-    const session = await openModel(model, this.provider, this.tuning);
+  private async own(model: string | Uint8Array, provider = this.provider, tuning = this.tuning): Promise<ModelSession> {
+    const session = await openModel(model, provider, tuning);
     this.onOpen('own_session');
     return session;
   }
@@ -219,6 +240,16 @@ function readInto(path: string, take: (size: number) => Buffer, shift: number): 
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * The model split for a shared graph, or undefined when it has no weights to move or keeps some
+ * in external data files: those stay in the graph, so two models of one shape would hash alike
+ * while holding different weights (and onnxruntime refuses a graph made from bytes that names a
+ * file: "external data path … escapes working directory").
+ */
+function shareable(model: Uint8Array): SplitModel | undefined {
+  return externalDataFiles(model).length > 0 ? undefined : splitWeights(model);
 }
 
 /** Per-path memory of what a file held, bounded: paths are unique per download and not reused. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ModelmuxError } from '../common/errors.js';
-import { elementCount, ELEMENT_BYTES, MAX_TENSOR_RANK, tensorBytes, typedArrayFrom, typedArrayFromBytes, toJsonValues, V2_DATATYPES, type HostTensor, type ModelSignature, type TensorSpec } from './tensor.js';
+import { elementCount, ELEMENT_BYTES, MAX_TENSOR_RANK, stringsFromBytes, tensorBytes, typedArrayFrom, typedArrayFromBytes, toJsonValues, V2_DATATYPES, type HostTensor, type ModelSignature, type TensorSpec } from './tensor.js';
 
 /**
  * Request and response bodies, pure. Two body forms are accepted on every endpoint:
@@ -21,7 +21,7 @@ const v2InputSchema = z.object({
   datatype: z.string().min(1).max(16),
   /** `binary_data_size`: the tensor's bytes follow the JSON (binary tensor data extension). */
   parameters: z.looseObject({ binary_data_size: z.number().int().nonnegative().optional() }).optional(),
-  /** Numbers or booleans, flat or nested in arrays (checked by `dataValues`). */
+  /** Numbers, booleans or strings, flat or nested in arrays (checked by `dataValues`). */
   data: z.array(z.unknown()).optional(),
 });
 
@@ -58,8 +58,8 @@ function dataValues(data: readonly unknown[], input: string, out: unknown[] = []
   if (depth > MAX_TENSOR_RANK) throw tooDeep(`the data of input "${input}"`);
   for (const v of data) {
     if (Array.isArray(v)) dataValues(v, input, out, depth + 1);
-    else if (typeof v === 'number' || typeof v === 'boolean') out.push(v);
-    else throw new ModelmuxError('invalid_request', `not an inference request: the data of input "${input}" holds ${v === null ? 'null' : `a ${typeof v}`}, not a number or boolean`);
+    else if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'string' || typeof v === 'bigint') out.push(v);
+    else throw new ModelmuxError('invalid_request', `not an inference request: the data of input "${input}" holds ${v === null ? 'null' : `a ${typeof v}`}, not a number, boolean or string`);
   }
   return out;
 }
@@ -79,6 +79,11 @@ function checkShape(spec: TensorSpec, shape: readonly number[]): void {
 
 function tensorFromBytes(spec: TensorSpec, shape: number[], bytes: Uint8Array): HostTensor {
   checkShape(spec, shape);
+  if (spec.datatype === 'BYTES') {
+    const strings = stringsFromBytes(bytes, elementCount(shape));
+    if (typeof strings === 'string') throw mismatch(`input "${spec.name}": ${strings}`);
+    return { datatype: spec.datatype, dims: shape, data: strings };
+  }
   const want = elementCount(shape) * ELEMENT_BYTES[spec.datatype];
   if (bytes.length !== want) throw mismatch(`input "${spec.name}" has ${bytes.length} bytes of binary data for shape [${shape.join(',')}] (${want} expected)`);
   return { datatype: spec.datatype, dims: shape, data: typedArrayFromBytes(spec.datatype, bytes) };
@@ -141,6 +146,8 @@ function parseV2(body: unknown, sig: ModelSignature, binary: Uint8Array): InferR
   if (r.data.outputs) {
     outputs = r.data.outputs.map((o) => o.name);
     for (const name of outputs) {
+      const unserved = sig.unserved?.find((u) => u.name === name);
+      if (unserved) throw mismatch(`output "${name}" is not served: ${unserved.reason}; ask for the others by name (outputs: ${sig.outputs.map((s) => s.name).join(', ')})`);
       if (!sig.outputs.some((s) => s.name === name)) throw mismatch(`output "${name}" is not an output of the model (outputs: ${sig.outputs.map((s) => s.name).join(', ')})`);
     }
   }
@@ -231,7 +238,7 @@ export interface OutputTensor extends HostTensor {
   name: string;
 }
 
-function nest(values: readonly (number | boolean)[], dims: readonly number[]): unknown[] {
+function nest(values: readonly unknown[], dims: readonly number[]): unknown[] {
   if (dims.length <= 1) return [...values];
   const per = values.length / (dims[0] || 1);
   const out: unknown[] = [];
@@ -277,5 +284,7 @@ export function modelMetadataBody(modelId: string, sig: ModelSignature): unknown
     platform: 'onnxruntime_onnx',
     inputs: sig.inputs.map((s) => ({ name: s.name, datatype: s.datatype, shape: s.shape })),
     outputs: sig.outputs.map((s) => ({ name: s.name, datatype: s.datatype, shape: s.shape })),
+    // Not part of the protocol: clients ignore it; people reading the metadata learn what is left out.
+    ...(sig.unserved?.length ? { unserved_outputs: sig.unserved } : {}),
   };
 }

@@ -46,7 +46,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   // Only the S3 store's downloads are mapped: the replica wrote them and never rewrites them,
   // where a file:// folder is the user's, and a file truncated while mapped would crash us.
   let mapper: IdleMappings | undefined;
-  if (config.modelSource.startsWith('s3://') && config.shareGraphs && config.mapWeights) {
+  if (config.modelSource.startsWith('s3://') && config.shareGraphs && config.mapWeights && config.runtimeUrl === undefined) {
     const loaded = loadFileMapper();
     if ('unavailable' in loaded) baseLog.warn('model weights are read into memory at each load, not mapped', { event: 'no-mapping', reason: loaded.unavailable });
     // Parked mappings are of files in the disk cache, which deletes through forget(): its bound is theirs.
@@ -180,6 +180,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     maxBatchSize: config.maxBatchSize,
     executionProvider: config.executionProvider,
     weights: mapper !== undefined ? 'mapped' : 'read',
+    ...(config.runtimeUrl !== undefined ? { runtime: config.runtimeUrl } : {}),
   });
 
   let stopping = false;

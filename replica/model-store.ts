@@ -18,6 +18,8 @@ export interface LocalModelFile {
   settle?: (ok: boolean) => void;
   /** Which version of the model the file holds, as the store's `version()` names it; absent when it cannot tell. */
   version?: ModelVersion;
+  /** The bytes of the model's config.json (replica/model-config.ts), fetched with it; absent when it has none. */
+  config?: Uint8Array;
 }
 
 /** A version tag of a model in its store (an ETag), and when the store last confirmed it (injected clock). */

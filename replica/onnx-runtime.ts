@@ -1,8 +1,9 @@
 import ort from 'onnxruntime-node';
 import { ModelmuxError } from '../common/errors.js';
 import { wineModelBytes } from '../common/wine-model.js';
+import type { BatchPolicyOptions } from './batch-policy.js';
 import type { OutputTensor } from './inference-body.js';
-import { datatypeFromOrt, ORT_TYPE, type HostTensor, type ModelSignature, type TensorData, type TensorSpec } from './tensor.js';
+import { datatypeFromOrt, ORT_TYPE, type HostTensor, type ModelSignature, type TensorData, type TensorSpec, type UnservedOutput } from './tensor.js';
 
 export type ExecutionProvider = 'cpu' | 'cuda';
 export const GRAPH_OPTIMIZATION_LEVELS = ['disabled', 'basic', 'extended', 'all'] as const;
@@ -14,6 +15,10 @@ export interface SessionTuning {
   prepackWeights: boolean;
   /** Models of one shape share one session, their weights fed as inputs (replica/shared-graph.ts). */
   shareGraphs: boolean;
+  /** Threads of one run (onnxruntime's intra-op pool); 1 by default, see SESSION_OPTIONS. */
+  intraOpThreads: number;
+  /** Threads running independent branches at once; above 1 the session executes in parallel mode. */
+  interOpThreads: number;
 }
 
 /** One loaded model: an onnxruntime session and the signature read from it. */
@@ -21,17 +26,59 @@ export interface ModelSession {
   readonly signature: ModelSignature;
   /** Every input and output has a dynamic dim 0, so requests can be stacked on it. */
   readonly batchable: boolean;
+  /** How its requests are batched (its config.json); undefined: one by one. */
+  readonly batching?: BatchPolicyOptions | undefined;
   run(inputs: readonly HostTensor[]): Promise<OutputTensor[]>;
   release(): Promise<void>;
 }
 
-function specs(meta: readonly ort.InferenceSession.ValueMetadata[], kind: string): TensorSpec[] {
-  return meta.map((m) => {
-    if (!m.isTensor) throw new ModelmuxError('model_load_failed', `${kind} "${m.name}" is not a tensor; only tensor ${kind}s are served`);
-    const datatype = datatypeFromOrt(m.type);
-    if (!datatype) throw new ModelmuxError('model_load_failed', `${kind} "${m.name}" has type ${m.type}, which is not served`);
-    return { name: m.name, datatype, shape: m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)) };
-  });
+/** The tensor spec of an input or output, or why it cannot be served. */
+function specOf(m: ort.InferenceSession.ValueMetadata): TensorSpec | string {
+  if (!m.isTensor) return 'it is not a tensor (a sequence or map, such as ZipMap makes); only tensors are served';
+  const datatype = datatypeFromOrt(m.type);
+  if (!datatype) return `its element type ${m.type} has no Open Inference Protocol datatype`;
+  return { name: m.name, datatype, shape: m.shape.map((d) => (typeof d === 'number' && d >= 0 ? d : -1)) };
+}
+
+/** A model's signature: an input that cannot be fed refuses the model; an output that cannot be answered is left out, with its reason. */
+function signatureOf(session: ort.InferenceSession, weights: Readonly<Record<string, ort.Tensor>>): ModelSignature {
+  const inputs = session.inputMetadata
+    .filter((m) => !Object.hasOwn(weights, m.name))
+    .map((m) => {
+      const spec = specOf(m);
+      if (typeof spec === 'string') throw new ModelmuxError('model_load_failed', `input "${m.name}" cannot be fed: ${spec}`);
+      return spec;
+    });
+  const outputs: TensorSpec[] = [];
+  const unserved: UnservedOutput[] = [];
+  for (const m of session.outputMetadata) {
+    const spec = specOf(m);
+    if (typeof spec === 'string') unserved.push({ name: m.name, reason: spec });
+    else outputs.push(spec);
+  }
+  if (outputs.length === 0) throw new ModelmuxError('model_load_failed', `the model has no output that can be served (${unserved.map((u) => `"${u.name}": ${u.reason}`).join('; ')})`);
+  return unserved.length > 0 ? { inputs, outputs, unserved } : { inputs, outputs };
+}
+
+/**
+ * The runtime's tensor of a host tensor. onnxruntime-node's binding reads float16 data only as
+ * a Uint16Array, while onnxruntime-common's Tensor turns a Uint16Array into a Float16Array where
+ * one exists: the bit patterns are put back as the tensor's CPU data (a field of its class).
+ */
+function ortTensor(t: HostTensor): ort.Tensor {
+  const tensor = new ort.Tensor(ORT_TYPE[t.datatype] as 'float32', t.data as Float32Array, t.dims);
+  if (t.datatype === 'FP16') (tensor as unknown as { cpuData: Uint16Array }).cpuData = t.data as Uint16Array;
+  return tensor;
+}
+
+/** A host tensor's data from the runtime's: float16 back to its bit patterns. */
+function hostData(datatype: HostTensor['datatype'], r: ort.Tensor): TensorData {
+  const data = r.data as TensorData | (ArrayLike<number> & ArrayBufferView);
+  if (datatype === 'FP16' && !(data instanceof Uint16Array)) {
+    const view = data as ArrayBufferView;
+    return new Uint16Array(view.buffer, view.byteOffset, view.byteLength / 2);
+  }
+  return data as TensorData;
 }
 
 /**
@@ -40,18 +87,19 @@ function specs(meta: readonly ort.InferenceSession.ValueMetadata[], kind: string
  * graph optimisation 'all' → 'basic' took creation from 14.6 to 6.2 ms, and no weight pre-packing
  * from there to 2.5 ms, with single-row runs as fast or faster. Both are per-deployment knobs.
  *
- * One thread per session, no spin-waiting. onnxruntime's default gives every session its own
- * pool of one thread per core that spins between runs: with N models loaded that is N pools
- * fighting over the same cores. A replica gets its parallelism from concurrent requests, not
- * from splitting one small run; this cut creation from 34 to 13 ms and the CPU of 200 runs by
- * 2.8× (docs/adr/0012-router-placement-and-replica-threads.md).
+ * One thread per session by default, no spin-waiting. onnxruntime's default gives every session
+ * its own pool of one thread per core that spins between runs: with N models loaded that is N
+ * pools fighting over the same cores. A replica gets its parallelism from concurrent requests,
+ * not from splitting one small run; this cut creation from 34 to 13 ms and the CPU of 200 runs
+ * by 2.8× (docs/adr/0012-router-placement-and-replica-threads.md). Large models (real CNNs) run
+ * faster on more: the pool's default (`intraOpThreads`) and a model's config.json can raise it.
  */
 const SESSION_OPTIONS = (provider: ExecutionProvider, tuning: SessionTuning): ort.InferenceSession.SessionOptions => ({
   executionProviders: [provider],
   graphOptimizationLevel: tuning.graphOptimization,
-  executionMode: 'sequential',
-  intraOpNumThreads: 1,
-  interOpNumThreads: 1,
+  executionMode: tuning.interOpThreads > 1 ? 'parallel' : 'sequential',
+  intraOpNumThreads: tuning.intraOpThreads,
+  interOpNumThreads: tuning.interOpThreads,
   extra: { session: { disable_prepacking: tuning.prepackWeights ? '0' : '1', intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
 });
 
@@ -63,7 +111,10 @@ export async function createSession(model: string | Uint8Array, provider: Execut
       ? ort.InferenceSession.create(model, SESSION_OPTIONS(provider, tuning))
       : ort.InferenceSession.create(model, SESSION_OPTIONS(provider, tuning)));
   } catch (err) {
-    throw new ModelmuxError('model_load_failed', `onnxruntime cannot load the model: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    const message = err instanceof Error ? err.message : String(err);
+    // onnxruntime-node reads no bfloat16 tensor (onnx type 16) at a graph's edge; inside it is fine.
+    const hint = /Unsupported data type: 16\b/.test(message) ? ' (bfloat16: onnxruntime-node cannot open a model with a bfloat16 input or output; cast them to float32 or float16 in the graph)' : '';
+    throw new ModelmuxError('model_load_failed', `onnxruntime cannot load the model: ${message}${hint}`, { cause: err });
   }
 }
 
@@ -80,12 +131,10 @@ export interface FedSession {
  * graph that is faster for one row (replica/single-row-graph.ts).
  */
 export function modelSession(session: ort.InferenceSession, release: () => Promise<void>, weights: Readonly<Record<string, ort.Tensor>> = {}, singleRow?: FedSession): ModelSession {
-  // Non-tensor outputs (e.g. sklearn-onnx's ZipMap probabilities) are not fetched: the tensor
-  // outputs beside them are still served. A non-tensor input cannot be fed, so it is refused.
-  const outputs = specs(session.outputMetadata.filter((m) => m.isTensor), 'output');
-  if (outputs.length === 0) throw new ModelmuxError('model_load_failed', 'the model has no tensor output');
-  const signature = { inputs: specs(session.inputMetadata.filter((m) => !Object.hasOwn(weights, m.name)), 'input'), outputs };
-  const fetches = outputs.map((o) => o.name);
+  // Outputs that cannot be answered (e.g. sklearn-onnx's ZipMap probabilities) are not fetched:
+  // the others are still served.
+  const signature = signatureOf(session, weights);
+  const fetches = signature.outputs.map((o) => o.name);
   const batchable = [...signature.inputs, ...signature.outputs].every((s) => s.shape.length > 0 && s.shape[0] === -1);
   const asLoaded: FedSession = { session, weights };
   return {
@@ -96,7 +145,7 @@ export function modelSession(session: ort.InferenceSession, release: () => Promi
       const feeds: Record<string, ort.Tensor> = { ...use.weights };
       signature.inputs.forEach((spec, i) => {
         const t = inputs[i];
-        if (t) feeds[spec.name] = new ort.Tensor(ORT_TYPE[t.datatype] as 'float32', t.data as Float32Array, t.dims);
+        if (t) feeds[spec.name] = ortTensor(t);
       });
       let results: ort.InferenceSession.ReturnType;
       try {
@@ -107,7 +156,7 @@ export function modelSession(session: ort.InferenceSession, release: () => Promi
       return signature.outputs.map((spec) => {
         const r = results[spec.name];
         if (!r) throw new ModelmuxError('inference_failed', `onnxruntime returned no output "${spec.name}"`);
-        return { name: spec.name, datatype: spec.datatype, dims: [...r.dims], data: r.data as TensorData };
+        return { name: spec.name, datatype: spec.datatype, dims: [...r.dims], data: hostData(spec.datatype, r) };
       });
     },
     release,

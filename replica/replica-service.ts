@@ -7,12 +7,14 @@ import type { ModelTable } from '../common/model-table.js';
 import type { CachePolicy } from '../common/resource.js';
 import type { ReplicaConfig } from './config.js';
 import { Batcher } from './batcher.js';
+import { cacheTable, failure, setCacheGauges } from './cache-report.js';
 import { inferResponseBody, modelMetadataBody, parseInferBody } from './inference-body.js';
 import type { ReplicaMetrics } from './metrics.js';
 import { ModelCache, type CacheEvent, type Loaded } from './model-cache.js';
 import type { ModelStore } from './model-store.js';
 import type { FileMapper } from './file-map.js';
 import { GraphSessions } from './graph-sessions.js';
+import { modelBatching, parseModelConfig, sessionOverrides } from './model-config.js';
 import type { ExecutionProvider, ModelSession, SessionTuning } from './onnx-runtime.js';
 import type { ModelSignature } from './tensor.js';
 import type { InferOutcome, ServingBackend } from './serving-backend.js';
@@ -48,7 +50,7 @@ export type ServiceTuning = Pick<
 export function serviceTuning(config: ReplicaConfig): ServiceTuning {
   return {
     provider: config.executionProvider,
-    session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights, shareGraphs: config.shareGraphs },
+    session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights, shareGraphs: config.shareGraphs, intraOpThreads: config.intraOpThreads, interOpThreads: 1 },
     maxModels: config.maxModels,
     ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
     maxConcurrentLoads: config.maxConcurrentLoads,
@@ -62,11 +64,6 @@ export function serviceTuning(config: ReplicaConfig): ServiceTuning {
 
 const ms = (n: number): string => `${n.toFixed(1)}ms`;
 
-/** The log fields of a failed load: its stable code and what went wrong. */
-const failure = (error: unknown): { error: string; reason: string } => ({
-  error: error instanceof ModelmuxError ? error.code : 'internal',
-  reason: error instanceof Error ? error.message : String(error),
-});
 
 /** The replica's inference path: cache → (load from the store) → batcher → response body. */
 export class ReplicaService implements ServingBackend {
@@ -94,19 +91,11 @@ export class ReplicaService implements ServingBackend {
       load: (id, fresh) => this.load(id as ModelId, fresh),
       onEvent: (e) => this.onCacheEvent(e),
     });
-    this.batcher = new Batcher({ maxBatchSize: opts.maxBatchSize, batchWaitMs: opts.batchWaitMs }, opts.clock, (n) => opts.metrics.batchSize.observe(n));
+    this.batcher = new Batcher(opts.clock, (n) => opts.metrics.batchSize.observe(n));
   }
 
   table(): ModelTable {
-    const bytes = this.cache.loadedBytes;
-    return {
-      version: this.cache.version,
-      loaded: this.cache.loadedIds as ModelId[],
-      loading: this.cache.loadingIds as ModelId[],
-      capacity: this.opts.maxModels,
-      bytes,
-      ...(this.opts.maxModelBytes !== undefined ? { maxBytes: this.opts.maxModelBytes } : {}),
-    };
+    return cacheTable(this.cache, this.opts.maxModels, this.opts.maxModelBytes);
   }
 
   /**
@@ -124,7 +113,7 @@ export class ReplicaService implements ServingBackend {
     );
   }
 
-  async signature(id: ModelId): Promise<{ signature: ModelSignature; hit: boolean }> {
+  private async signature(id: ModelId): Promise<{ signature: ModelSignature; hit: boolean }> {
     const r = await this.withDeadline(this.withModel(id, async (m) => m.signature));
     return { signature: r.body, hit: r.hit };
   }
@@ -168,7 +157,11 @@ export class ReplicaService implements ServingBackend {
     let session: ModelSession;
     try {
       if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
-      session = await this.sessions.open(file.path, file.private === true);
+      const config = file.config !== undefined ? parseModelConfig(id, file.config) : {};
+      session = await this.sessions.open(file.path, file.private === true, sessionOverrides(config));
+      // The pool's batching options are the defaults of the models that turn batching on.
+      const batching = modelBatching(config, { maxBatchSize: this.opts.maxBatchSize, batchWaitMs: this.opts.batchWaitMs });
+      if (batching !== undefined) session = { ...session, batching };
     } catch (err) {
       file.settle?.(false);
       throw err;
@@ -210,9 +203,7 @@ export class ReplicaService implements ServingBackend {
         else log.error(`Failed to release model '${e.id}'.`, { model: e.id, event: 'release-failed', reason: e.error instanceof Error ? e.error.message : String(e.error) });
         break;
       case 'change':
-        metrics.modelsLoaded.set(this.cache.loadedCount);
-        metrics.modelsLoading.set(this.cache.loadingCount);
-        metrics.bytesLoaded.set(this.cache.loadedBytes);
+        setCacheGauges(metrics, this.cache);
         metrics.sharedGraphs.set(this.sessions.sharedCount);
         this.opts.onTableChange();
         break;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
-import { rename, rm } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { createWriteStream, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
@@ -9,6 +9,8 @@ import { ModelmuxError } from '../common/errors.js';
 import type { Clock } from '../common/clock.js';
 import type { ModelId } from '../common/model-id.js';
 import { DiskFileCache, type CachedFile } from './disk-file-cache.js';
+import { externalDataFiles, relocateExternalData } from './external-data.js';
+import { MAX_MODEL_CONFIG_BYTES, MODEL_CONFIG_FILE } from './model-config.js';
 import { modelKey, type LocalModelFile, type VersionedStore } from './model-store.js';
 import type { PeerFiles } from './peer-files.js';
 
@@ -54,6 +56,11 @@ export interface S3StoreOptions {
 
 const NOT_FOUND = new Set(['NoSuchKey', 'NotFound']);
 
+/** Where the external data files of the download at `path` go: a folder beside it, its own. */
+function externalFolder(path: string): string {
+  return `${path}.d`;
+}
+
 /** A write failed for want of space: the filesystem (or the pod's emptyDir) is full, or a quota bit. */
 const DISK_FULL = new Set(['ENOSPC', 'EDQUOT']);
 
@@ -95,7 +102,7 @@ export class S3ModelStore implements VersionedStore {
     mkdirSync(this.dir, { recursive: true });
     this.files = new DiskFileCache(opts.diskCacheBytes, (path) => {
       opts.onRemove?.(path);
-      const removal = rm(path, { force: true }).catch(() => undefined);
+      const removal = Promise.all([rm(path, { force: true }), rm(externalFolder(path), { recursive: true, force: true })]).then(() => undefined, () => undefined);
       this.removals.add(removal);
       void removal.finally(() => this.removals.delete(removal));
     });
@@ -172,9 +179,12 @@ export class S3ModelStore implements VersionedStore {
       path: file.path,
       bytes: file.bytes,
       private: true,
+      ...(file.config !== undefined ? { config: file.config } : {}),
       ...(file.etag !== '' ? { version: { tag: file.etag, checkedAt: file.checkedAt } } : {}),
       settle: (ok) => {
-        if (ok && share) this.peers?.publish(id, file);
+        // Not named to neighbours with external data files (a borrow links one file) or a
+        // config.json (held in this process's memory): they download their own.
+        if (ok && share && file.config === undefined && !existsSync(externalFolder(file.path))) this.peers?.publish(id, file);
         this.files.settle(id, file, ok);
       },
     };
@@ -248,6 +258,7 @@ export class S3ModelStore implements VersionedStore {
     const path = this.newPath(id);
     const tmp = `${path}.tmp`;
     let bytes = 0;
+    let config: Uint8Array | undefined;
     const limit = new Transform({
       highWaterMark: DOWNLOAD_BUFFER_BYTES,
       transform(chunk: Buffer, _enc, cb) {
@@ -258,16 +269,75 @@ export class S3ModelStore implements VersionedStore {
     });
     try {
       await pipeline(body, limit, createWriteStream(tmp, { mode: 0o600, highWaterMark: DOWNLOAD_BUFFER_BYTES }));
-      bytes = (await this.opts.prepare?.(tmp)) ?? bytes;
+      const external = await this.downloadExternalData(key, id, tmp, path, max === undefined ? undefined : max - bytes);
+      bytes = ((await this.opts.prepare?.(tmp)) ?? external?.modelBytes ?? bytes) + (external?.bytes ?? 0);
+      config = await this.downloadConfig(key, id);
       await rename(tmp, path);
     } catch (err) {
-      await rm(tmp, { force: true });
+      await Promise.all([rm(tmp, { force: true }), rm(externalFolder(path), { recursive: true, force: true })]);
       if (err instanceof ModelmuxError) throw err;
       const code = (err as NodeJS.ErrnoException).code;
       if (code !== undefined && DISK_FULL.has(code)) throw new ModelmuxError('cache_full', `no room in ${this.dir} for model "${id}" (${length ?? 'unknown'} bytes): ${code}`, { cause: err });
       throw new ModelmuxError('store_unavailable', `download of "${id}" from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
-    return { path, bytes, etag, checkedAt: this.opts.clock.now() };
+    return { path, bytes, etag, checkedAt: this.opts.clock.now(), ...(config !== undefined ? { config } : {}) };
+  }
+
+  /** The model's config.json beside its model.onnx, or undefined when it has none. */
+  private async downloadConfig(key: string, id: ModelId): Promise<Uint8Array | undefined> {
+    try {
+      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key.slice(0, key.lastIndexOf('/') + 1) + MODEL_CONFIG_FILE }));
+      if ((out.ContentLength ?? 0) > MAX_MODEL_CONFIG_BYTES) {
+        out.Body?.transformToWebStream().cancel().catch(() => undefined);
+        throw new ModelmuxError('model_load_failed', `${MODEL_CONFIG_FILE} of model "${id}" is ${out.ContentLength} bytes, more than the ${MAX_MODEL_CONFIG_BYTES} allowed`);
+      }
+      return (await out.Body?.transformToByteArray()) ?? new Uint8Array(0);
+    } catch (err) {
+      if (err instanceof ModelmuxError) throw err;
+      const e = this.translate(err, id);
+      if (e.code === 'model_not_found') return undefined;
+      throw e;
+    }
+  }
+
+  /**
+   * Downloads the external data files the model at `tmp` names (objects beside its model.onnx)
+   * into the folder of the download at `path`, and points the model at them there; undefined for
+   * a model that holds its weights. The model is read whole to find them: it was just written,
+   * so from the page cache, and a model with external data is small.
+   */
+  private async downloadExternalData(key: string, id: ModelId, tmp: string, path: string, budget: number | undefined): Promise<{ modelBytes: number; bytes: number } | undefined> {
+    const model = await readFile(tmp);
+    const files = externalDataFiles(model);
+    if (files.length === 0) return undefined;
+    const folder = externalFolder(path);
+    const base = key.slice(0, key.lastIndexOf('/') + 1);
+    let bytes = 0;
+    for (const location of files) {
+      let body: Readable;
+      let length: number | undefined;
+      try {
+        const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: base + location }));
+        if (!(out.Body instanceof Readable)) throw new Error('the S3 response has no body stream');
+        body = out.Body;
+        length = out.ContentLength;
+      } catch (err) {
+        const e = this.translate(err, id);
+        if (e.code === 'model_not_found') throw new ModelmuxError('model_load_failed', `model "${id}" names the external data file "${location}", which is not beside its model.onnx in ${this.uri}`);
+        throw e;
+      }
+      bytes += length ?? 0;
+      if (budget !== undefined && bytes > budget) {
+        body.destroy();
+        throw new ModelmuxError('model_too_large', `model "${id}" with its external data weighs more than the ${this.opts.maxFileBytes} bytes allowed`);
+      }
+      const target = join(folder, location);
+      await mkdir(dirname(target), { recursive: true });
+      await pipeline(body, createWriteStream(target, { mode: 0o600, highWaterMark: DOWNLOAD_BUFFER_BYTES }));
+    }
+    const relocated = relocateExternalData(model, basename(folder));
+    await writeFile(tmp, relocated);
+    return { modelBytes: relocated.length, bytes };
   }
 
   destroy(): void {

@@ -5,10 +5,10 @@ import type { Logger } from '../common/log.js';
 import type { ModelId } from '../common/model-id.js';
 import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REPLICA, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
 import { matchRequest, requestModel, requestNotFound } from '../common/request-grammar.js';
-import { modelMetadataBody } from './inference-body.js';
 import { parseJsonBody } from './json-body.js';
+import { repositoryIndex } from './repository-index.js';
 import type { ReplicaMetrics } from './metrics.js';
-import type { ReplicaService } from './replica-service.js';
+import type { ServingBackend } from './serving-backend.js';
 
 /** Open Inference Protocol binary tensor data extension: length of the JSON part of the body. */
 export const HEADER_INFERENCE_HEADER_LENGTH = 'inference-header-content-length';
@@ -17,7 +17,7 @@ export const HEADER_INFERENCE_HEADER_LENGTH = 'inference-header-content-length';
 export const HEADER_TEST_DELAY = 'x-modelmux-test-delay-ms';
 
 export interface ServerOptions {
-  service: ReplicaService;
+  service: ServingBackend;
   metrics: ReplicaMetrics;
   log: Logger;
   /** Read per response: it may only be known once listening (host:port). */
@@ -73,7 +73,8 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
     const e = toModelmuxError(err);
     const body: ErrorBody = { error: e.code, message: e.message, requestId: locals(res).requestId };
     if (e.code === 'internal') log.error('unexpected error', { requestId: body.requestId, reason: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    if (e.code === 'overloaded') res.setHeader(HEADER_OVERLOADED, 'true');
+    // Refused before any work: a router may send the request to another replica.
+    if (e.code === 'overloaded' || e.code === 'shutting_down') res.setHeader(HEADER_OVERLOADED, 'true');
     send(res, e.status, body);
   };
 
@@ -167,9 +168,11 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
   app.get('/v2/health/live', (_req, res) => send(res, 200, { live: true }));
   app.get('/v2/health/ready', (_req, res) => {
     if (state.shuttingDown) fail(res, new ModelmuxError('shutting_down', 'the replica is shutting down'));
+    else if (!service.ready()) fail(res, new ModelmuxError('runtime_unavailable', 'the serving runtime beside the replica is not ready'));
     else send(res, 200, { ready: true });
   });
-  app.get('/v2', (_req, res) => send(res, 200, { name: 'modelmux-replica', version: '1', extensions: [] }));
+  // Extensions by Triton's names: the binary tensor data extension is read and written here.
+  app.get('/v2', (_req, res) => send(res, 200, { name: 'modelmux-replica', version: '1', extensions: ['binary_tensor_data', 'model_repository'] }));
   app.get('/models', (_req, res) => send(res, 200, service.table()));
   app.get('/metrics', async (_req, res) => {
     try {
@@ -188,14 +191,38 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
   app.get(['/v2/models/:id', '/v2/models/:id/versions/:version'], admit('v2'), async (_req, res) => {
     try {
       const id = modelOf(res);
-      const { signature, hit } = await service.signature(id);
+      const { body, hit } = await service.metadata(id);
       res.setHeader(HEADER_CACHE, hit ? 'hit' : 'miss');
-      send(res, 200, modelMetadataBody(id, signature));
+      send(res, 200, body);
     } catch (err) {
       fail(res, err);
     }
   });
   app.post(['/v2/models/:id/infer', '/v2/models/:id/versions/:version/infer'], admit('v2'), raw, infer);
+  // The model repository extension: pre-warm a model (loaded as a request would load it) and drain one.
+  app.post('/v2/repository/index', raw, (req, res) => {
+    try {
+      const buf: unknown = req.body;
+      const body = Buffer.isBuffer(buf) && buf.length > 0 ? parseJsonBody(buf) : undefined;
+      send(res, 200, repositoryIndex(service.table(), body));
+    } catch (err) {
+      fail(res, err);
+    }
+  });
+  app.post('/v2/repository/models/:id/load', admit('v2'), async (_req, res) => {
+    try {
+      const { hit } = await service.metadata(modelOf(res));
+      res.setHeader(HEADER_CACHE, hit ? 'hit' : 'miss');
+      send(res, 200, {});
+    } catch (err) {
+      fail(res, err);
+    }
+  });
+  // Requests holding the model finish on it; it is released after them.
+  app.post('/v2/repository/models/:id/unload', (_req, res) => {
+    service.cache.evict(modelOf(res));
+    send(res, 200, {});
+  });
   app.post('/', admit('ray'), raw, infer);
   app.post('/invocations', admit('sagemaker'), raw, infer);
 

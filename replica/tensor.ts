@@ -11,9 +11,13 @@
  */
 export const MAX_TENSOR_RANK = 32;
 
-export const V2_DATATYPES = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP32', 'FP64'] as const;
+export const V2_DATATYPES = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'BF16', 'FP32', 'FP64', 'BYTES'] as const;
 export type V2Datatype = (typeof V2_DATATYPES)[number];
 
+/**
+ * FP16 and BF16 are held as their 16-bit patterns (Uint16Array), so binary data passes through
+ * exactly; BYTES as strings, which is how onnxruntime holds its string tensors.
+ */
 export type TensorData =
   | Float32Array
   | Float64Array
@@ -24,7 +28,8 @@ export type TensorData =
   | Int32Array
   | Uint32Array
   | BigInt64Array
-  | BigUint64Array;
+  | BigUint64Array
+  | string[];
 
 export interface HostTensor {
   datatype: V2Datatype;
@@ -39,9 +44,17 @@ export interface TensorSpec {
   shape: number[];
 }
 
+/** An output the model has but the replica cannot answer, and why. */
+export interface UnservedOutput {
+  name: string;
+  reason: string;
+}
+
 export interface ModelSignature {
   inputs: TensorSpec[];
   outputs: TensorSpec[];
+  /** Outputs left out of `outputs`: a request may not ask for them; the others are served. */
+  unserved?: UnservedOutput[];
 }
 
 /** onnxruntime's tensor type names for each V2 datatype. */
@@ -55,8 +68,11 @@ export const ORT_TYPE: Record<V2Datatype, string> = {
   INT16: 'int16',
   INT32: 'int32',
   INT64: 'int64',
+  FP16: 'float16',
+  BF16: 'bfloat16',
   FP32: 'float32',
   FP64: 'float64',
+  BYTES: 'string',
 };
 
 export function datatypeFromOrt(type: string): V2Datatype | undefined {
@@ -68,48 +84,118 @@ export function elementCount(dims: readonly number[]): number {
   return dims.reduce((n, d) => n * d, 1);
 }
 
-const INT_RANGE: Partial<Record<V2Datatype, [number, number]>> = {
-  UINT8: [0, 255],
-  UINT16: [0, 65535],
-  UINT32: [0, 4294967295],
-  INT8: [-128, 127],
-  INT16: [-32768, 32767],
-  INT32: [-2147483648, 2147483647],
-  INT64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
-  UINT64: [0, Number.MAX_SAFE_INTEGER],
+const INT_RANGE: Partial<Record<V2Datatype, [bigint, bigint]>> = {
+  UINT8: [0n, 255n],
+  UINT16: [0n, 65535n],
+  UINT32: [0n, 4294967295n],
+  UINT64: [0n, 18446744073709551615n],
+  INT8: [-128n, 127n],
+  INT16: [-32768n, 32767n],
+  INT32: [-2147483648n, 2147483647n],
+  INT64: [-9223372036854775808n, 9223372036854775807n],
 };
 
+const FLOAT_TYPES: ReadonlySet<V2Datatype> = new Set(['FP16', 'BF16', 'FP32', 'FP64']);
+
 /**
- * Builds the typed array of `datatype` from JSON values; returns a reason when a value does not
- * fit (a string, a fraction in an integer tensor, out of range), never throws.
+ * JSON has no Inf or NaN: they are written as these strings, which numpy (and so tritonclient's
+ * and KServe's `as_numpy`) reads back as floats. Requests may use them, and Python's spellings.
+ */
+const NON_FINITE: ReadonlyMap<string, number> = new Map([
+  ['inf', Infinity],
+  ['+inf', Infinity],
+  ['-inf', -Infinity],
+  ['nan', NaN],
+  ['Infinity', Infinity],
+  ['-Infinity', -Infinity],
+  ['NaN', NaN],
+]);
+
+/** A float as JSON: a number, or "inf" / "-inf" / "nan". */
+export function jsonFloat(v: number): number | string {
+  if (Number.isFinite(v)) return v;
+  return Number.isNaN(v) ? 'nan' : v > 0 ? 'inf' : '-inf';
+}
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/** The bfloat16 nearest `v` (round to nearest even), as its bit pattern. */
+export function toBfloat16Bits(v: number): number {
+  f32[0] = v;
+  const bits = u32[0] ?? 0;
+  if (Number.isNaN(v)) return 0x7fc0;
+  return ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+export function fromBfloat16Bits(bits: number): number {
+  u32[0] = bits << 16;
+  return f32[0] ?? 0;
+}
+
+/** Node 24 and 26 have Float16Array (the rounding of IEEE half precision); ES2023's types do not. */
+const Float16 = (globalThis as unknown as { Float16Array: new (buffer: ArrayBufferLike, offset?: number, length?: number) => ArrayLike<number> & { [i: number]: number } }).Float16Array;
+
+/** Float16Array's view of FP16 bit patterns. */
+function halfView(bits: Uint16Array): ArrayLike<number> & { [i: number]: number } {
+  return new Float16(bits.buffer, bits.byteOffset, bits.length);
+}
+
+/**
+ * Builds the typed array of `datatype` from JSON values (bigints where the JSON held an integer
+ * past 2^53, see replica/json-body.ts); returns a reason when a value does not fit (a string in a
+ * numeric tensor, a fraction in an integer tensor, out of range), never throws.
  */
 export function typedArrayFrom(datatype: V2Datatype, values: readonly unknown[]): TensorData | string {
   const n = values.length;
+  if (datatype === 'BYTES') {
+    const out = new Array<string>(n);
+    for (let i = 0; i < n; i++) {
+      const v = values[i];
+      if (typeof v !== 'string') return `element ${i} is ${v === null ? 'null' : typeof v}, not a string (BYTES data are strings)`;
+      out[i] = v;
+    }
+    return out;
+  }
   const out = allocate(datatype, n);
   const range = INT_RANGE[datatype];
+  const float = FLOAT_TYPES.has(datatype);
+  const half = datatype === 'FP16' ? halfView(out as Uint16Array) : undefined;
   for (let i = 0; i < n; i++) {
     const v = values[i];
-    let num: number;
-    if (typeof v === 'number') num = v;
+    let num: number | bigint;
+    if (typeof v === 'number' || typeof v === 'bigint') num = v;
     else if (typeof v === 'boolean' && datatype === 'BOOL') num = v ? 1 : 0;
-    else return `element ${i} is ${v === null ? 'null' : typeof v}, not a number`;
+    else if (typeof v === 'string' && float && NON_FINITE.has(v)) num = NON_FINITE.get(v) as number;
+    else return `element ${i} is ${v === null ? 'null' : typeof v === 'string' ? `the string ${JSON.stringify(v.slice(0, 32))}` : typeof v}, not a number`;
     if (datatype === 'BOOL') {
       if (num !== 0 && num !== 1) return `element ${i} is not a boolean`;
     } else if (range) {
-      if (!Number.isInteger(num) || num < range[0] || num > range[1]) return `element ${i} (${num}) is not a ${datatype} integer`;
+      if (typeof num === 'number' && !Number.isInteger(num)) return `element ${i} (${num}) is not a ${datatype} integer`;
+      const big = BigInt(num);
+      if (big < range[0] || big > range[1]) return `element ${i} (${num}) is out of the range of ${datatype}`;
+      if (out instanceof BigInt64Array || out instanceof BigUint64Array) {
+        out[i] = big;
+        continue;
+      }
     }
-    if (out instanceof BigInt64Array || out instanceof BigUint64Array) out[i] = BigInt(num);
-    else out[i] = num;
+    const x = Number(num);
+    if (half) half[i] = x;
+    else if (datatype === 'BF16') (out as Uint16Array)[i] = toBfloat16Bits(x);
+    else (out as Float64Array)[i] = x;
   }
   return out;
 }
 
-export function allocate(datatype: V2Datatype, n: number): TensorData {
+/** A numeric tensor's storage; BYTES tensors are string arrays, not allocated here. */
+export function allocate(datatype: Exclude<V2Datatype, 'BYTES'>, n: number): Exclude<TensorData, string[]> {
   switch (datatype) {
     case 'BOOL':
     case 'UINT8':
       return new Uint8Array(n);
     case 'UINT16':
+    case 'FP16':
+    case 'BF16':
       return new Uint16Array(n);
     case 'UINT32':
       return new Uint32Array(n);
@@ -130,8 +216,8 @@ export function allocate(datatype: V2Datatype, n: number): TensorData {
   }
 }
 
-/** Bytes per element in the binary tensor extension of the Open Inference Protocol. */
-export const ELEMENT_BYTES: Record<V2Datatype, number> = {
+/** Bytes per element in the binary tensor extension of the Open Inference Protocol (BYTES varies). */
+export const ELEMENT_BYTES: Record<Exclude<V2Datatype, 'BYTES'>, number> = {
   BOOL: 1,
   UINT8: 1,
   UINT16: 2,
@@ -141,12 +227,36 @@ export const ELEMENT_BYTES: Record<V2Datatype, number> = {
   INT16: 2,
   INT32: 4,
   INT64: 8,
+  FP16: 2,
+  BF16: 2,
   FP32: 4,
   FP64: 8,
 };
 
+/**
+ * BYTES elements in binary data: each a 4-byte little-endian length and that many bytes (the
+ * Open Inference Protocol's layout, as tritonclient writes it); read as UTF-8, as onnxruntime's
+ * strings are. A reason when the bytes do not hold `count` such elements exactly.
+ */
+export function stringsFromBytes(bytes: Uint8Array, count: number): string[] | string {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const decoder = new TextDecoder();
+  const out: string[] = [];
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    if (at + 4 > bytes.length) return `BYTES element ${i} starts past the end of its binary data`;
+    const len = view.getUint32(at, true);
+    at += 4;
+    if (at + len > bytes.length) return `BYTES element ${i} (${len} bytes) runs past the end of its binary data`;
+    out.push(decoder.decode(bytes.subarray(at, at + len)));
+    at += len;
+  }
+  if (at !== bytes.length) return `the binary data holds ${bytes.length - at} bytes past its ${count} BYTES elements`;
+  return out;
+}
+
 /** A typed array over a copy of little-endian `bytes` (the copy also aligns it). */
-export function typedArrayFromBytes(datatype: V2Datatype, bytes: Uint8Array): TensorData {
+export function typedArrayFromBytes(datatype: Exclude<V2Datatype, 'BYTES'>, bytes: Uint8Array): TensorData {
   const n = bytes.length / ELEMENT_BYTES[datatype];
   const out = allocate(datatype, n);
   new Uint8Array(out.buffer, out.byteOffset, out.byteLength).set(bytes);
@@ -155,15 +265,49 @@ export function typedArrayFromBytes(datatype: V2Datatype, bytes: Uint8Array): Te
 }
 
 export function tensorBytes(t: HostTensor): Uint8Array {
+  if (Array.isArray(t.data)) {
+    const encoder = new TextEncoder();
+    const parts = t.data.map((s) => encoder.encode(s));
+    const out = new Uint8Array(parts.reduce((n, p) => n + 4 + p.length, 0));
+    const view = new DataView(out.buffer);
+    let at = 0;
+    for (const p of parts) {
+      view.setUint32(at, p.length, true);
+      out.set(p, at + 4);
+      at += 4 + p.length;
+    }
+    return out;
+  }
   return new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
 }
 
-/** JSON-friendly values of a tensor (64-bit integers as numbers, booleans as booleans). */
-export function toJsonValues(t: HostTensor): (number | boolean)[] {
-  const out: (number | boolean)[] = new Array<number | boolean>(t.data.length);
-  for (let i = 0; i < t.data.length; i++) {
-    const v = t.data[i] ?? 0;
-    out[i] = t.datatype === 'BOOL' ? v !== 0 && v !== 0n : Number(v);
+/** JSON.rawJSON (Node 21+): an integer past 2^53 written exactly; ES2023's types lack it. */
+const rawJSON = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+
+/**
+ * JSON values of a tensor: numbers, booleans for BOOL, strings for BYTES and for non-finite
+ * floats (see `jsonFloat`), and 64-bit integers exactly (raw JSON numbers past 2^53).
+ */
+export function toJsonValues(t: HostTensor): unknown[] {
+  const d = t.data;
+  if (Array.isArray(d)) return [...d];
+  const n = d.length;
+  const out = new Array<unknown>(n);
+  if (d instanceof BigInt64Array || d instanceof BigUint64Array) {
+    for (let i = 0; i < n; i++) {
+      const v = d[i] ?? 0n;
+      out[i] = v >= -9007199254740991n && v <= 9007199254740991n ? Number(v) : rawJSON(v.toString());
+    }
+    return out;
+  }
+  if (t.datatype === 'BOOL') {
+    for (let i = 0; i < n; i++) out[i] = d[i] !== 0;
+    return out;
+  }
+  const values = t.datatype === 'FP16' ? halfView(d as Uint16Array) : d;
+  for (let i = 0; i < n; i++) {
+    const v = t.datatype === 'BF16' ? fromBfloat16Bits(values[i] ?? 0) : (values[i] ?? 0);
+    out[i] = FLOAT_TYPES.has(t.datatype) ? jsonFloat(v) : v;
   }
   return out;
 }
@@ -174,10 +318,11 @@ export function concatDim0(parts: readonly HostTensor[]): HostTensor {
   if (!first) throw new Error('concatDim0 of nothing');
   if (parts.length === 1) return first;
   const rows = parts.reduce((n, p) => n + (p.dims[0] ?? 0), 0);
-  const data = allocate(first.datatype, parts.reduce((n, p) => n + p.data.length, 0));
+  if (Array.isArray(first.data)) return { datatype: first.datatype, dims: [rows, ...first.dims.slice(1)], data: parts.flatMap((p) => p.data as string[]) };
+  const data = allocate(first.datatype as Exclude<V2Datatype, 'BYTES'>, parts.reduce((n, p) => n + p.data.length, 0));
   let off = 0;
   for (const p of parts) {
-    (data as { set(a: ArrayLike<number | bigint>, o: number): void }).set(p.data, off);
+    (data as { set(a: ArrayLike<number | bigint>, o: number): void }).set(p.data as ArrayLike<number | bigint>, off);
     off += p.data.length;
   }
   return { datatype: first.datatype, dims: [rows, ...first.dims.slice(1)], data };

@@ -9,4 +9,6 @@ export const REPLICA_TUNING: SessionTuning = {
   graphOptimization: replicaConfigSchema.shape.graphOptimization.parse(undefined),
   prepackWeights: replicaConfigSchema.shape.prepackWeights.parse(undefined),
   shareGraphs: replicaConfigSchema.shape.shareGraphs.parse(undefined),
+  intraOpThreads: replicaConfigSchema.shape.intraOpThreads.parse(undefined),
+  interOpThreads: 1,
 };

@@ -73,7 +73,7 @@ export class RayLikeRouter {
     if (pick === undefined) return false;
     this.inFlight.set(pick, (this.inFlight.get(pick) ?? 0) + 1);
     w.cancel();
-    w.done({ ok: true, lease: { replica: pick, model: w.model, kind, waitedMs: this.events.now() - w.since } });
+    w.done({ ok: true, lease: { replica: pick, model: w.model, kind, waitedMs: this.events.now() - w.since, warm: kind === 'holder' } });
     return true;
   }
 

@@ -3,6 +3,7 @@ import { parseByteQuantity } from '../../common/config.js';
 import { REPLICA_ENV, REPLICA_PORT } from '../../common/replica-env.js';
 import { TABLE_PUBLISH_INTERVAL_MS, type MultiplexedDeploymentSpec } from '../../common/resource.js';
 import { commonLabels, ownedMeta, ownedNames, selectorLabels, type StoredMultiplexedDeployment } from './meta.js';
+import { replicaShare, runtimeContainer, runtimeReplicaEnv, runtimeVolume, runtimeVolumeMount, type ContainerResources } from './runtime-container.js';
 
 /** Where the model cache emptyDir is mounted; MODELMUX_CACHE_DIR points here. */
 export const CACHE_MOUNT_PATH = '/var/cache/modelmux';
@@ -22,8 +23,13 @@ export interface DeploymentOptions {
  * mirrored into limits rather than failing at pod creation where the user cannot see it.
  */
 export function containerResources(spec: MultiplexedDeploymentSpec): V1ResourceRequirements {
-  const requests = { ...(spec.resources.requests ?? {}) };
-  const limits = { ...(spec.resources.limits ?? {}) };
+  return resourceRequirements(spec.runtime === undefined ? spec.resources : replicaShare(spec.resources));
+}
+
+/** Requests and limits of one container, a request-only extended resource mirrored into limits. */
+export function resourceRequirements(resources: ContainerResources): V1ResourceRequirements {
+  const requests = { ...(resources.requests ?? {}) };
+  const limits = { ...(resources.limits ?? {}) };
   for (const [name, value] of Object.entries(requests)) {
     if (isExtendedResource(name) && limits[name] === undefined) limits[name] = value;
   }
@@ -78,6 +84,7 @@ export function replicaEnv(spec: MultiplexedDeploymentSpec): V1EnvVar[] {
     value(REPLICA_ENV.batchWaitMs, String(spec.batching.batchWaitTimeoutMs)),
     value(REPLICA_ENV.cacheDir, CACHE_MOUNT_PATH),
     value(REPLICA_ENV.executionProvider, spec.executionProvider),
+    value(REPLICA_ENV.intraOpThreads, String(spec.intraOpThreads)),
     value(REPLICA_ENV.shareGraphs, String(spec.shareGraphs)),
     value(REPLICA_ENV.mapWeights, String(spec.mapWeights)),
   );
@@ -87,6 +94,7 @@ export function replicaEnv(spec: MultiplexedDeploymentSpec): V1EnvVar[] {
   if (spec.tablePublishIntervalMs !== TABLE_PUBLISH_INTERVAL_MS.default) env.push(value(REPLICA_ENV.publishIntervalMs, String(spec.tablePublishIntervalMs)));
   const diskCache = diskCacheBytes(spec.modelCacheSize);
   if (diskCache !== undefined) env.push(value(REPLICA_ENV.diskCacheBytes, String(diskCache)));
+  if (spec.runtime !== undefined) env.push(...runtimeReplicaEnv(spec.runtime));
   env.push(field(REPLICA_ENV.podName, 'metadata.name'), field(REPLICA_ENV.podNamespace, 'metadata.namespace'), field(REPLICA_ENV.podIp, 'status.podIP'));
   if (src.credentialsSecret !== undefined) {
     for (const key of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY']) {
@@ -151,12 +159,16 @@ export function buildDeployment(mxd: StoredMultiplexedDeployment, options: Deplo
               volumeMounts: [
                 { name: 'model-cache', mountPath: CACHE_MOUNT_PATH },
                 { name: 'tmp', mountPath: TMP_MOUNT_PATH },
+                ...(spec.runtime !== undefined ? [runtimeVolumeMount(spec.runtime)] : []),
               ],
             },
+            // Sidecar mode: the runtime second, so the replica stays the pod's first container.
+            ...(spec.runtime !== undefined ? [runtimeContainer(spec.resources, spec.runtime)] : []),
           ],
           volumes: [
             { name: 'model-cache', emptyDir: { sizeLimit: spec.modelCacheSize } },
             { name: 'tmp', emptyDir: { sizeLimit: '64Mi' } },
+            ...(spec.runtime !== undefined ? [runtimeVolume(spec.runtime)] : []),
           ],
         },
       },

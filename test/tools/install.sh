@@ -14,3 +14,5 @@ fi
 bash ./build-control-plane.sh >/dev/null
 bash ./build-seaweedfs.sh >/dev/null
 bash ./install-kube-tools.sh >/dev/null
+bash ./install-mlserver.sh >/dev/null
+bash ./build-keda.sh >/dev/null && bash ./install-prometheus.sh >/dev/null

@@ -30,6 +30,9 @@ describe('the request grammar', () => {
     ['GET', '/v2/health/ready', 'other'],
     ['GET', '/models', 'other'],
     ['GET', '/metrics', 'other'],
+    ['POST', '/v2/repository/index', 'other'],
+    ['POST', '/v2/repository/models/m1/load', 'v2'],
+    ['POST', '/v2/repository/models/m1/unload', 'v2'],
   ])('knows %s %s as the %s form', (method, path, form) => {
     expect(matchRequest(method, path)?.form).toBe(form);
   });
@@ -57,6 +60,11 @@ describe('the request grammar', () => {
     ['GET', '/v2/'],
     ['GET', 'http://host/v2/models/m1'],
     ['GET', '*'],
+    ['POST', '/v2/repository/index/'],
+    ['POST', '/v2/repository/models/m1/load/'],
+    ['POST', '/v2/repository/models//load'],
+    ['POST', '/v2/repository/models/m1/reload'],
+    ['POST', '/v2/repository/models/m1'],
   ])('has no %s %s: no other spelling of a path', (method, path) => {
     expect(matchRequest(method, path)).toBeUndefined();
     expect(codeOf(() => parseRequest(method, path, ray))).toBe('not_found');
@@ -72,6 +80,8 @@ describe('the request grammar', () => {
     ['DELETE', '/invocations'],
     ['POST', '/models'],
     ['OPTIONS', '/v2/models/m1/infer'],
+    ['GET', '/v2/repository/index'],
+    ['GET', '/v2/repository/models/m1/load'],
   ])('has no %s %s: each path takes its methods only', (method, path) => {
     expect(matchRequest(method, path)).toBeUndefined();
   });
@@ -105,6 +115,12 @@ describe('the request grammar', () => {
   it('refuses an empty or malformed header id with invalid_model_id', () => {
     expect(codeOf(() => parseRequest('POST', '/', { serve_multiplexed_model_id: '' }))).toBe('invalid_model_id');
     expect(codeOf(() => parseRequest('POST', '/', { serve_multiplexed_model_id: '../etc' }))).toBe('invalid_model_id');
+  });
+
+  it('reads the model of a repository load or unload from its path', () => {
+    expect(parseRequest('POST', '/v2/repository/models/m%3A1/load', {})).toEqual({ form: 'v2', model: 'm:1', repository: 'load' });
+    expect(parseRequest('POST', '/v2/repository/models/m1/unload', {})).toEqual({ form: 'v2', model: 'm1', repository: 'unload' });
+    expect(codeOf(() => parseRequest('POST', '/v2/repository/models/..%2Fx/load', {}))).toBe('invalid_model_id');
   });
 
   it('gives the other form no model', () => {

@@ -32,6 +32,8 @@ const loaded = async (r: ReplicaProcess): Promise<string[]> => ((await get(`${r.
 beforeAll(async () => {
   s3 = await startS3Server();
   await upload('m1', 'm2', 'm3', 'm4', 'hot', 'slow', 'other', 'cold-a', 'cold-b', 'p', 'q', 'r1', 'disk-a', 'disk-b', 'w1', 'w2', 'n1', 'n2', 'n3', 'map-a', 'map-b', 'map-c');
+  // The wine MLP's rows are independent: p and q say so, and are batched (docs/model-configuration.md).
+  for (const id of ['p', 'q']) await s3.put(`wine/${id}/config.json`, new TextEncoder().encode('{"dynamicBatching":{}}'));
 }, 600_000);
 
 afterAll(async () => {

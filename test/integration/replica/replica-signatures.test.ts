@@ -48,6 +48,8 @@ beforeAll(async () => {
     await mkdir(join(dir, id));
     await writeFile(join(dir, id, 'model.onnx'), bytes);
   }
+  // The adder's rows are independent: it says so, and is batched.
+  await writeFile(join(dir, 'adder', 'config.json'), '{"dynamicBatching":{}}');
   r = await startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--max-batch-size', '3', '--batch-wait-ms', '500'] });
 });
 

@@ -93,7 +93,7 @@ describe('a shared graph with a single-row variant, in onnxruntime', () => {
     const got = await runNodeScript<{ singleRow: boolean[]; one: number[][]; batch: number[][] }>(`
       import { GraphSessions } from './dist/replica/graph-sessions.js';
       const singleRow = [];
-      const sessions = new GraphSessions('cpu', { graphOptimization: 'basic', prepackWeights: false, shareGraphs: true }, (kind, weights, s) => singleRow.push(s === true));
+      const sessions = new GraphSessions('cpu', { graphOptimization: 'basic', prepackWeights: false, shareGraphs: true, intraOpThreads: 1, interOpThreads: 1 }, (kind, weights, s) => singleRow.push(s === true));
       const rows = ${JSON.stringify(rows)};
       const one = [], batch = [];
       for (const path of ${JSON.stringify(paths)}) {

@@ -21,6 +21,12 @@ describe('parseRequestForm', () => {
     expect(parseRequestForm('GET', '/v2/models/m1/versions/2/ready', {})).toEqual({ form: 'v2', model: 'm1' });
   });
 
+  it('routes a repository load like a request for its model, and refuses the index and unloads it cannot gather', () => {
+    expect(parseRequestForm('POST', '/v2/repository/models/m1/load', {})).toEqual({ form: 'v2', model: 'm1', repository: 'load' });
+    expect(codeOf(() => parseRequestForm('POST', '/v2/repository/models/m1/unload', {}))).toBe('not_found');
+    expect(codeOf(() => parseRequestForm('POST', '/v2/repository/index', {}))).toBe('not_found');
+  });
+
   it('reads the Ray header in both spellings on POST /', () => {
     expect(parseRequestForm('POST', '/', { serve_multiplexed_model_id: 'a' })).toEqual({ form: 'ray', model: 'a' });
     expect(parseRequestForm('POST', '', { 'serve-multiplexed-model-id': 'b' })).toEqual({ form: 'ray', model: 'b' });

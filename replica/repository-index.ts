@@ -1,0 +1,27 @@
+import { z } from 'zod';
+import { ModelmuxError } from '../common/errors.js';
+import type { ModelTable } from '../common/model-table.js';
+
+/**
+ * `POST /v2/repository/index` of the model repository extension, pure. A replica's repository
+ * is what it holds: its loaded models (READY) and those loading (LOADING). The store's other
+ * models are not listed: finding them would mean listing the bucket, and any of them loads on
+ * its first request (or `…/load`).
+ */
+
+const indexRequestSchema = z.looseObject({ ready: z.boolean().optional() });
+
+export interface IndexEntry {
+  name: string;
+  version: string;
+  state: 'READY' | 'LOADING';
+}
+
+/** The index for an index request's JSON body (`{}` or `{"ready": true}`; none is `{}`). */
+export function repositoryIndex(table: ModelTable, body: unknown): IndexEntry[] {
+  const r = indexRequestSchema.safeParse(body ?? {});
+  if (!r.success) throw new ModelmuxError('invalid_request', `not a repository index request: ${r.error.issues[0]?.message ?? 'invalid'}`);
+  const ready = table.loaded.map((name): IndexEntry => ({ name, version: '1', state: 'READY' }));
+  if (r.data.ready === true) return ready;
+  return [...ready, ...table.loading.map((name): IndexEntry => ({ name, version: '1', state: 'LOADING' }))];
+}
