@@ -192,6 +192,14 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       client('scheduler', 'system:kube-scheduler', ['system:masters']),
       generateEcKey(saKey),
     ]);
+    // The aggregation layer: the API server proxies an APIService's group (KEDA's
+    // external.metrics.k8s.io) to its server with this client certificate, from a CA of its own
+    // as kubeadm sets it up; the extension server learns that CA from
+    // kube-system/extension-apiserver-authentication, which the API server publishes.
+    const frontProxyDir = join(pki, 'front-proxy');
+    await mkdir(frontProxyDir);
+    const frontProxyCa = await createCertificateAuthority(frontProxyDir, 'modelmux-test-front-proxy-ca');
+    const frontProxyClient = await issueCertificate(frontProxyDir, frontProxyCa, { name: 'front-proxy-client', commonName: 'front-proxy-client', usage: 'client' });
     const kubeconfigPath = join(dataDir, 'admin.kubeconfig');
     const cmKubeconfig = join(dataDir, 'controller-manager.kubeconfig');
     const schedKubeconfig = join(dataDir, 'scheduler.kubeconfig');
@@ -222,6 +230,13 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       '--event-ttl=1h',
       // The `kubernetes` Service cannot have a loopback endpoint (validation refuses 127.0.0.0/8).
       '--endpoint-reconciler-type=none',
+      `--requestheader-client-ca-file=${frontProxyCa.certFile}`,
+      '--requestheader-allowed-names=front-proxy-client',
+      '--requestheader-username-headers=X-Remote-User',
+      '--requestheader-group-headers=X-Remote-Group',
+      '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+      `--proxy-client-cert-file=${frontProxyClient.certFile}`,
+      `--proxy-client-key-file=${frontProxyClient.keyFile}`,
       ...(opts.apiServerFlags ?? []),
     ];
     const startApiServer = (): ManagedProcess => spawnManaged(join(bin, 'kube-apiserver'), apiArgs, { logFile: join(logs, 'kube-apiserver.log') });

@@ -14,23 +14,32 @@ async function lastLineOf(script: string): Promise<string> {
   return line;
 }
 
-let assets: Promise<string> | undefined;
+const scriptOutputs = new Map<string, Promise<string>>();
+/** What a tools script prints on its last line (a path), run once per test process. */
+function toolPath(script: string): Promise<string> {
+  let out = scriptOutputs.get(script);
+  if (!out) scriptOutputs.set(script, (out = lastLineOf(script)));
+  return out;
+}
+
 /**
  * The folder holding etcd, kube-apiserver, kube-controller-manager and kube-scheduler:
  * KUBEBUILDER_ASSETS when it holds them, else the build script's cache (a no-op once built;
  * the first build takes a long while, so install.sh runs it before the tests).
  */
-export function controlPlaneAssets(): Promise<string> {
-  assets ??= lastLineOf('build-control-plane.sh');
-  return assets;
-}
+export const controlPlaneAssets = (): Promise<string> => toolPath('build-control-plane.sh');
 
-let helm: Promise<string> | undefined;
 /** Path of a helm binary built from the Go module proxy (see install-kube-tools.sh). */
-export function helmPath(): Promise<string> {
-  helm ??= lastLineOf('install-kube-tools.sh');
-  return helm;
-}
+export const helmPath = (): Promise<string> => toolPath('install-kube-tools.sh');
 
 /** kubectl from PATH (Debian's `kubectl` package); KUBECTL overrides. */
 export const kubectlPath = (): string => process.env['KUBECTL'] ?? 'kubectl';
+
+/** Path of the prometheus binary (Debian's package; see install-prometheus.sh). */
+export const prometheusPath = (): Promise<string> => toolPath('install-prometheus.sh');
+
+/**
+ * The folder holding KEDA's `keda` (operator) and `keda-adapter` (metrics API server) binaries
+ * and its CRDs in crd/, built from the Go module proxy by build-keda.sh (a no-op once built).
+ */
+export const kedaAssets = (): Promise<string> => toolPath('build-keda.sh');

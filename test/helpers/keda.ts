@@ -1,0 +1,167 @@
+import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCertificateAuthority, issueCertificate } from './certs.js';
+import { freePort, type ControlPlane } from './control-plane.js';
+import { eventually } from './eventually.js';
+import { getJson } from './kube-json.js';
+import { kedaAssets } from './kube-tools.js';
+import { removeDirOnDeath, spawnManaged, type ManagedProcess } from './process-reaper.js';
+
+/** Where KEDA's manifests put it; its metrics API server's Service and APIService live here. */
+export const KEDA_NAMESPACE = 'keda';
+const METRICS_SERVICE = 'keda-metrics-apiserver';
+const EXTERNAL_METRICS_APISERVICE = 'v1beta1.external.metrics.k8s.io';
+
+export interface Keda {
+  /** What the operator and the metrics API server wrote, for failure messages. */
+  logs(): Promise<string>;
+  /** Stops both processes and removes the APIService (the control plane stays usable). */
+  stop(): Promise<void>;
+}
+
+interface ApiService {
+  status?: { conditions?: { type: string; status: string; message?: string }[] };
+}
+
+/**
+ * Runs KEDA (built from the Go module proxy, build-keda.sh) against the test control plane as its
+ * manifests run it in a cluster, minus the pods: its CRDs applied, `keda` (the operator: it turns
+ * ScaledObjects into HPAs and queries the scalers) and `keda-adapter` (the metrics API server)
+ * as processes, the two talking gRPC over mutual TLS as with KEDA's own certificates, and the
+ * adapter registered as the `external.metrics.k8s.io` APIService through the API server's
+ * aggregation layer. The HPA controller then reads KEDA's metrics the way it does in a cluster:
+ * kube-apiserver → front proxy → adapter → operator → Prometheus. Resolves once the APIService is
+ * Available.
+ *
+ * The Service behind the APIService is an ExternalName one naming `localhost`, which the
+ * aggregator dials as is: this control plane has no kube-proxy to route a cluster IP, and
+ * Endpoints refuse loopback addresses. Both processes use a client certificate in
+ * system:masters: KEDA's RBAC is KEDA's to test, not ours.
+ */
+export async function startKeda(cp: ControlPlane, opts: { keepDataDir?: boolean } = {}): Promise<Keda> {
+  const keep = opts.keepDataDir ?? process.env['MODELMUX_KEEP_CLUSTER'] === '1';
+  const assets = await kedaAssets();
+  const dir = await mkdtemp(join(tmpdir(), 'modelmux-keda-'));
+  const forgetDir = keep ? () => undefined : removeDirOnDeath(dir);
+  let operator: ManagedProcess | undefined;
+  let adapter: ManagedProcess | undefined;
+  const exited = new Set<string>();
+  const spawnWatched = (binary: string, args: readonly string[], env: NodeJS.ProcessEnv): ManagedProcess => {
+    const p = spawnManaged(join(assets, binary), args, { env, logFile: join(dir, `${binary}.log`) });
+    void p.exited.then(() => exited.add(binary));
+    return p;
+  };
+  const logs = async (): Promise<string> => {
+    const read = (f: string): Promise<string> => readFile(join(dir, f), 'utf8').catch(() => '');
+    return `--- keda (operator)\n${await read('keda.log')}\n--- keda-adapter (metrics API server)\n${await read('keda-adapter.log')}`;
+  };
+  const stop = async (): Promise<void> => {
+    await cp.kubectl(['delete', 'apiservice', EXTERNAL_METRICS_APISERVICE, '--ignore-not-found', '--wait=false']).catch(() => undefined);
+    await Promise.all([adapter?.stop(5000), operator?.stop(5000)]);
+    if (!keep) await rm(dir, { recursive: true, force: true });
+    forgetDir();
+  };
+  try {
+    // Server-side: the ScaledJob CRD (650 KB) is too big for client-side apply's annotation.
+    await cp.kubectl(['apply', '--server-side', '-f', join(assets, 'crd')]);
+    // kubectl wait fails outright on a CRD that has no status yet.
+    await eventually(() => cp.kubectl(['wait', '--for=condition=Established', 'crd/scaledobjects.keda.sh', 'crd/triggerauthentications.keda.sh', '--timeout=60s']), 60_000, 500);
+    await cp.kubectl(['create', 'namespace', KEDA_NAMESPACE]);
+
+    // KEDA's own certificate layout (its cert rotation writes the same files): a folder per
+    // process holding ca.crt, tls.crt and tls.key; the operator serves gRPC with its pair and
+    // requires the adapter's client pair, signed by the same CA.
+    const pki = join(dir, 'pki');
+    const operatorCerts = join(dir, 'operator-certs');
+    const adapterCerts = join(dir, 'adapter-certs');
+    await Promise.all([mkdir(pki), mkdir(operatorCerts), mkdir(adapterCerts)]);
+    const ca = await createCertificateAuthority(pki, 'modelmux-test-keda-ca');
+    const [, , serving] = await Promise.all([
+      issueCertificate(operatorCerts, ca, { name: 'tls', commonName: 'keda-operator', usage: 'server', altNames: ['IP:127.0.0.1', `DNS:keda-operator.${KEDA_NAMESPACE}.svc.cluster.local`] }),
+      issueCertificate(adapterCerts, ca, { name: 'tls', commonName: 'keda-metrics-apiserver', usage: 'client' }),
+      // The aggregator checks the adapter's certificate for <service>.<namespace>.svc.
+      issueCertificate(pki, ca, { name: 'serving', commonName: METRICS_SERVICE, usage: 'server', altNames: [`DNS:${METRICS_SERVICE}.${KEDA_NAMESPACE}.svc`, 'DNS:localhost', 'IP:127.0.0.1'] }),
+      copyFile(ca.certFile, join(operatorCerts, 'ca.crt')),
+      copyFile(ca.certFile, join(adapterCerts, 'ca.crt')),
+    ]);
+    const kubeconfig = await cp.userKubeconfig('keda-operator', ['system:masters']);
+    const [grpcPort, probePort, securePort, adapterMetricsPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+    const env = {
+      PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+      HOME: dir,
+      KUBECONFIG: kubeconfig,
+      WATCH_NAMESPACE: '',
+      POD_NAMESPACE: KEDA_NAMESPACE,
+      KEDA_CLUSTER_OBJECT_NAMESPACE: KEDA_NAMESPACE,
+    };
+    operator = spawnWatched(
+      'keda',
+      [
+        '--leader-elect=false',
+        // "0": no metrics listener (its default :8080 would take the replicas' port on every address).
+        '--metrics-bind-address=0',
+        `--health-probe-bind-address=127.0.0.1:${probePort}`,
+        `--metrics-service-bind-address=127.0.0.1:${grpcPort}`,
+        `--cert-dir=${operatorCerts}`,
+        `--ca-dir=${join(dir, 'no-custom-ca')}`,
+        '--zap-log-level=info',
+      ],
+      env,
+    );
+    await eventually(async () => {
+      if (exited.size > 0) throw new Error(`${[...exited].join(', ')} exited`);
+      const res = await fetch(`http://127.0.0.1:${probePort}/readyz`);
+      if (res.status !== 200) throw new Error(`keda operator /readyz ${res.status}`);
+    }, 60_000, 250);
+
+    adapter = spawnWatched(
+      'keda-adapter',
+      [
+        '--bind-address=127.0.0.1',
+        `--secure-port=${securePort}`,
+        `--tls-cert-file=${serving.certFile}`,
+        `--tls-private-key-file=${serving.keyFile}`,
+        `--cert-dir=${adapterCerts}`,
+        `--lister-kubeconfig=${kubeconfig}`,
+        `--authentication-kubeconfig=${kubeconfig}`,
+        `--authorization-kubeconfig=${kubeconfig}`,
+        `--metrics-service-address=127.0.0.1:${grpcPort}`,
+        `--port=${adapterMetricsPort}`,
+        '--zap-log-level=info',
+      ],
+      env,
+    );
+
+    const caBundle = Buffer.from(ca.certPem).toString('base64');
+    await cp.kubectl(['apply', '-f', '-'], {
+      input: `apiVersion: v1
+kind: Service
+metadata: { name: ${METRICS_SERVICE}, namespace: ${KEDA_NAMESPACE} }
+spec: { type: ExternalName, externalName: localhost }
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: { name: ${EXTERNAL_METRICS_APISERVICE} }
+spec:
+  service: { name: ${METRICS_SERVICE}, namespace: ${KEDA_NAMESPACE}, port: ${securePort} }
+  group: external.metrics.k8s.io
+  version: v1beta1
+  caBundle: ${caBundle}
+  groupPriorityMinimum: 100
+  versionPriority: 100
+`,
+    });
+    await eventually(async () => {
+      if (exited.size > 0) throw new Error(`${[...exited].join(', ')} exited`);
+      const svc = await getJson<ApiService>(cp, ['apiservice', EXTERNAL_METRICS_APISERVICE]);
+      const available = svc?.status?.conditions?.find((c) => c.type === 'Available');
+      if (available?.status !== 'True') throw new Error(`APIService not Available: ${available?.message ?? 'no condition yet'}`);
+    }, 90_000, 500);
+  } catch (err) {
+    const text = await logs();
+    await stop();
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${text.slice(-4000)}`);
+  }
+  return { logs, stop };
+}
