@@ -1,12 +1,17 @@
 import type { Clock, Random } from '../common/clock.js';
 import { ModelmuxError } from '../common/errors.js';
 import { DecayedCounts } from './decayed-counts.js';
+import { LatencyWindows } from './latency-window.js';
+import { DEFAULT_OUTLIER_POLICY, maxEjected, OutlierState, type OutlierPolicy, type TryOutcome } from './outlier-detection.js';
 import { decide, type PlacementKind, type PlacementPolicy, type ReplicaLoad } from './placement.js';
+import { RetryBudget } from './retry-budget.js';
+import { MIN_SAMPLES } from './try-timeout.js';
 
 /**
  * One route's load balancer: what this router knows about each replica (in-flight, model
- * tables, recent sends, what responses reported) and the bounded wait queue around the pure
- * `decide`. No sockets: timers are injected, so a test or the simulator steps through time.
+ * tables, recent sends, what responses reported, outlier state) and the bounded wait queue
+ * around the pure `decide`; also the route's retry budget and recent latencies (ADR 0030). No
+ * sockets: timers are injected, so a test or the simulator steps through time.
  */
 
 /** Schedules `fn` after `ms`; returns a cancel function. */
@@ -35,7 +40,24 @@ export interface BalancerOptions extends PlacementPolicy {
   tableLagMs: number;
   /** Requests allowed to wait; past it, `pool_saturated`. */
   maxQueue: number;
+  /** When replicas are ejected (outlier-detection.ts); DEFAULT_OUTLIER_POLICY when unset. */
+  outliers?: OutlierPolicy | undefined;
+  /** Retries per 100 requests of the route (retry-budget.ts); DEFAULT_RETRY_BUDGET_PERCENT when unset. */
+  retryBudgetPercent?: number | undefined;
 }
+
+export const DEFAULT_RETRY_BUDGET_PERCENT = 20;
+
+/** A try in flight that has no response headers yet: told when its replica is marked down. */
+export interface TryWatcher {
+  /** The replica left the route (discovery) or was ejected (outlier detection). */
+  replicaDown(): void;
+}
+
+/** Latencies are judged over the last one to two windows of this length. */
+const LATENCY_WINDOW_MS = 30_000;
+/** Models whose latency is tracked on their own; others are judged by the route's. */
+const LATENCY_MODELS = 1024;
 
 /** The part of a ModelTable (common/model-table.ts) placement reads. */
 export interface TableView {
@@ -52,6 +74,12 @@ export interface Lease {
   model: string | undefined;
   kind: PlacementKind;
   waitedMs: number;
+  /**
+   * The replica has the model loaded, as its table or a response of its own said (or the
+   * request names no model): the try should take about what the model's tries take lately,
+   * not a load.
+   */
+  warm: boolean;
 }
 
 export type AcquireResult = { ok: true; lease: Lease } | { ok: false; error: ModelmuxError };
@@ -62,6 +90,8 @@ interface ReplicaState {
   /** In-flight by model: the per-model load that decides when a model is hot. */
   byModel: Map<string, number>;
   table: Set<string>;
+  /** The table's models still loading: a try of one waits for the load. */
+  loading: ReadonlySet<string>;
   tableVersion: number;
   /** Model slots from the table; 0 until a table says. */
   capacity: number;
@@ -79,8 +109,10 @@ interface ReplicaState {
    * clock says; an older one says nothing about it.
    */
   seenAtVersion: Map<string, number>;
-  /** Connection failures take a replica out of rotation until then (outlier ejection). */
-  ejectedUntil: number;
+  /** Failed tries take a replica out of rotation for a while (outlier ejection). */
+  outlier: OutlierState;
+  /** Tries in flight there without response headers yet. */
+  tries: Set<TryWatcher>;
   /** What `decide` sees of this replica, rewritten by each `place`. */
   view: ReplicaLoad;
 }
@@ -118,6 +150,8 @@ export class Balancer {
   /** Sends per replica: which replicas carry more than their part of this router's traffic. */
   private readonly traffic = new DecayedCounts(SHARE_HALF_LIFE_MS);
   private options: BalancerOptions;
+  private readonly retries: RetryBudget;
+  private readonly latency = new LatencyWindows(LATENCY_WINDOW_MS, LATENCY_MODELS);
 
   constructor(
     options: BalancerOptions,
@@ -126,11 +160,13 @@ export class Balancer {
     private readonly setTimer: SetTimer,
   ) {
     this.options = options;
+    this.retries = new RetryBudget(options.retryBudgetPercent ?? DEFAULT_RETRY_BUDGET_PERCENT);
   }
 
   /** Applies new limits (a changed MultiplexedDeployment spec); waiting requests re-run. */
   configure(options: BalancerOptions): void {
     this.options = options;
+    this.retries.configure(options.retryBudgetPercent ?? DEFAULT_RETRY_BUDGET_PERCENT);
     this.drain();
   }
 
@@ -146,10 +182,18 @@ export class Balancer {
     return this.replicas.get(name)?.inFlight ?? 0;
   }
 
-  /** Replaces the replica set; in-flight counts and memory of kept replicas survive. */
+  /**
+   * Replaces the replica set; in-flight counts and memory of kept replicas survive. The tries
+   * still waiting at a replica that left are told, once the new set is in place.
+   */
   setReplicas(names: readonly string[]): void {
     const keep = new Set(names);
-    for (const name of this.replicas.keys()) if (!keep.has(name)) this.replicas.delete(name);
+    const orphans: TryWatcher[] = [];
+    for (const [name, r] of this.replicas) {
+      if (keep.has(name)) continue;
+      orphans.push(...r.tries);
+      this.replicas.delete(name);
+    }
     for (const name of names) {
       if (!this.replicas.has(name)) {
         this.replicas.set(name, {
@@ -157,6 +201,7 @@ export class Balancer {
           inFlight: 0,
           byModel: new Map(),
           table: new Set(),
+          loading: new Set(),
           tableVersion: -1,
           capacity: 0,
           unlisted: new Set(),
@@ -164,12 +209,14 @@ export class Balancer {
           recent: new Map(),
           confirmed: new Map(),
           seenAtVersion: new Map(),
-          ejectedUntil: 0,
+          outlier: new OutlierState(),
+          tries: new Set(),
           view: { name, inFlight: 0, modelInFlight: 0, holds: false, pending: false, freeSlots: 0, capacity: 0, victimShare: 0, traffic: 0 },
         });
       }
     }
     this.drain();
+    for (const w of orphans) w.replicaDown();
   }
 
   /** A replica's published table; an older version than the one held is ignored. */
@@ -181,6 +228,7 @@ export class Balancer {
     if (table.version < r.tableVersion && table.loaded.length + table.loading.length >= r.table.size) return;
     r.tableVersion = table.version;
     r.table = new Set([...table.loaded, ...table.loading]);
+    r.loading = new Set(table.loading);
     r.capacity = table.capacity;
     r.lru = table.loaded;
     const now = this.clock.now();
@@ -219,12 +267,61 @@ export class Balancer {
     r.unlisted.delete(model);
   }
 
-  /** The connection to `name` failed: keep it out of placement for `ms`. */
-  eject(name: string, ms: number): void {
-    const r = this.replicas.get(name);
-    if (!r) return;
-    r.ejectedUntil = this.clock.now() + ms;
+  /** `w` waits for response headers from `lease.replica` until `unwatch`. */
+  watch(lease: Lease, w: TryWatcher): void {
+    this.replicas.get(lease.replica)?.tries.add(w);
+  }
+
+  unwatch(lease: Lease, w: TryWatcher): void {
+    this.replicas.get(lease.replica)?.tries.delete(w);
+  }
+
+  /**
+   * A try at `replica` ended as `outcome`; `latencyMs`, for an answer from a replica that had
+   * the model loaded, is its time to response headers (what the adaptive try timeout learns
+   * from). Returns how long the replica is now ejected for, 0 when this did not eject it; the
+   * tries still waiting there are told.
+   */
+  reportTry(replica: string, model: string | undefined, outcome: TryOutcome, latencyMs?: number): number {
+    const now = this.clock.now();
+    if (latencyMs !== undefined) this.latency.record(model, latencyMs, now);
+    const r = this.replicas.get(replica);
+    if (!r) return 0;
+    const policy = this.options.outliers ?? DEFAULT_OUTLIER_POLICY;
+    const mayEject = this.ejectedCount(now) < maxEjected(this.replicas.size, policy.maxEjectedPercent);
+    const ms = r.outlier.record(outcome, now, policy, mayEject);
+    if (ms === 0) return 0;
     this.setTimer(ms, () => this.drain());
+    for (const w of [...r.tries]) w.replicaDown();
+    return ms;
+  }
+
+  /** The recent p99 (ms) of warm tries of `model`, or of the route; undefined when too few are known. */
+  recentP99(model: string | undefined): number | undefined {
+    return this.latency.p99(model, this.clock.now(), MIN_SAMPLES);
+  }
+
+  /** A request's first try: it adds to what the route's retries may spend. */
+  requested(): void {
+    this.retries.requested(this.clock.now());
+  }
+
+  /**
+   * Whether a request that was sent to `replica` and those in `exclude` may try once more: some
+   * other replica is in placement, and the route's retry budget has a retry left, which this takes.
+   */
+  takeRetry(replica: string, exclude: ReadonlySet<string>): 'taken' | 'no_other_replica' | 'budget_spent' {
+    const now = this.clock.now();
+    for (const r of this.replicas.values()) {
+      if (r.name !== replica && this.isLive(r, exclude, now)) return this.retries.tryRetry(now) ? 'taken' : 'budget_spent';
+    }
+    return 'no_other_replica';
+  }
+
+  private ejectedCount(now: number): number {
+    let n = 0;
+    for (const r of this.replicas.values()) if (r.outlier.isEjected(now)) n++;
+    return n;
   }
 
   /**
@@ -281,7 +378,7 @@ export class Balancer {
   }
 
   private isLive(r: ReplicaState, exclude: ReadonlySet<string>, now: number): boolean {
-    return r.ejectedUntil <= now && !exclude.has(r.name);
+    return !r.outlier.isEjected(now) && !exclude.has(r.name);
   }
 
   private anyLive(exclude: ReadonlySet<string>, now: number): boolean {
@@ -292,6 +389,13 @@ export class Balancer {
   private holds(r: ReplicaState, model: string, now: number): boolean {
     if (r.table.has(model)) return true;
     const until = r.recent.get(model);
+    return until !== undefined && until > now;
+  }
+
+  /** Whether `r` has `model` loaded, not loading, as its table or its own response said. */
+  private warm(r: ReplicaState, model: string, now: number): boolean {
+    if (r.table.has(model)) return !r.loading.has(model);
+    const until = r.confirmed.get(model);
     return until !== undefined && until > now;
   }
 
@@ -353,7 +457,8 @@ export class Balancer {
       r.byModel.set(m, (r.byModel.get(m) ?? 0) + 1);
       this.remember(r, m);
     }
-    return { replica: r.name, model: m, kind: d.kind, waitedMs: now - w.since };
+    const warm = m === undefined || (d.kind === 'holder' && this.warm(r, m, now));
+    return { replica: r.name, model: m, kind: d.kind, waitedMs: now - w.since, warm };
   }
 
   private draining = false;

@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
-import { DEFAULT_RECENT_MS } from './balancer.js';
+import { DEFAULT_RECENT_MS, DEFAULT_RETRY_BUDGET_PERCENT } from './balancer.js';
+import { DEFAULT_OUTLIER_POLICY } from './outlier-detection.js';
+import { MIN_PER_SECOND, WINDOW_MS } from './retry-budget.js';
 import { parseStaticRoutes, type StaticRoute } from './static-discovery.js';
 
 const positiveInt = z.coerce.number().int().positive();
@@ -24,6 +26,14 @@ export const routerConfigSchema = z.object({
   maxBodyBytes: byteQuantityString.default(10 * 1024 * 1024),
   requestTimeoutMs: positiveInt.default(60_000),
   tryTimeoutMs: positiveInt.default(30_000),
+  tryTimeoutFloorMs: positiveInt.default(1000),
+  tryTimeoutMultiple: z.coerce.number().min(1).max(1000).default(5),
+  maxRetries: intString(0, 5).default(2),
+  retryBudgetPercent: z.coerce.number().min(0).max(100).default(DEFAULT_RETRY_BUDGET_PERCENT),
+  outlierConsecutiveFailures: intString(1, 1000).default(DEFAULT_OUTLIER_POLICY.consecutiveFailures),
+  outlierEjectionMs: positiveInt.default(DEFAULT_OUTLIER_POLICY.ejectionMs),
+  outlierMaxEjectionMs: positiveInt.default(DEFAULT_OUTLIER_POLICY.maxEjectionMs),
+  outlierMaxEjectedPercent: z.coerce.number().min(0).max(100).default(DEFAULT_OUTLIER_POLICY.maxEjectedPercent),
   maxQueue: positiveInt.default(1024),
   recentMs: positiveInt.default(DEFAULT_RECENT_MS),
   connectionsPerReplica: positiveInt.default(64),
@@ -53,7 +63,39 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   namespace: { flag: 'namespace', env: 'MODELMUX_NAMESPACE', help: 'Kube mode: watch only this namespace. Default: all namespaces.' },
   maxBodyBytes: { flag: 'max-body-bytes', env: 'MODELMUX_MAX_BODY_BYTES', help: 'Largest request body, e.g. 10Mi. Default 10Mi.' },
   requestTimeoutMs: { flag: 'request-timeout-ms', env: 'MODELMUX_REQUEST_TIMEOUT_MS', help: 'Deadline of a request once its body is in: waiting for a slot, the tries and the answer; past it 504 timeout. Default 60000.' },
-  tryTimeoutMs: { flag: 'try-timeout-ms', env: 'MODELMUX_TRY_TIMEOUT_MS', help: "Deadline of one try at one replica, up to its response headers. Default 30000." },
+  tryTimeoutMs: {
+    flag: 'try-timeout-ms',
+    env: 'MODELMUX_TRY_TIMEOUT_MS',
+    help: 'Longest one try at one replica waits for its response headers: the cap of the adaptive try timeout, and the timeout of a try that loads its model or may not be retried; past it 504 timeout. Default 30000.',
+  },
+  tryTimeoutFloorMs: {
+    flag: 'try-timeout-floor-ms',
+    env: 'MODELMUX_TRY_TIMEOUT_FLOOR_MS',
+    help: 'Shortest adaptive try timeout: a try at a replica that has its model loaded is given up for another replica after max(this, multiple × the recent p99 latency of its model or route). Default 1000.',
+  },
+  tryTimeoutMultiple: { flag: 'try-timeout-multiple', env: 'MODELMUX_TRY_TIMEOUT_MULTIPLE', help: 'The adaptive try timeout as a multiple of the recent p99 latency. Default 5.' },
+  maxRetries: {
+    flag: 'max-retries',
+    env: 'MODELMUX_MAX_RETRIES',
+    help: 'Retries of one request on other replicas: after a connection failure, a refusal (overloaded, shutting down), a 502/504, the adaptive try timeout, or its replica marked down (0-5). Default 2.',
+  },
+  retryBudgetPercent: {
+    flag: 'retry-budget-percent',
+    env: 'MODELMUX_RETRY_BUDGET_PERCENT',
+    help: `Retries a route may make per 100 of its requests over the last ${WINDOW_MS / 1000} s (plus ${MIN_PER_SECOND} a second), so retries cannot multiply an overload. Default 20.`,
+  },
+  outlierConsecutiveFailures: {
+    flag: 'outlier-consecutive-failures',
+    env: 'MODELMUX_OUTLIER_CONSECUTIVE_FAILURES',
+    help: 'Failed tries in a row (timeouts, broken connections, 502/504) that eject a replica from placement; a refused connection ejects at once. Default 3.',
+  },
+  outlierEjectionMs: { flag: 'outlier-ejection-ms', env: 'MODELMUX_OUTLIER_EJECTION_MS', help: "A replica's first ejection; each further one before it answers again doubles. Default 2000." },
+  outlierMaxEjectionMs: { flag: 'outlier-max-ejection-ms', env: 'MODELMUX_OUTLIER_MAX_EJECTION_MS', help: 'Longest ejection. Default 30000.' },
+  outlierMaxEjectedPercent: {
+    flag: 'outlier-max-ejected-percent',
+    env: 'MODELMUX_OUTLIER_MAX_EJECTED_PERCENT',
+    help: "Most of a route's replicas ejected at once, in percent (at least one). Default 50.",
+  },
   maxQueue: { flag: 'max-queue', env: 'MODELMUX_MAX_QUEUE', help: 'Requests that may wait for a slot per route; past it 503 pool_saturated. Default 1024.' },
   recentMs: { flag: 'recent-ms', env: 'MODELMUX_RECENT_MS', help: 'How long a replica this router sent a model to counts as holding it. Default 5000.' },
   connectionsPerReplica: { flag: 'connections-per-replica', env: 'MODELMUX_CONNECTIONS_PER_REPLICA', help: 'Keep-alive connections per replica. Default 64.' },

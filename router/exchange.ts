@@ -1,15 +1,16 @@
 import { ModelmuxError, toModelmuxError, type ErrorBody, type ErrorCode } from '../common/errors.js';
 import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
-import { NO_EXCLUDE, type AcquireResult, type Lease } from './balancer.js';
+import { NO_EXCLUDE, type AcquireResult, type Lease, type TryWatcher } from './balancer.js';
 import type { Expiring } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { endToEndFields, scanRequestHeaders } from './hop-headers.js';
 import { fieldValue } from './http1-syntax.js';
-import type { RouteMetrics, TimeoutPhase } from './metrics.js';
+import type { RetryReason, RouteMetrics, TimeoutPhase } from './metrics.js';
 import type { RouterProxy } from './proxy.js';
 import { MODEL_HEADERS, parseRequestForm, type RequestForm } from './request-form.js';
 import { ResponseBacklog } from './response-backlog.js';
 import type { Route } from './route-table.js';
+import { adaptiveTryTimeoutMs } from './try-timeout.js';
 import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
 
 /** A request id we pass on as given: bounded and printable, so it cannot break a log line. */
@@ -18,10 +19,17 @@ export const REQUEST_ID = /^[A-Za-z0-9._:@=+-]{1,128}$/;
 /** Socket failures before any byte of the response (UPSTREAM_CLOSED: upstream-pool.ts). */
 const CONNECTION_FAILURE_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'UPSTREAM_CLOSED']);
 
+/** Of those, the ones that mean nothing listens there: outlier detection ejects at once. */
+const REFUSAL_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+function errorCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
 /** Errors that mean the request got no answer from a replica's application, so another may take it. */
 function isConnectionFailure(err: unknown): boolean {
-  const code = (err as { code?: unknown } | undefined)?.code;
-  return typeof code === 'string' && CONNECTION_FAILURE_CODES.has(code);
+  return CONNECTION_FAILURE_CODES.has(errorCode(err) ?? '');
 }
 
 /** An upstream failure for a message: its code first when it has one (ECONNRESET, HTTP_PROTOCOL_ERROR…). */
@@ -43,9 +51,11 @@ type Phase = 'body' | 'waiting' | 'upstream' | 'responding' | 'done';
  * One proxied request, start to end, as a callback state machine that is also the upstream
  * handler of its tries. Its body, request, try and slow-reader deadlines are one entry in the
  * proxy's shared `Deadlines` (no timer of its own). One `close` listener per request notices a
- * client that goes away.
+ * client that goes away. A try without response headers yet is watched by the balancer, which
+ * tells it when its replica is marked down; it is then given up and the request retried
+ * elsewhere, as when it outlives its adaptive timeout (ADR 0030).
  */
-export class Exchange implements UpstreamHandler, Expiring {
+export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
   private readonly started: number;
   private phase: Phase = 'body';
   private requestId = '';
@@ -85,8 +95,16 @@ export class Exchange implements UpstreamHandler, Expiring {
   private exclude: ReadonlySet<string> = NO_EXCLUDE;
   private tries = 0;
   private tryStart = 0;
-  /** The replica said overloaded: its 503 body is being discarded before the retry. */
-  private discarding = false;
+  /** When the try in flight is given up for another replica if it may be (the adaptive try timeout)… */
+  private tryDeadline = Number.POSITIVE_INFINITY;
+  /** …and when it fails for good (--try-timeout-ms). */
+  private tryCapAt = Number.POSITIVE_INFINITY;
+  /** The adaptive try timeout is earlier than the cap and has not fired yet. */
+  private adaptivePending = false;
+  /** The try is being given up for this reason, its retry already granted: its end retries. */
+  private abandoning: RetryReason | undefined;
+  /** The replica refused (503 overloaded) or a gateway failed: its body is discarded before the retry. */
+  private discarding: RetryReason | undefined;
   private status = 500;
   private error: ErrorCode | undefined;
   private replica: string | undefined;
@@ -201,19 +219,30 @@ export class Exchange implements UpstreamHandler, Expiring {
   };
 
   private dispatch(lease: Lease): void {
+    const route = this.route as Route;
     this.lease = lease;
+    if (this.tries === 0) route.balancer.requested();
     this.tries++;
     this.replica = lease.replica;
     this.placement = lease.kind;
     this.waitedMs = Math.round(lease.waitedMs);
     (this.routeMetrics as RouteMetrics).placed(lease.kind, lease.waitedMs);
-    const pool = (this.route as Route).pools.get(lease.replica);
+    const pool = route.pools.get(lease.replica);
     if (pool === undefined) return this.fail(new ModelmuxError('upstream_unavailable', `replica ${lease.replica} has no connection pool`));
     this.phase = 'upstream';
-    this.discarding = false;
+    this.discarding = undefined;
     this.controller = undefined;
-    this.tryStart = this.proxy.clock.now();
-    this.deadlineAt = Math.min(this.requestDeadline, this.tryStart + this.proxy.limits.tryTimeoutMs);
+    const now = this.proxy.clock.now();
+    const policy = this.proxy.tryTimeouts;
+    // A try that loads its model takes what the load takes: only a warm one is judged by latency.
+    const timeout = lease.warm ? adaptiveTryTimeoutMs(route.balancer.recentP99(lease.model), policy) : policy.capMs;
+    (this.routeMetrics as RouteMetrics).tryTimeoutSet(timeout);
+    this.tryStart = now;
+    this.tryDeadline = now + timeout;
+    this.tryCapAt = now + policy.capMs;
+    this.adaptivePending = timeout < policy.capMs;
+    this.deadlineAt = Math.min(this.requestDeadline, this.tryDeadline);
+    route.balancer.watch(lease, this);
     const method = this.req.method ?? 'GET';
     this.dispatched = true;
     pool.dispatch({ method, path: this.upstreamPath, headers: this.headers, body: method === 'GET' || method === 'HEAD' ? null : this.body }, this);
@@ -226,18 +255,76 @@ export class Exchange implements UpstreamHandler, Expiring {
     const lease = this.lease;
     if (lease === undefined) return;
     this.lease = undefined;
-    (this.route as Route).balancer.release(lease);
+    const balancer = (this.route as Route).balancer;
+    balancer.unwatch(lease, this);
+    balancer.release(lease);
   }
 
-  /** The first try failed before reaching the replica's application, or it was overloaded. */
-  private retry(reason: 'connect_error' | 'overloaded'): void {
+  /**
+   * Whether the request may try another replica: within its own retries, with another replica
+   * in placement, and within the route's retry budget, which this takes a retry from.
+   */
+  private mayRetry(): boolean {
+    if (this.tries > this.proxy.limits.maxRetries) return false;
+    const taken = (this.route as Route).balancer.takeRetry(this.replica as string, this.exclude);
+    if (taken === 'budget_spent') (this.routeMetrics as RouteMetrics).retryRefused();
+    return taken === 'taken';
+  }
+
+  /** Tells outlier detection that the try at the current replica failed; an ejection is counted and logged. */
+  private report(outcome: 'refused' | 'failed'): void {
     const replica = this.replica as string;
+    const ms = (this.route as Route).balancer.reportTry(replica, this.model, outcome);
+    if (ms === 0) return;
+    (this.routeMetrics as RouteMetrics).ejected(outcome);
+    this.proxy.log.warn('replica ejected', { route: (this.route as Route).prefix, replica, outcome, ejectedMs: ms });
+  }
+
+  /** Sends the request to another replica; the retry was granted by `mayRetry`. */
+  private retry(reason: RetryReason): void {
+    const replica = this.replica as string;
+    this.abandoning = undefined;
+    this.discarding = undefined;
+    this.adaptivePending = false;
     this.deadlineAt = this.requestDeadline;
-    if (reason === 'connect_error') (this.route as Route).balancer.eject(replica, this.proxy.limits.ejectMs);
+    // A try given up by its deadline was taken out of the sweep: the request deadline goes on.
+    this.proxy.deadlines.add(this);
     (this.routeMetrics as RouteMetrics).retried(reason);
-    this.exclude = new Set([replica]);
+    this.exclude = new Set([...this.exclude, replica]);
     this.endTry();
     this.place();
+  }
+
+  /** Gives up the try in flight, closing its connection; its end (onResponseError) retries. */
+  private abandon(reason: RetryReason): void {
+    this.abandoning = reason;
+    (this.controller as UpstreamController).abort(new ModelmuxError('timeout', `the try at replica ${this.replica ?? '?'} was given up (${reason})`));
+  }
+
+  /** The balancer says the replica of the try in flight was marked down (TryWatcher). */
+  replicaDown(): void {
+    if (this.phase !== 'upstream' || this.abandoning !== undefined) return;
+    try {
+      if (this.mayRetry()) this.abandon('replica_down');
+    } catch (err) {
+      this.guard(err);
+    }
+  }
+
+  /**
+   * The try outlived its adaptive timeout: the replica counts a failure, and the request goes
+   * elsewhere if it may; if not, this try waits on up to the cap, which a try always had.
+   */
+  private tryTimedOut(): void {
+    this.adaptivePending = false;
+    const lease = this.lease as Lease;
+    const balancer = (this.route as Route).balancer;
+    balancer.unwatch(lease, this);
+    this.report('failed');
+    if (this.mayRetry()) return this.abandon('timeout');
+    balancer.watch(lease, this);
+    this.deadlineAt = Math.min(this.requestDeadline, this.tryCapAt);
+    this.proxy.deadlines.add(this);
   }
 
   // --- upstream handler ----------------------------------------------------------------------
@@ -250,10 +337,24 @@ export class Exchange implements UpstreamHandler, Expiring {
 
   onResponseStart(_controller: UpstreamController, statusCode: number, headers: string[]): void {
     if (this.phase !== 'upstream' || statusCode < 200) return;
+    const balancer = (this.route as Route).balancer;
+    balancer.unwatch(this.lease as Lease, this);
+    this.adaptivePending = false;
     this.deadlineAt = this.requestDeadline;
-    (this.routeMetrics as RouteMetrics).upstreamLatency((this.proxy.clock.now() - this.tryStart) / 1000);
-    if (statusCode === 503 && this.tries === 1 && fieldValue(headers, HEADER_OVERLOADED) !== undefined) {
-      this.discarding = true;
+    const ms = this.proxy.clock.now() - this.tryStart;
+    (this.routeMetrics as RouteMetrics).upstreamLatency(ms / 1000);
+    // 502 and 504 come from something between router and replica; the replica sends neither.
+    const gateway = statusCode === 502 || statusCode === 504;
+    if (gateway) this.report('failed');
+    else {
+      // What the adaptive try timeout learns from: answers that waited for no load.
+      const warm = statusCode < 500 && (this.model === undefined || fieldValue(headers, HEADER_CACHE) === 'hit');
+      balancer.reportTry(this.replica as string, this.model, 'answered', warm ? ms : undefined);
+    }
+    // A replica that is full or shutting down refused before doing any work (x-modelmux-overloaded).
+    const refused = statusCode === 503 && fieldValue(headers, HEADER_OVERLOADED) !== undefined;
+    if ((refused || gateway) && this.mayRetry()) {
+      this.discarding = refused ? 'overloaded' : 'gateway_error';
       return;
     }
     // The replica has the model now (hit) or just loaded it (miss): learn it before the
@@ -309,7 +410,7 @@ export class Exchange implements UpstreamHandler, Expiring {
   onResponseEnd(): void {
     this.endTry();
     try {
-      if (this.phase === 'upstream' && this.discarding) return this.retry('overloaded');
+      if (this.phase === 'upstream' && this.discarding !== undefined) return this.retry(this.discarding);
       if (this.phase !== 'responding') return;
       this.res.end();
       this.finish();
@@ -325,8 +426,12 @@ export class Exchange implements UpstreamHandler, Expiring {
     const replica = this.replica as string;
     try {
       if (phase === 'upstream') {
-        if (this.tries === 1 && this.discarding) return this.retry('overloaded');
-        if (this.tries === 1 && isConnectionFailure(err)) return this.retry('connect_error');
+        const granted = this.abandoning ?? this.discarding;
+        if (granted !== undefined) return this.retry(granted);
+        if (isConnectionFailure(err)) {
+          this.report(REFUSAL_CODES.has(errorCode(err) ?? '') ? 'refused' : 'failed');
+          if (this.mayRetry()) return this.retry('connect_error');
+        }
         return this.fail(new ModelmuxError('upstream_unavailable', `replica ${replica} failed: ${describe(err)}`, { cause: err }));
       }
       // The response broke off while streaming: the client sees a cut connection.
@@ -349,6 +454,8 @@ export class Exchange implements UpstreamHandler, Expiring {
       } else if (this.phase === 'waiting') {
         this.timedOut('request');
         this.fail(new ModelmuxError('timeout', 'no replica slot freed up before the request deadline'));
+      } else if (this.phase === 'upstream' && this.adaptivePending && this.tryDeadline < this.requestDeadline) {
+        this.tryTimedOut();
       } else if (this.phase === 'responding' && now >= this.holdUntil) {
         this.timedOut('slow_reader');
         this.fail(new ModelmuxError('timeout', `the client took none of the answer for ${limits.slowReaderTimeoutMs} ms while replica ${this.replica ?? '?'} waited`));

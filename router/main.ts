@@ -19,7 +19,19 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   // Access lines share stdout's batches with the other log lines (common/log.ts).
   const access = new AccessLog({ component: 'router' }, stdoutSink, config.logLevel);
   const routes = new RouteTable(
-    { recentMs: config.recentMs, tableLagMs: config.pollIntervalMs * 2 + 1000, maxQueue: config.maxQueue, connectionsPerReplica: config.connectionsPerReplica },
+    {
+      recentMs: config.recentMs,
+      tableLagMs: config.pollIntervalMs * 2 + 1000,
+      maxQueue: config.maxQueue,
+      connectionsPerReplica: config.connectionsPerReplica,
+      outliers: {
+        consecutiveFailures: config.outlierConsecutiveFailures,
+        ejectionMs: config.outlierEjectionMs,
+        maxEjectionMs: config.outlierMaxEjectionMs,
+        maxEjectedPercent: config.outlierMaxEjectedPercent,
+      },
+      retryBudgetPercent: config.retryBudgetPercent,
+    },
     systemClock,
     systemRandom,
     systemSetTimer,
@@ -31,7 +43,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       maxBodyBytes: config.maxBodyBytes,
       requestTimeoutMs: config.requestTimeoutMs,
       tryTimeoutMs: config.tryTimeoutMs,
-      ejectMs: 2000,
+      tryTimeoutFloorMs: config.tryTimeoutFloorMs,
+      tryTimeoutMultiple: config.tryTimeoutMultiple,
+      maxRetries: config.maxRetries,
       bodyIdleTimeoutMs: config.bodyIdleTimeoutMs,
       bodyTimeoutMs: config.bodyTimeoutMs,
       maxBufferedBytes: config.maxBufferedBytes,

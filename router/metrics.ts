@@ -20,6 +20,16 @@ export class RouterMetrics {
   readonly placementWait = this.byRouteHistogram('modelmux_router_placement_wait_seconds', 'Time a request waited in the router for a replica slot.', [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4]);
   readonly queueDepth = new Gauge({ name: 'modelmux_router_queue_depth', help: 'Requests waiting for a replica slot.', labelNames: ['route'] as const, registers: [this.registry] });
   readonly retries = new BoundCounter('modelmux_router_retries_total', 'Requests retried on another replica, by reason.', ['route', 'reason'], this.registry);
+  readonly retriesRefused = new BoundCounter(
+    'modelmux_router_retries_refused_total',
+    "Tries that could have been retried on another replica but were not, because the route's retry budget was spent.",
+    ['route'],
+    this.registry,
+  );
+  readonly ejections = new BoundCounter('modelmux_router_outlier_ejections_total', 'Replicas taken out of placement by outlier detection, by the outcome that ejected them.', ['route', 'outcome'], this.registry);
+  readonly tryTimeout = this.byRouteHistogram('modelmux_router_try_timeout_seconds', 'The adaptive timeout each try was given, up to --try-timeout-ms.', [
+    0.25, 0.5, 1, 2, 5, 10, 30, 60,
+  ]);
   readonly replicas = new Gauge({ name: 'modelmux_router_replicas', help: 'Ready replicas known per route.', labelNames: ['route'] as const, registers: [this.registry] });
   readonly timeouts = new BoundCounter('modelmux_router_timeouts_total', 'Requests and connections ended by a timeout, by phase.', ['phase'], this.registry);
   readonly rejectedConnections = new BoundCounter(
@@ -74,6 +84,8 @@ export class RouteMetrics {
   private readonly wait: HistogramChild;
   private readonly placementsByKind = new Map<PlacementKind, CounterChild>();
   private readonly retriesByReason = new Map<RetryReason, CounterChild>();
+  private readonly refused: CounterChild;
+  private readonly tryTimeouts: HistogramChild;
 
   constructor(
     private readonly metrics: RouterMetrics,
@@ -83,6 +95,8 @@ export class RouteMetrics {
     this.duration = metrics.requestDuration.labels({ route });
     this.upstream = metrics.upstreamLatency.labels({ route });
     this.wait = metrics.placementWait.labels({ route });
+    this.refused = metrics.retriesRefused.labels({ route });
+    this.tryTimeouts = metrics.tryTimeout.labels({ route });
   }
 
   /** A request answered with `status` after `seconds`, waiting included. */
@@ -113,6 +127,21 @@ export class RouteMetrics {
     }
     c.inc();
   }
+
+  /** The route's retry budget refused a retry. */
+  retryRefused(): void {
+    this.refused.inc();
+  }
+
+  /** Outlier detection ejected a replica after a try that ended as `outcome` (rare: no cached child). */
+  ejected(outcome: 'refused' | 'failed'): void {
+    this.metrics.ejections.labels({ route: this.route, outcome }).inc();
+  }
+
+  /** A try was given `ms` to answer. */
+  tryTimeoutSet(ms: number): void {
+    this.tryTimeouts.observe(ms / 1000);
+  }
 }
 
 /**
@@ -129,8 +158,14 @@ export const TIMEOUT_PHASES: readonly TimeoutPhase[] = ['head', 'body_idle', 'bo
 export type RejectReason = 'connections' | 'client_connections' | 'buffered_bytes';
 export const REJECT_REASONS: readonly RejectReason[] = ['connections', 'client_connections', 'buffered_bytes'];
 
-/** Why a request went to a second replica: the values of the retries metric's `reason` label. */
-export type RetryReason = 'connect_error' | 'overloaded';
+/**
+ * Why a request went to another replica: the values of the retries metric's `reason` label.
+ * connect_error: the connection failed or broke before an answer; overloaded: the replica
+ * refused it at once (503 overloaded or shutting_down); gateway_error: a 502 or 504 from
+ * something between router and replica; timeout: no response headers within the adaptive try
+ * timeout; replica_down: the replica left the route or was ejected while the try waited.
+ */
+export type RetryReason = 'connect_error' | 'overloaded' | 'gateway_error' | 'timeout' | 'replica_down';
 
 export function statusClass(status: number): string {
   return `${Math.floor(status / 100)}xx`;

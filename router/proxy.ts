@@ -9,15 +9,22 @@ import { Exchange } from './exchange.js';
 import type { RouterMetrics } from './metrics.js';
 import { RequestIds } from './request-id.js';
 import type { RouteTable } from './route-table.js';
+import type { TryTimeoutPolicy } from './try-timeout.js';
 
 export interface ProxyLimits {
   maxBodyBytes: number;
   /** The request once its body is in: waiting for a slot, the tries and the answer. */
   requestTimeoutMs: number;
-  /** One try at one replica, up to its response headers. */
+  /**
+   * One try at one replica, up to its response headers: the cap of the adaptive try timeout,
+   * and the timeout of a try that may not be retried (ADR 0030).
+   */
   tryTimeoutMs: number;
-  /** How long a replica whose connection failed stays out of placement. */
-  ejectMs: number;
+  /** The adaptive try timeout: `tryTimeoutMultiple` × the recent p99, at least `tryTimeoutFloorMs` (try-timeout.ts). */
+  tryTimeoutFloorMs: number;
+  tryTimeoutMultiple: number;
+  /** Tries of one request on other replicas after its first. */
+  maxRetries: number;
   /** The body: no byte for this long, or not all of it this long after the head: 408. */
   bodyIdleTimeoutMs: number;
   bodyTimeoutMs: number;
@@ -32,8 +39,9 @@ export interface ProxyLimits {
 /**
  * Forwards requests: route by prefix, model id from the request form, a replica from the
  * route's balancer, the body (buffered up to the limit, so a retry can resend it) to that
- * replica with the prefix stripped, the response streamed back. One retry on another replica
- * when the connection fails or the replica says it is overloaded. Each request is one
+ * replica with the prefix stripped, the response streamed back. Up to `maxRetries` retries on
+ * other replicas, within the route's retry budget, when a try fails before its answer starts
+ * (ADR 0030). Each request is one
  * `Exchange` (exchange.ts), a callback state machine: the hot path allocates no promise,
  * stream pipeline, AbortSignal or timer (ADR 0014).
  */
@@ -42,6 +50,7 @@ export class RouterProxy {
   readonly requestIds = new RequestIds();
   /** The bytes held for all requests at once. */
   readonly buffered: ByteBudget;
+  readonly tryTimeouts: TryTimeoutPolicy;
 
   constructor(
     readonly routes: RouteTable,
@@ -53,10 +62,11 @@ export class RouterProxy {
     readonly deadlines: Deadlines = new Deadlines(
       clock,
       systemSetTimer,
-      deadlineResolutionMs(Math.min(limits.requestTimeoutMs, limits.tryTimeoutMs, limits.bodyIdleTimeoutMs, limits.bodyTimeoutMs, limits.slowReaderTimeoutMs)),
+      deadlineResolutionMs(Math.min(limits.requestTimeoutMs, limits.tryTimeoutMs, limits.tryTimeoutFloorMs, limits.bodyIdleTimeoutMs, limits.bodyTimeoutMs, limits.slowReaderTimeoutMs)),
     ),
   ) {
     this.buffered = new ByteBudget(limits.maxBufferedBytes);
+    this.tryTimeouts = { floorMs: limits.tryTimeoutFloorMs, multiple: limits.tryTimeoutMultiple, capMs: limits.tryTimeoutMs };
   }
 
   /** Answers `req` on `res`; never throws for a request's own failures (they are answered). */

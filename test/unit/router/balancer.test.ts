@@ -37,7 +37,7 @@ describe('Balancer', () => {
     const { b } = setup(draws(0.5));
     b.setTable('c', { version: 1, loaded: ['m1'], loading: [], capacity: 8 });
     const t = take(b, 'm1');
-    expect(t.result()).toEqual({ ok: true, lease: { replica: 'c', model: 'm1', kind: 'holder', waitedMs: 0 } });
+    expect(t.result()).toEqual({ ok: true, lease: { replica: 'c', model: 'm1', kind: 'holder', waitedMs: 0, warm: true } });
   });
 
   it('remembers where it just sent a model until recentMs has passed', () => {
@@ -87,7 +87,7 @@ describe('Balancer', () => {
     expect(b.queueDepth).toBe(1);
     time.advance(300);
     b.release(firstLease);
-    expect(second.result()).toEqual({ ok: true, lease: { replica: 'a', model: 'm1', kind: 'holder', waitedMs: 300 } });
+    expect(second.result()).toEqual({ ok: true, lease: { replica: 'a', model: 'm1', kind: 'holder', waitedMs: 300, warm: true } });
     expect(b.queueDepth).toBe(0);
   });
 
@@ -105,7 +105,7 @@ describe('Balancer', () => {
     time.advance(1249);
     expect(waiting.result()).toBeUndefined();
     time.advance(1);
-    expect(waiting.result()).toEqual({ ok: true, lease: { replica: 'b', model: 'm1', kind: 'fallback_after_timeout', waitedMs: 1250 } });
+    expect(waiting.result()).toEqual({ ok: true, lease: { replica: 'b', model: 'm1', kind: 'fallback_after_timeout', waitedMs: 1250, warm: false } });
   });
 
   it('answers pool_saturated once the wait queue is full, and no_replicas for an empty route', () => {
@@ -137,11 +137,12 @@ describe('Balancer', () => {
     const excluded = leaseOf(take(b, 'm1', new Set(['a'])).result());
     expect(excluded.replica).not.toBe('a');
     b.release(excluded);
-    b.eject('a', 1000);
+    // A refused connection ejects at once, for the default first ejection of 2 s.
+    expect(b.reportTry('a', 'm1', 'refused')).toBe(2000);
     const ejected = leaseOf(take(b, 'm1').result());
     expect(ejected.replica).not.toBe('a');
     b.release(ejected);
-    time.advance(1000);
+    time.advance(2000);
     expect(replicaOf(take(b, 'm1', new Set(['b', 'c'])).result())).toBe('a');
   });
 

@@ -50,6 +50,31 @@ describe('router configuration', () => {
     ]);
   });
 
+  it('bounds retries and adapts try timeouts by default, each knob from a flag or its variable, within range', () => {
+    const routes = { MODELMUX_ROUTES: '/wine=http://127.0.0.1:9001' };
+    expect(parseRouterConfig([], routes)).toMatchObject({
+      tryTimeoutMs: 30_000,
+      tryTimeoutFloorMs: 1000,
+      tryTimeoutMultiple: 5,
+      maxRetries: 2,
+      retryBudgetPercent: 20,
+      outlierConsecutiveFailures: 3,
+      outlierEjectionMs: 2000,
+      outlierMaxEjectionMs: 30_000,
+      outlierMaxEjectedPercent: 50,
+    });
+    expect(parseRouterConfig(['--max-retries', '0', '--try-timeout-multiple', '2.5'], { ...routes, MODELMUX_OUTLIER_MAX_EJECTED_PERCENT: '34' })).toMatchObject({
+      maxRetries: 0,
+      tryTimeoutMultiple: 2.5,
+      outlierMaxEjectedPercent: 34,
+    });
+    expect(problems(['--max-retries', '6', '--retry-budget-percent', '101', '--outlier-consecutive-failures', '0'], routes)).toEqual([
+      expect.stringContaining('--max-retries/MODELMUX_MAX_RETRIES'),
+      expect.stringContaining('--retry-budget-percent/MODELMUX_RETRY_BUDGET_PERCENT'),
+      expect.stringContaining('--outlier-consecutive-failures/MODELMUX_OUTLIER_CONSECUTIVE_FAILURES'),
+    ]);
+  });
+
   it('needs no routes with kube discovery', () => {
     expect(parseRouterConfig(['--discovery', 'kube', '--namespace', 'ml'], {})).toMatchObject({ discovery: 'kube', namespace: 'ml', staticRoutes: [] });
   });

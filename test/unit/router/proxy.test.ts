@@ -8,21 +8,26 @@ import { RouterMetrics } from '../../../router/metrics.js';
 import { RouterProxy, type ProxyLimits } from '../../../router/proxy.js';
 import { RouteTable } from '../../../router/route-table.js';
 import { RouterServer } from '../../../router/server.js';
+import { eventually } from '../../helpers/eventually.js';
 
-/** A replica stand-in: echoes what it got; `x-stub-delay-ms` delays the answer, `x-stub-overloaded` refuses. */
+/**
+ * A replica stand-in: echoes what it got; `x-stub-delay-ms` delays the answer. `overloaded`
+ * refuses every request with 503 overloaded; `hang` reads them and never answers (a stopped process).
+ */
 interface Stub {
   url: string;
   seen: { url: string; headers: IncomingHttpHeaders; body: string }[];
   server: Server;
 }
 
-async function stub(overloaded = false): Promise<Stub> {
+async function stub(overloaded = false, hang = false): Promise<Stub> {
   const seen: Stub['seen'] = [];
   const server = createServer((req, res) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += String(c)));
     req.on('end', () => {
       seen.push({ url: req.url ?? '', headers: req.headers, body });
+      if (hang) return;
       if (overloaded) return void res.writeHead(503, { 'x-modelmux-overloaded': '1', 'content-type': 'application/json' }).end('{"error":"overloaded"}');
       const answer = (): void => void res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive, x-upstream-hop', 'x-upstream-hop': 'secret', 'x-answer': 'yes' }).end(JSON.stringify({ got: body }));
       const delay = Number(req.headers['x-stub-delay-ms'] ?? '0');
@@ -47,7 +52,9 @@ const LIMITS: ProxyLimits = {
   maxBodyBytes: 1024,
   requestTimeoutMs: 2000,
   tryTimeoutMs: 300,
-  ejectMs: 1000,
+  tryTimeoutFloorMs: 100,
+  tryTimeoutMultiple: 5,
+  maxRetries: 2,
   bodyIdleTimeoutMs: 2000,
   bodyTimeoutMs: 2000,
   maxBufferedBytes: 512,
@@ -55,13 +62,14 @@ const LIMITS: ProxyLimits = {
   slowReaderTimeoutMs: 1000,
 };
 
-async function rig(replicas: Stub[], fastPath: boolean): Promise<Rig> {
+/** `routed`: the replicas in the route at first (default all); every stub is closed with the rig. */
+async function rig(replicas: Stub[], fastPath: boolean, limits: Partial<ProxyLimits> = {}, routed: Stub[] = replicas): Promise<Rig> {
   const routes = new RouteTable({ recentMs: 5000, tableLagMs: 2000, maxQueue: 8, connectionsPerReplica: 4 }, systemClock, systemRandom, systemSetTimer, silentLogger);
-  routes.apply([{ prefix: '/wine', maxOngoingRequests: 4, matchTimeoutMs: 1000, replicas: replicas.map((s) => ({ name: s.url, url: s.url, table: undefined })) }]);
+  routes.apply([{ prefix: '/wine', maxOngoingRequests: 4, matchTimeoutMs: 1000, replicas: routed.map((s) => ({ name: s.url, url: s.url, table: undefined })) }]);
   const written: string[] = [];
   const access = new AccessLog({ component: 'router' }, (line) => void written.push(line));
   const metrics = new RouterMetrics();
-  const proxy = new RouterProxy(routes, LIMITS, metrics, silentLogger, systemClock, access);
+  const proxy = new RouterProxy(routes, { ...LIMITS, ...limits }, metrics, silentLogger, systemClock, access);
   const server = new RouterServer(proxy, routes, metrics, silentLogger, {
     fastPath,
     headersTimeoutMs: 2000,
@@ -83,8 +91,8 @@ async function rig(replicas: Stub[], fastPath: boolean): Promise<Rig> {
     },
     close: async () => {
       await server.drain(1000);
-      await routes.close();
       for (const s of replicas) s.server.closeAllConnections();
+      await routes.close();
       await Promise.all(replicas.map((s) => new Promise<void>((r) => s.server.close(() => r()))));
     },
   };
@@ -219,6 +227,112 @@ describe.each([
       expect((await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: '{}' })).status).toBe(200);
       expect(s.seen).toHaveLength(1);
       expect(r.lines().map((l) => l['status'])).toEqual([504, 200]);
+    } finally {
+      await r.close();
+    }
+  });
+});
+
+/** The route's replicas from now on: what discovery would apply. */
+function setReplicas(r: Rig, replicas: readonly Stub[]): void {
+  r.routes.apply([{ prefix: '/wine', maxOngoingRequests: 4, matchTimeoutMs: 1000, replicas: replicas.map((s) => ({ name: s.url, url: s.url, table: undefined })) }]);
+}
+
+/** Sends `n` requests without a model id from `clients` clients; resolves with each one's status and time. */
+async function sendMany(r: Rig, n: number, clients = 4): Promise<{ status: number; ms: number }[]> {
+  const out: { status: number; ms: number }[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < n) {
+        next++;
+        const t0 = Date.now();
+        const res = await fetch(`${r.url}/wine/v2/health/ready`);
+        await res.arrayBuffer();
+        out.push({ status: res.status, ms: Date.now() - t0 });
+      }
+    }),
+  );
+  return out;
+}
+
+// ADR 0030: a try that outlives its adaptive timeout, or whose replica is marked down, is retried
+// elsewhere; one that may not be retried keeps the flat cap. The cap here is 5 s and the
+// adaptive timeout max(100 ms, 5 × p99): a slow machine stretches the p99, not the verdicts.
+describe('RouterProxy retries', () => {
+  const CAP = 5000;
+
+  it('gives up a try at a replica that stops answering after the adaptive timeout, answers from another, and ejects the silent one', async () => {
+    const healthy = await stub();
+    const silent = await stub(false, true);
+    const r = await rig([healthy, silent], true, { tryTimeoutMs: CAP, requestTimeoutMs: 20_000 }, [healthy]);
+    try {
+      // What the route learns its latency from: answers of the healthy replica.
+      expect((await sendMany(r, 40)).every((x) => x.status === 200)).toBe(true);
+      setReplicas(r, [healthy, silent]);
+      const answers = await sendMany(r, 40, 8);
+      expect(answers.map((x) => x.status)).toEqual(Array(40).fill(200));
+      expect(silent.seen.length).toBeGreaterThan(0);
+      // Every request that met the silent replica was answered long before the cap.
+      expect(Math.max(...answers.map((x) => x.ms))).toBeLessThan(CAP);
+      const retried = (reason: string): number => r.metrics.retries.labels({ route: '/wine', reason }).value;
+      // Each try there was given up: by its own timeout, or because the replica was ejected meanwhile.
+      expect(retried('timeout')).toBeGreaterThan(0);
+      expect(retried('timeout') + retried('replica_down')).toBe(silent.seen.length);
+      // The third timeout in a row ejects it (for 2 s, longer than the test): no tries go there after.
+      expect(r.metrics.ejections.labels({ route: '/wine', outcome: 'failed' }).value).toBe(retried('timeout') >= 3 ? 1 : 0);
+      expect(r.metrics.tryTimeout.labels({ route: '/wine' }).count).toBe(80 + silent.seen.length);
+      expect(inFlight(r)).toBe(0);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('retries the tries waiting at a replica that leaves the route on one that stays', async () => {
+    const stays = await stub();
+    const leaves = await stub(false, true);
+    const r = await rig([stays, leaves], true, { tryTimeoutMs: CAP, requestTimeoutMs: 20_000 });
+    try {
+      // Models the router has never seen go out cold, with the cap as their try timeout.
+      const sent = Array.from({ length: 12 }, (_, i) => fetch(`${r.url}/wine/v2/models/cold${i}/infer`, { method: 'POST', body: '{}' }));
+      await eventually(() => expect(leaves.seen.length).toBeGreaterThan(0), 3000, 10);
+      const t0 = Date.now();
+      setReplicas(r, [stays]);
+      const answers = await Promise.all(sent);
+      expect(answers.map((a) => a.status)).toEqual(Array(12).fill(200));
+      expect(Date.now() - t0).toBeLessThan(CAP);
+      expect(r.metrics.retries.labels({ route: '/wine', reason: 'replica_down' }).value).toBe(leaves.seen.length);
+      expect(r.lines().filter((l) => l['tries'] === 2).every((l) => l['replica'] === stays.url)).toBe(true);
+      expect(inFlight(r)).toBe(0);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('lets a try that cannot go elsewhere wait up to the cap', async () => {
+    const healthy = await stub();
+    const silent = await stub(false, true);
+    const r = await rig([healthy, silent], true, { tryTimeoutMs: 1500, requestTimeoutMs: 20_000 }, [healthy]);
+    try {
+      expect((await sendMany(r, 40)).every((x) => x.status === 200)).toBe(true);
+      setReplicas(r, [silent]);
+      const t0 = Date.now();
+      const res = await fetch(`${r.url}/wine/v2/health/ready`);
+      expect(res.status).toBe(504);
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(1450);
+      expect(r.metrics.timeouts.labels({ phase: 'upstream' }).value).toBe(1);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('keeps to the per-request retry limit: with none allowed, an overloaded answer goes back to the client', async () => {
+    const busy = await stub(true);
+    const r = await rig([busy, await stub(true)], true, { maxRetries: 0 });
+    try {
+      const res = await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: '{}' });
+      expect(res.status).toBe(503);
+      expect(r.lines()).toEqual([expect.objectContaining({ tries: 1, status: 503 })]);
     } finally {
       await r.close();
     }
