@@ -1,6 +1,6 @@
-import { z } from 'zod';
 import { ModelmuxError } from '../common/errors.js';
 import type { ModelTable } from '../common/model-table.js';
+import { indexRequestSchema, type IndexEntry } from '../common/repository-index.js';
 
 /**
  * `POST /v2/repository/index` of the model repository extension, pure. A replica's repository
@@ -8,14 +8,6 @@ import type { ModelTable } from '../common/model-table.js';
  * models are not listed: finding them would mean listing the bucket, and any of them loads on
  * its first request (or `…/load`).
  */
-
-const indexRequestSchema = z.looseObject({ ready: z.boolean().optional() });
-
-export interface IndexEntry {
-  name: string;
-  version: string;
-  state: 'READY' | 'LOADING';
-}
 
 /** The index for an index request's JSON body (`{}` or `{"ready": true}`; none is `{}`). */
 export function repositoryIndex(table: ModelTable, body: unknown): IndexEntry[] {

@@ -7,6 +7,7 @@ import { Deadlines, deadlineResolutionMs } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { Exchange } from './exchange.js';
 import type { RouterMetrics } from './metrics.js';
+import { answerRepositoryFanout } from './repository-fanout.js';
 import { RequestIds } from './request-id.js';
 import type { RouteTable } from './route-table.js';
 import type { TryTimeoutPolicy } from './try-timeout.js';
@@ -71,6 +72,7 @@ export class RouterProxy {
 
   /** Answers `req` on `res`; never throws for a request's own failures (they are answered). */
   handle(req: DownstreamRequest, res: DownstreamResponse): void {
+    if (answerRepositoryFanout(this, req, res)) return;
     new Exchange(this, req, res).start();
   }
 }

@@ -1,4 +1,3 @@
-import { ModelmuxError } from '../common/errors.js';
 import { parseRequest, type HeaderBag, type RequestTarget } from '../common/request-grammar.js';
 
 export { MODEL_HEADERS, type RequestForm } from '../common/request-grammar.js';
@@ -12,11 +11,7 @@ export { MODEL_HEADERS, type RequestForm } from '../common/request-grammar.js';
  * prefix alone (`POST /wine`) is its root, as the replica gets it.
  */
 export function parseRequestForm(method: string, rest: string, headers: HeaderBag): RequestTarget {
-  const target = parseRequest(method, rest === '' ? '/' : rest, headers);
   // A load is placed as a request for the model would be; the index and an unload concern
-  // every replica, which the router does not gather yet: ask the replicas.
-  if (target.repository === 'index' || target.repository === 'unload') {
-    throw new ModelmuxError('not_found', `POST ${rest} is answered by each replica, not yet through the router (the model repository extension: only …/load is routed)`);
-  }
-  return target;
+  // every replica and are answered before this, by repository-fanout.ts.
+  return parseRequest(method, rest === '' ? '/' : rest, headers);
 }

@@ -21,10 +21,10 @@ describe('parseRequestForm', () => {
     expect(parseRequestForm('GET', '/v2/models/m1/versions/2/ready', {})).toEqual({ form: 'v2', model: 'm1' });
   });
 
-  it('routes a repository load like a request for its model, and refuses the index and unloads it cannot gather', () => {
+  it('routes a repository load like a request for its model, and tells the index and unloads apart for the fan-out', () => {
     expect(parseRequestForm('POST', '/v2/repository/models/m1/load', {})).toEqual({ form: 'v2', model: 'm1', repository: 'load' });
-    expect(codeOf(() => parseRequestForm('POST', '/v2/repository/models/m1/unload', {}))).toBe('not_found');
-    expect(codeOf(() => parseRequestForm('POST', '/v2/repository/index', {}))).toBe('not_found');
+    expect(parseRequestForm('POST', '/v2/repository/models/m1/unload', {})).toEqual({ form: 'v2', model: 'm1', repository: 'unload' });
+    expect(parseRequestForm('POST', '/v2/repository/index', {})).toEqual({ form: 'other', repository: 'index' });
   });
 
   it('reads the Ray header in both spellings on POST /', () => {

@@ -1,0 +1,176 @@
+import { ModelmuxError, toModelmuxError, type ErrorBody } from '../common/errors.js';
+import { parseRequest } from '../common/request-grammar.js';
+import type { Clock } from '../common/clock.js';
+import { HEADER_REQUEST_ID } from '../common/names.js';
+import type { AccessLog } from './access-log.js';
+import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
+import type { RouterMetrics } from './metrics.js';
+import type { RequestIds } from './request-id.js';
+import { indexRequestSchema, indexSchema, type IndexEntry } from '../common/repository-index.js';
+import { mergeIndexes } from './repository-merge.js';
+import type { Route, RouteTable } from './route-table.js';
+import type { UpstreamController, UpstreamPool } from './upstream-pool.js';
+
+/** What the fan-out needs of the proxy (router/proxy.ts). */
+export interface FanoutContext {
+  routes: RouteTable;
+  limits: { maxBodyBytes: number; bodyTimeoutMs: number; tryTimeoutMs: number };
+  metrics: RouterMetrics;
+  access: AccessLog;
+  clock: Clock;
+  requestIds: RequestIds;
+}
+
+/**
+ * `POST …/v2/repository/index` and `…/models/{id}/unload` of the model repository extension
+ * concern every replica of a route, not one: they are sent to all of them at once, each with
+ * its own timeout (the try timeout), and their answers merged. These requests are rare, so
+ * they take this plain promise path rather than the exchange's (a `…/load` is placed by the
+ * exchange as a request for the model would be).
+ *
+ * An unload goes to every replica, not only those whose tables list the model: a replica may
+ * be loading it, or have loaded it since its last table. Unloading a model nobody holds, or
+ * the store lacks, is a success with no effect, as on a replica: afterwards it is not loaded,
+ * which is what was asked.
+ *
+ * Returns false when the request is not one of these two (the exchange takes it).
+ */
+export function answerRepositoryFanout(ctx: FanoutContext, req: DownstreamRequest, res: DownstreamResponse): boolean {
+  const url = req.url ?? '/';
+  if (req.method !== 'POST' || !url.includes('/v2/repository/')) return false;
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  const slash = path.indexOf('/', 1);
+  if (slash === -1) return false;
+  const route = ctx.routes.match(path.slice(0, slash));
+  if (route === undefined) return false;
+  const rest = path.slice(slash);
+  let action;
+  try {
+    action = parseRequest('POST', rest, {}).repository;
+  } catch {
+    return false; // The exchange answers a malformed one with its error.
+  }
+  if (action !== 'index' && action !== 'unload') return false;
+  const started = ctx.clock.now();
+  const requestId = ctx.requestIds.next();
+  const answered = (status: number, error: string | undefined): void => {
+    const ms = ctx.clock.now() - started;
+    ctx.metrics.forRoute(route.prefix).answered(status, ms / 1000);
+    ctx.access.request({ requestId, method: 'POST', path, route: route.prefix, model: undefined, form: undefined, replica: undefined, placement: undefined, waitedMs: undefined, tries: undefined, error, status, durationMs: ms });
+  };
+  readBody(ctx.limits, req, res)
+    .then((body): Promise<unknown> => (action === 'index' ? index(ctx, route, body) : unload(ctx, route, rest)))
+    .then(
+      (answer) => {
+        send(res, 200, requestId, answer);
+        answered(200, undefined);
+      },
+      (err: unknown) => {
+        const e = toModelmuxError(err);
+        const payload: ErrorBody = { error: e.code, message: e.message, requestId };
+        send(res, e.status, requestId, payload, e.code === 'body_too_large' || e.code === 'request_timeout');
+        answered(e.status, e.code);
+      },
+    );
+  return true;
+}
+
+async function index(ctx: FanoutContext, route: Route, body: Buffer): Promise<IndexEntry[]> {
+  let json: unknown = {};
+  if (body.length > 0) {
+    try {
+      json = JSON.parse(body.toString('utf8'));
+    } catch {
+      throw new ModelmuxError('invalid_request', 'the body is not valid JSON');
+    }
+  }
+  const r = indexRequestSchema.safeParse(json);
+  if (!r.success) throw new ModelmuxError('invalid_request', `not a repository index request: ${r.error.issues[0]?.message ?? 'invalid'}`);
+  const answers = await fanOut(ctx, route, '/v2/repository/index', Buffer.from(JSON.stringify(r.data)), (b) => indexSchema.parse(JSON.parse(b.toString('utf8'))));
+  return mergeIndexes(answers.map((a) => a.value), r.data.ready === true);
+}
+
+/** `replicas`: those that dropped the model (or never held it): all of the route's. */
+async function unload(ctx: FanoutContext, route: Route, path: string): Promise<{ replicas: string[] }> {
+  const answers = await fanOut(ctx, route, path, Buffer.from('{}'), () => undefined);
+  return { replicas: answers.map((a) => a.replica).sort() };
+}
+
+/** Every replica's answer, or `upstream_unavailable` naming those that gave none (or an error). */
+async function fanOut<T>(ctx: FanoutContext, route: Route, path: string, body: Buffer, read: (body: Buffer) => T): Promise<{ replica: string; value: T }[]> {
+  const replicas = [...route.pools];
+  const settled = await Promise.allSettled(
+    replicas.map(async ([replica, pool]) => {
+      const a = await ask(pool, path, body, ctx.limits.tryTimeoutMs, ctx.limits.maxBodyBytes);
+      if (a.status !== 200) throw new Error(`answered ${a.status}: ${a.body.toString('utf8').slice(0, 200)}`);
+      return { replica, value: read(a.body) };
+    }),
+  );
+  const failed = settled.flatMap((s, i) => (s.status === 'rejected' ? [`${replicas[i]?.[0] ?? '?'} (${s.reason instanceof Error ? s.reason.message : String(s.reason)})`] : []));
+  const ok = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  if (failed.length > 0) throw new ModelmuxError('upstream_unavailable', `${failed.length} of ${replicas.length} replicas failed: ${failed.join('; ')}; done on: ${ok.map((a) => a.replica).join(', ') || 'none'}`);
+  return ok;
+}
+
+/** One POST to one replica through its keep-alive pool, aborted after `timeoutMs`. */
+function ask(pool: UpstreamPool, path: string, body: Buffer, timeoutMs: number, maxBytes: number): Promise<{ status: number; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    let status = 0;
+    let size = 0;
+    const chunks: Buffer[] = [];
+    let controller: UpstreamController | undefined;
+    const timer = setTimeout(() => controller?.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    pool.dispatch(
+      { method: 'POST', path, headers: ['content-type', 'application/json'], body },
+      {
+        onRequestStart: (c) => (controller = c),
+        onResponseStart: (_c, s) => (status = s),
+        onResponseData: (c, chunk) => {
+          size += chunk.length;
+          if (size > maxBytes) return c.abort(new Error(`answered more than ${maxBytes} bytes`));
+          chunks.push(chunk);
+        },
+        onResponseEnd: () => {
+          clearTimeout(timer);
+          resolve({ status, body: Buffer.concat(chunks) });
+        },
+        onResponseError: (_c, err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      },
+    );
+  });
+}
+
+/** The client's body, up to `maxBodyBytes` and within `bodyTimeoutMs`. */
+function readBody(limits: FanoutContext['limits'], req: DownstreamRequest, res: DownstreamResponse): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    const end = (err: Error | undefined): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (err !== undefined) reject(err);
+      else resolve(Buffer.concat(chunks, size));
+    };
+    const timer = setTimeout(() => end(new ModelmuxError('request_timeout', `the body did not arrive within ${limits.bodyTimeoutMs} ms`)), limits.bodyTimeoutMs);
+    res.on('close', () => end(new Error('the client went away')));
+    req.on('data', (chunk) => {
+      size += chunk.length;
+      if (size > limits.maxBodyBytes) end(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
+      else chunks.push(chunk);
+    });
+    req.on('end', () => end(undefined));
+  });
+}
+
+function send(res: DownstreamResponse, status: number, requestId: string, body: unknown, close = false): void {
+  if (res.headersSent || res.destroyed) return;
+  const headers = ['content-type', 'application/json', HEADER_REQUEST_ID, requestId];
+  if (close) headers.push('connection', 'close');
+  res.writeHead(status, headers).end(JSON.stringify(body));
+}
