@@ -56,16 +56,35 @@ function exactIntegers(_key: string, value: unknown, context?: { source?: string
   return value;
 }
 
+/** A JSON string, or a bare NaN/Infinity/-Infinity token outside one. */
+const NON_FINITE_TOKEN = /"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g;
+const NON_FINITE_STRING: Record<string, string> = { NaN: '"nan"', Infinity: '"inf"', '-Infinity': '"-inf"' };
+
+/**
+ * Python's `json` (so `tritonclient.http` and KServe's client in JSON form) writes NaN and ±Inf as
+ * the bare tokens `NaN`, `Infinity`, `-Infinity`, which JSON has not: they are read as the strings
+ * "nan", "inf", "-inf" that float tensors take. Only tried on a body JSON.parse refused.
+ */
+function quoteNonFiniteTokens(text: string): string {
+  return text.replace(NON_FINITE_TOKEN, (token) => NON_FINITE_STRING[token] ?? token);
+}
+
 /** Parses a request body's JSON; 400 `invalid_request` when it nests too deep or is not JSON. */
 export function parseJsonBody(bytes: Buffer): unknown {
   const past = nestingPastLimit(bytes, MAX_JSON_NESTING);
   if (past !== -1) {
     throw new ModelmuxError('invalid_request', `the body nests arrays and objects more than ${MAX_JSON_NESTING} deep (the limit; at byte ${past}); a tensor may have at most ${MAX_TENSOR_RANK} dimensions`);
   }
+  const text = bytes.toString('utf8');
+  const parse = (t: string): unknown => (LONG_DIGITS.test(t) ? JSON.parse(t, exactIntegers) : JSON.parse(t)) as unknown;
   try {
-    const text = bytes.toString('utf8');
-    return (LONG_DIGITS.test(text) ? JSON.parse(text, exactIntegers) : JSON.parse(text)) as unknown;
+    return parse(text);
   } catch {
+    try {
+      if (/NaN|Infinity/.test(text)) return parse(quoteNonFiniteTokens(text));
+    } catch {
+      // not JSON either way: answered below
+    }
     throw new ModelmuxError('invalid_request', 'the body is not valid JSON');
   }
 }

@@ -15,4 +15,5 @@ bash ./build-control-plane.sh >/dev/null
 bash ./build-seaweedfs.sh >/dev/null
 bash ./install-kube-tools.sh >/dev/null
 bash ./install-mlserver.sh >/dev/null
+bash ./install-model-corpus.sh >/dev/null
 bash ./build-keda.sh >/dev/null && bash ./install-prometheus.sh >/dev/null

@@ -70,8 +70,13 @@ describe('parseJsonBody', () => {
     expect(e.message).toContain(`more than ${MAX_JSON_NESTING} deep`);
   });
 
+  it('reads the bare NaN and ±Infinity tokens Python writes as the strings float tensors take, not inside strings', () => {
+    const text = String.raw`{"data":[NaN,Infinity,-Infinity,1.5],"name":"NaN \"Infinity\" -Infinity","big":[-Infinity,9223372036854775807]}`;
+    expect(parseJsonBody(bytes(text))).toEqual({ data: ['nan', 'inf', '-inf', 1.5], name: 'NaN "Infinity" -Infinity', big: ['-inf', 9223372036854775807n] });
+  });
+
   it('refuses what is not JSON with invalid_request', () => {
-    for (const text of ['{"inputs": [ ', '"unterminated', '', 'nan']) {
+    for (const text of ['{"inputs": [ ', '"unterminated', '', 'nan', '[NaNa]', '[Infinity']) {
       const e = refusal(text);
       expect([e.code, e.message]).toEqual(['invalid_request', 'the body is not valid JSON']);
     }
