@@ -28,6 +28,11 @@ export interface S3Server {
   put(key: string, body: Uint8Array): Promise<void>;
   /** Everything the server printed, for failure messages. */
   logs(): string;
+  /**
+   * SeaweedFS's own Prometheus metrics (`SeaweedFS_s3_request_total{bucket,code,type}`), where
+   * `type="LIST"` with the bucket's name counts ListObjects; undefined unless asked for with `metrics`.
+   */
+  readonly metricsUrl: string | undefined;
   /** The `weed server` process (master, volume, filer and gateway in one), for its CPU. */
   readonly pid: number | undefined;
   /** An outage: kills the server (SIGKILL, so its connections are cut) and keeps its data. */
@@ -41,6 +46,8 @@ export interface S3ServerOptions {
   bucket?: string;
   /** How long to wait for the gateway to answer. */
   startTimeoutMs?: number;
+  /** Serve the server's Prometheus metrics (see S3Server.metricsUrl). */
+  metrics?: boolean;
 }
 
 /** Resolves (and builds on the first call) the `weed` binary through test/tools/build-seaweedfs.sh. */
@@ -71,7 +78,7 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
   };
   const configPath = join(dir, 's3.json');
   await writeFile(configPath, JSON.stringify(config));
-  const [master, masterGrpc, volume, volumeGrpc, filer, filerGrpc, s3, s3Grpc] = await freePorts(8);
+  const [master, masterGrpc, volume, volumeGrpc, filer, filerGrpc, s3, s3Grpc, metricsPort] = await freePorts(9);
   const args = [
     'server',
     '-ip=127.0.0.1',
@@ -94,6 +101,7 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
     '-s3.port.lance=0',
     `-s3.localSocket=${join(dir, 's3.sock')}`,
     `-s3.config=${configPath}`,
+    ...(options.metrics === true ? [`-metricsPort=${metricsPort}`] : []),
   ];
   let output = '';
   const append = (b: Buffer): void => {
@@ -190,6 +198,7 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
       await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
     },
     logs: () => output,
+    metricsUrl: options.metrics === true ? `http://127.0.0.1:${metricsPort}/metrics` : undefined,
     get pid() {
       return child.pid;
     },
