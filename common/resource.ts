@@ -74,12 +74,35 @@ export const batchingSchema = z
   })
   .strict();
 
+/** One of Kubernetes' HPAScalingPolicy (autoscaling/v2): at most `value` pods or percent per `periodSeconds`. */
+const hpaScalingPolicySchema = z
+  .object({
+    type: z.enum(['Pods', 'Percent']),
+    value: z.number().int().min(1).max(10000),
+    periodSeconds: z.number().int().min(1).max(1800),
+  })
+  .strict();
+
+/**
+ * Kubernetes' HPAScalingRules for one direction. A field given replaces the operator's default
+ * for that field only (operator/resources/hpa.ts, docs/autoscaling.md).
+ */
+const hpaScalingRulesSchema = z
+  .object({
+    stabilizationWindowSeconds: z.number().int().min(0).max(3600).optional(),
+    selectPolicy: z.enum(['Max', 'Min', 'Disabled']).optional(),
+    policies: z.array(hpaScalingPolicySchema).min(1).max(10).optional(),
+  })
+  .strict();
+
 export const autoscalingSchema = z
   .object({
     minReplicas: z.number().int().min(1).max(1000).default(1),
     maxReplicas: z.number().int().min(1).max(1000),
     /** Average ongoing requests per replica the HPA aims for. */
     targetOngoingRequests: z.number().positive().max(10000).default(8),
+    /** The HPA's `behavior` (autoscaling/v2), over the operator's defaults. */
+    behavior: z.object({ scaleUp: hpaScalingRulesSchema.optional(), scaleDown: hpaScalingRulesSchema.optional() }).strict().optional(),
   })
   .strict()
   // The same rule twice, side by side: zod for the programs, CEL for the API server (the CRD

@@ -40,6 +40,12 @@ export interface BalancerOptions extends PlacementPolicy {
   tableLagMs: number;
   /** Requests allowed to wait; past it, `pool_saturated`. */
   maxQueue: number;
+  /**
+   * How long a request to a route with no replica at all (scaled to zero) is held for one to
+   * appear, and how many are held at once; 0 answers `no_replicas` at once (docs/autoscaling.md).
+   */
+  zeroHoldMs?: number | undefined;
+  zeroHoldMax?: number | undefined;
   /** When replicas are ejected (outlier-detection.ts); DEFAULT_OUTLIER_POLICY when unset. */
   outliers?: OutlierPolicy | undefined;
   /** Retries per 100 requests of the route (retry-budget.ts); DEFAULT_RETRY_BUDGET_PERCENT when unset. */
@@ -122,12 +128,16 @@ interface Waiter {
   exclude: ReadonlySet<string>;
   since: number;
   timedOut: boolean;
+  /** Waiting for the route's first replica (scale from zero), not for a slot. */
+  held: boolean;
   cancelTimer: () => void;
   done: (r: AcquireResult) => void;
 }
 
 /** The cancel function of a request that no longer waits, and the timer of one that never times out. */
 const NOTHING = (): void => undefined;
+
+const NO_REPLICAS = (): ModelmuxError => new ModelmuxError('no_replicas', 'the route has no ready replica');
 
 /** A first try excludes no replica: shared, so a request does not build an empty set. */
 export const NO_EXCLUDE: ReadonlySet<string> = new Set();
@@ -172,6 +182,14 @@ export class Balancer {
 
   get queueDepth(): number {
     return this.waiters.length;
+  }
+
+  /** Requests held for a replica of a route that has none: the demand that should scale it from zero. */
+  get heldCount(): number {
+    if (this.replicas.size > 0) return 0;
+    let n = 0;
+    for (const w of this.waiters) if (w.held) n++;
+    return n;
   }
 
   replicaNames(): string[] {
@@ -330,13 +348,14 @@ export class Balancer {
    */
   acquire(model: string | undefined, done: (r: AcquireResult) => void, exclude: ReadonlySet<string> = NO_EXCLUDE): () => void {
     const now = this.clock.now();
+    if (this.replicas.size === 0 && exclude.size === 0) return this.hold(model, done, now);
     if (!this.anyLive(exclude, now)) {
-      done({ ok: false, error: new ModelmuxError('no_replicas', 'the route has no ready replica') });
+      done({ ok: false, error: NO_REPLICAS() });
       return NOTHING;
     }
     // A retry on another replica (exclude set) is the same request: count it once.
     if (model !== undefined && exclude.size === 0) this.demand.add(model, now);
-    const w: Waiter = { model, exclude, since: now, timedOut: false, cancelTimer: NOTHING, done };
+    const w: Waiter = { model, exclude, since: now, timedOut: false, held: false, cancelTimer: NOTHING, done };
     const lease = this.place(w);
     if (lease) {
       done({ ok: true, lease });
@@ -353,6 +372,38 @@ export class Balancer {
         this.drain();
       });
     }
+    return this.enqueue(w);
+  }
+
+  /**
+   * A first try at a route with no replica (scaled to zero, or not yet up): held up to
+   * zeroHoldMs, placed like any request once a replica comes, else `no_replicas`. Held requests
+   * count towards maxQueue too, and past zeroHoldMax are refused at once.
+   */
+  private hold(model: string | undefined, done: (r: AcquireResult) => void, now: number): () => void {
+    const ms = this.options.zeroHoldMs ?? 0;
+    if (ms <= 0 || this.heldCount >= (this.options.zeroHoldMax ?? 0) || this.waiters.length >= this.options.maxQueue) {
+      done({ ok: false, error: NO_REPLICAS() });
+      return NOTHING;
+    }
+    if (model !== undefined) this.demand.add(model, now);
+    const w: Waiter = { model, exclude: NO_EXCLUDE, since: now, timedOut: false, held: true, cancelTimer: NOTHING, done };
+    w.cancelTimer = this.setTimer(ms, () => {
+      const i = this.waiters.indexOf(w);
+      if (i === -1) return;
+      if (this.replicas.size === 0) {
+        this.waiters.splice(i, 1);
+        w.done({ ok: false, error: new ModelmuxError('no_replicas', `no replica became ready within ${ms} ms`) });
+        return;
+      }
+      // A replica came but is full: from here the request waits like one past its matching timeout.
+      w.timedOut = true;
+      this.drain();
+    });
+    return this.enqueue(w);
+  }
+
+  private enqueue(w: Waiter): () => void {
     this.waiters.push(w);
     return () => {
       const i = this.waiters.indexOf(w);
@@ -482,8 +533,13 @@ export class Balancer {
           const w = this.waiters[i];
           if (w === undefined) break;
           let result: AcquireResult | undefined;
-          if (this.replicas.size === 0) result = { ok: false, error: new ModelmuxError('no_replicas', 'the route has no ready replica') };
-          else {
+          if (this.replicas.size === 0) {
+            if (w.held) {
+              i++;
+              continue;
+            }
+            result = { ok: false, error: NO_REPLICAS() };
+          } else {
             const lease = this.place(w);
             if (lease) result = { ok: true, lease };
           }

@@ -23,6 +23,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       recentMs: config.recentMs,
       tableLagMs: config.pollIntervalMs * 2 + 1000,
       maxQueue: config.maxQueue,
+      zeroHoldMs: config.zeroHoldMs,
+      zeroHoldMax: config.zeroHoldMax,
       connectionsPerReplica: config.connectionsPerReplica,
       outliers: {
         consecutiveFailures: config.outlierConsecutiveFailures,

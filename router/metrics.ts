@@ -19,6 +19,12 @@ export class RouterMetrics {
   readonly placements = new BoundCounter('modelmux_router_placements_total', 'Placement decisions by kind.', ['route', 'kind'], this.registry);
   readonly placementWait = this.byRouteHistogram('modelmux_router_placement_wait_seconds', 'Time a request waited in the router for a replica slot.', [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4]);
   readonly queueDepth = new Gauge({ name: 'modelmux_router_queue_depth', help: 'Requests waiting for a replica slot.', labelNames: ['route'] as const, registers: [this.registry] });
+  readonly heldRequests = new Gauge({
+    name: 'modelmux_router_held_requests',
+    help: 'Requests held for a route that has no replica (scaled to zero): the demand an autoscaler should bring it from zero for.',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
   readonly retries = new BoundCounter('modelmux_router_retries_total', 'Requests retried on another replica, by reason.', ['route', 'reason'], this.registry);
   readonly retriesRefused = new BoundCounter(
     'modelmux_router_retries_refused_total',

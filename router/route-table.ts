@@ -12,6 +12,9 @@ export interface RouteDefaults {
   /** See BalancerOptions.tableLagMs. */
   tableLagMs: number;
   maxQueue: number;
+  /** Scale from zero: how long and how many requests a route with no replica holds (BalancerOptions). */
+  zeroHoldMs?: number | undefined;
+  zeroHoldMax?: number | undefined;
   /** Keep-alive connections per replica. */
   connectionsPerReplica: number;
   /** Outlier detection and the retry budget of every route (ADR 0030); the balancer's defaults when unset. */
@@ -56,8 +59,8 @@ export class RouteTable {
       // A send must count as holding until a table published after it can have arrived.
       const tableLagMs = s.tableLagMs ?? this.defaults.tableLagMs;
       const recentMs = Math.max(this.defaults.recentMs, 2 * tableLagMs);
-      const { maxQueue, outliers, retryBudgetPercent } = this.defaults;
-      const options = { ...defaultPlacementPolicy(s.maxOngoingRequests), matchTimeoutMs: s.matchTimeoutMs, recentMs, tableLagMs, maxQueue, outliers, retryBudgetPercent };
+      const { maxQueue, zeroHoldMs, zeroHoldMax, outliers, retryBudgetPercent } = this.defaults;
+      const options = { ...defaultPlacementPolicy(s.maxOngoingRequests), matchTimeoutMs: s.matchTimeoutMs, recentMs, tableLagMs, maxQueue, zeroHoldMs, zeroHoldMax, outliers, retryBudgetPercent };
       let route = this.routes.get(s.prefix);
       if (!route) {
         route = { prefix: s.prefix, balancer: new Balancer(options, this.clock, this.random, this.setTimer), pools: new Map() };

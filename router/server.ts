@@ -165,6 +165,7 @@ export class RouterServer {
     if (path === '/metrics') {
       for (const r of this.routes.all()) {
         this.metrics.queueDepth.set({ route: r.prefix }, r.balancer.queueDepth);
+        this.metrics.heldRequests.set({ route: r.prefix }, r.balancer.heldCount);
         this.metrics.replicas.set({ route: r.prefix }, r.balancer.replicaNames().length);
       }
       this.metrics.clientConnections.set(this.connections.size);

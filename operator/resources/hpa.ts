@@ -1,4 +1,5 @@
-import type { V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
+import type { V2HorizontalPodAutoscaler, V2HorizontalPodAutoscalerBehavior, V2HPAScalingRules } from '@kubernetes/client-node';
+import type { MultiplexedDeploymentSpec } from '../../common/resource.js';
 import { API_GROUP, API_VERSION, KIND } from '../../common/names.js';
 import { ownedMeta, ownedNames, type StoredMultiplexedDeployment } from './meta.js';
 
@@ -8,6 +9,42 @@ export const ONGOING_REQUESTS_METRIC = 'modelmux_replica_ongoing_requests';
 /** A positive number as a Kubernetes quantity: whole numbers as is, fractions in milli-units. */
 export function toQuantity(value: number): string {
   return Number.isInteger(value) ? String(value) : `${Math.max(1, Math.round(value * 1000))}m`;
+}
+
+type Behavior = NonNullable<NonNullable<MultiplexedDeploymentSpec['autoscaling']>['behavior']>;
+type GivenRules = NonNullable<Behavior['scaleUp']>;
+type Rules = { [K in keyof GivenRules]-?: NonNullable<GivenRules[K]> };
+
+/**
+ * The behaviour the operator sets unless spec.autoscaling.behavior says otherwise. Up: Kubernetes'
+ * own (at once, doubling or +4 pods per 15 s, whichever is more), since waiting costs requests.
+ * Down: Kubernetes' 300 s window, then one replica a minute: each replica removed takes its
+ * loaded models with it, and the router re-homes them on the others one removal at a time.
+ */
+export const DEFAULT_HPA_BEHAVIOR: { scaleUp: Rules; scaleDown: Rules } = {
+  scaleUp: {
+    stabilizationWindowSeconds: 0,
+    selectPolicy: 'Max',
+    policies: [
+      { type: 'Percent', value: 100, periodSeconds: 15 },
+      { type: 'Pods', value: 4, periodSeconds: 15 },
+    ],
+  },
+  scaleDown: {
+    stabilizationWindowSeconds: 300,
+    selectPolicy: 'Max',
+    policies: [{ type: 'Pods', value: 1, periodSeconds: 60 }],
+  },
+};
+
+/** The defaults with each field the user gave in its place. */
+export function hpaBehavior(given: Behavior | undefined): V2HorizontalPodAutoscalerBehavior {
+  const rules = (d: Rules, g: Behavior['scaleUp']): V2HPAScalingRules => ({
+    stabilizationWindowSeconds: g?.stabilizationWindowSeconds ?? d.stabilizationWindowSeconds,
+    selectPolicy: g?.selectPolicy ?? d.selectPolicy,
+    policies: (g?.policies ?? d.policies).map((p) => ({ ...p })),
+  });
+  return { scaleUp: rules(DEFAULT_HPA_BEHAVIOR.scaleUp, given?.scaleUp), scaleDown: rules(DEFAULT_HPA_BEHAVIOR.scaleDown, given?.scaleDown) };
 }
 
 /**
@@ -25,6 +62,7 @@ export function buildHpa(mxd: StoredMultiplexedDeployment): V2HorizontalPodAutos
       scaleTargetRef: { apiVersion: `${API_GROUP}/${API_VERSION}`, kind: KIND, name: mxd.metadata.name },
       minReplicas: a.minReplicas,
       maxReplicas: a.maxReplicas,
+      behavior: hpaBehavior(a.behavior),
       metrics: [
         {
           type: 'Pods',

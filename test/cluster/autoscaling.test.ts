@@ -19,7 +19,7 @@ import type { PodMonitor } from '../helpers/pod-monitor-scrape.js';
 import { startPrometheus, type PrometheusServer } from '../helpers/prometheus.js';
 import { startRouter, type RouterProcess } from '../helpers/router-process.js';
 import { startS3Server, type S3Server } from '../helpers/s3-server.js';
-import { expectClose, expected, post, v2Body, v2Outputs, wineRows, type Answer } from '../integration/replica/wine-fixtures.js';
+import { expectClose, expected, post, v2Body, v2Outputs, wineRows } from '../integration/replica/wine-fixtures.js';
 
 // Autoscaling as a user runs it: Prometheus scrapes the replica pods through the chart's own
 // PodMonitor (the pods handed to it by the harness: Debian's Prometheus has no Kubernetes
@@ -76,40 +76,25 @@ interface ScaledObject {
 }
 
 /**
- * The second trigger of docs/autoscaling.md's scale from zero: it wakes the pool on requests
- * the router refused with `no_replicas` (its 5xx count on the route), and its high threshold
- * leaves sizing the pool to the in-flight trigger.
- */
-const wakeTrigger = (prometheusUrl: string): PrometheusTrigger => ({
-  type: 'prometheus',
-  metadata: {
-    serverAddress: prometheusUrl,
-    query: 'sum(rate(modelmux_router_requests_total{route="/wine",code="5xx"}[15s]))',
-    threshold: '100',
-    activationThreshold: '0',
-  },
-});
-
-/**
  * The documented example (examples/wine-keda-scaledobject.yaml, shown in docs/autoscaling.md),
- * its query as is; only what belongs to this cluster and this test's clock changes: the
- * Prometheus address, the bounds, the threshold, a 2 s poll and a 10 s scale-down window.
- * `fromZero`: minReplicaCount 0, a 5 s cooldown before going to zero, and the wake trigger.
+ * its queries as are; only what belongs to this cluster and this test's clock changes: the
+ * Prometheus address, the bounds, the in-flight threshold, a 2 s poll and a 10 s scale-down
+ * window. `fromZero`: minReplicaCount 0 and a 5 s cooldown before going to zero; the example's
+ * second trigger, the routers' held requests, then wakes the pool.
  */
 async function scaledObject(prometheusUrl: string, fromZero = false): Promise<string> {
   const so = parse(await readFile('examples/wine-keda-scaledobject.yaml', 'utf8')) as ScaledObject;
-  const trigger = so.spec.triggers[0];
-  if (so.spec.triggers.length !== 1 || trigger?.type !== 'prometheus') throw new Error('the example has changed: one prometheus trigger expected');
-  trigger.metadata.serverAddress = prometheusUrl;
+  const [trigger, wake] = so.spec.triggers;
+  if (so.spec.triggers.length !== 2 || trigger?.type !== 'prometheus' || wake?.type !== 'prometheus' || !wake.metadata.query.includes('modelmux_router_held_requests')) {
+    throw new Error('the example has changed: two prometheus triggers expected, in-flight requests then held requests');
+  }
+  for (const t of so.spec.triggers) t.metadata.serverAddress = prometheusUrl;
   trigger.metadata.threshold = String(TARGET_PER_REPLICA);
   so.spec.minReplicaCount = fromZero ? 0 : 1;
   so.spec.maxReplicaCount = MAX_REPLICAS;
   so.spec.pollingInterval = 2;
   so.spec.advanced.horizontalPodAutoscalerConfig.behavior.scaleDown = { stabilizationWindowSeconds: 10, policies: [{ type: 'Percent', value: 100, periodSeconds: 5 }] };
-  if (fromZero) {
-    so.spec.cooldownPeriod = 5;
-    so.spec.triggers.push(wakeTrigger(prometheusUrl));
-  }
+  if (fromZero) so.spec.cooldownPeriod = 5;
   return stringify(so);
 }
 
@@ -265,7 +250,7 @@ describe('autoscaling with KEDA and Prometheus, end to end', () => {
     expect(downTally).toEqual({ ok: downTally.ok, failed: 0, causes: {} });
   });
 
-  it('takes the pool from zero to one when the router counts requests refused for want of a replica (scale from zero)', async () => {
+  it('takes the pool from zero to one on the requests the router holds, and answers them (scale from zero)', async () => {
     await cp.kubectl(['apply', '-f', '-'], { input: await scaledObject(prometheus.url, true) });
     // No traffic: KEDA takes the pool to zero once the cooldown has passed.
     await eventually(async () => {
@@ -274,29 +259,28 @@ describe('autoscaling with KEDA and Prometheus, end to end', () => {
       if (m?.spec.replicas !== 0 || pods.length !== 0) throw new Error(`spec.replicas ${m?.spec.replicas}, ${pods.length} pods\n${await diagnose()}`);
     }, 90_000, 1000);
 
-    // A client that honours Retry-After, as the router asks of it. The router does not hold
-    // requests at zero replicas (yet): each is refused at once, and the refusals are the demand.
+    // Three clients, each sending one request and no retry: the router holds them (the
+    // default --zero-hold-ms, 30 s) while KEDA, reading the held-requests gauge through
+    // Prometheus, brings a replica; they are answered once it is ready.
     const startedAt = Date.now();
-    const refusals: string[] = [];
     const rows = wineRows(2, 3);
-    let answer: Answer | undefined;
-    while (Date.now() - startedAt < 120_000) {
+    const answers = Promise.all([0, 1, 2].map(async () => {
       const a = await post(`${router.url}/wine/v2/models/wine-3/infer`, v2Body(rows));
-      if (a.status === 200) {
-        answer = a;
-        break;
-      }
-      refusals.push(`${a.status} ${String(a.body['error'])} retry-after=${a.headers.get('retry-after') ?? ''}`);
-      await new Promise((r) => setTimeout(r, 1000 * Number(a.headers.get('retry-after') ?? '1')));
-    }
-    const wokeAfterMs = Date.now() - startedAt;
+      return { a, ms: Date.now() - startedAt };
+    }));
+    const held = await eventually(async () => {
+      const n = (await router.metrics()).get('modelmux_router_held_requests') ?? 0;
+      if (n !== 3) throw new Error(`${n} held`);
+      return n;
+    }, 10_000, 100);
+    const done = await answers;
     const m = await getJson<Mxd>(cp, ['mxd', 'wine']);
-    process.stdout.write(`scale from zero: answered after ${wokeAfterMs} ms, ${refusals.length} refusals before (${[...new Set(refusals)].join(', ')}), spec.replicas ${m?.spec.replicas}\n`);
-    expect(answer?.status).toBe(200);
-    expectClose(v2Outputs(answer!), expected('wine-3', rows));
+    const statuses = done.map((d) => `${d.a.status}${d.a.status === 200 ? '' : ` ${String(d.a.body['error'])}`}`);
+    process.stdout.write(`scale from zero: ${held} requests held, answered after ${done.map((d) => d.ms).join(', ')} ms (${statuses.join(', ')}), spec.replicas ${m?.spec.replicas}\n`);
+    // Every request was held and answered: none refused, none retried by the client.
+    expect(statuses).toEqual(['200', '200', '200']);
+    for (const d of done) expectClose(v2Outputs(d.a), expected('wine-3', rows));
     expect(m?.spec.replicas).toBe(1);
-    // The pool was at zero when the first request came, and every refusal said why and when to come back.
-    expect(refusals.length).toBeGreaterThan(0);
-    expect([...new Set(refusals)]).toEqual(['503 no_replicas retry-after=1']);
+    expect((await router.metrics()).get('modelmux_router_held_requests')).toBe(0);
   });
 });
