@@ -278,10 +278,12 @@ describe('RouterProxy retries', () => {
       const retried = (reason: string): number => r.metrics.retries.labels({ route: '/wine', reason }).value;
       // Each try there was given up: by its own timeout, or because the replica was ejected meanwhile.
       expect(retried('timeout')).toBeGreaterThan(0);
-      expect(retried('timeout') + retried('replica_down')).toBe(silent.seen.length);
+      // (A try given up before the replica had read it whole is retried too, unseen there.)
+      const givenUp = retried('timeout') + retried('replica_down');
+      expect(givenUp).toBeGreaterThanOrEqual(silent.seen.length);
       // The third timeout in a row ejects it (for 2 s, longer than the test): no tries go there after.
       expect(r.metrics.ejections.labels({ route: '/wine', outcome: 'failed' }).value).toBe(retried('timeout') >= 3 ? 1 : 0);
-      expect(r.metrics.tryTimeout.labels({ route: '/wine' }).count).toBe(80 + silent.seen.length);
+      expect(r.metrics.tryTimeout.labels({ route: '/wine' }).count).toBe(80 + givenUp);
       expect(inFlight(r)).toBe(0);
     } finally {
       await r.close();
@@ -301,8 +303,13 @@ describe('RouterProxy retries', () => {
       const answers = await Promise.all(sent);
       expect(answers.map((a) => a.status)).toEqual(Array(12).fill(200));
       expect(Date.now() - t0).toBeLessThan(CAP);
-      expect(r.metrics.retries.labels({ route: '/wine', reason: 'replica_down' }).value).toBe(leaves.seen.length);
-      expect(r.lines().filter((l) => l['tries'] === 2).every((l) => l['replica'] === stays.url)).toBe(true);
+      // Every try the router had sent there was retried: at least those the replica had read in
+      // whole (a try cancelled mid-send is retried too, unseen), each one request's second try.
+      const retried = r.metrics.retries.labels({ route: '/wine', reason: 'replica_down' }).value;
+      expect(retried).toBeGreaterThanOrEqual(leaves.seen.length);
+      const secondTries = r.lines().filter((l) => l['tries'] === 2);
+      expect(secondTries.length).toBe(retried);
+      expect(secondTries.every((l) => l['replica'] === stays.url)).toBe(true);
       expect(inFlight(r)).toBe(0);
     } finally {
       await r.close();
