@@ -1,7 +1,9 @@
+import { readFile } from 'node:fs/promises';
 import ort from 'onnxruntime-node';
 import { ModelmuxError } from '../common/errors.js';
 import { wineModelBytes } from '../common/wine-model.js';
 import type { BatchPolicyOptions } from './batch-policy.js';
+import { bf16Session, widenBf16Edges, type Bf16Edges } from './bf16-edges.js';
 import type { OutputTensor } from './inference-body.js';
 import { datatypeFromOrt, ORT_TYPE, type HostTensor, type ModelSignature, type TensorData, type TensorSpec, type UnservedOutput } from './tensor.js';
 
@@ -103,6 +105,8 @@ const SESSION_OPTIONS = (provider: ExecutionProvider, tuning: SessionTuning): or
   extra: { session: { disable_prepacking: tuning.prepackWeights ? '0' : '1', intra_op: { allow_spinning: '0' }, inter_op: { allow_spinning: '0' } } },
 });
 
+const BF16_REFUSAL = /Unsupported data type: 16\b/;
+
 /** Creates a session from a file path or model bytes; a model onnxruntime refuses is `model_load_failed` (422). */
 export async function createSession(model: string | Uint8Array, provider: ExecutionProvider, tuning: SessionTuning): Promise<ort.InferenceSession> {
   try {
@@ -113,7 +117,7 @@ export async function createSession(model: string | Uint8Array, provider: Execut
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     // onnxruntime-node reads no bfloat16 tensor (onnx type 16) at a graph's edge; inside it is fine.
-    const hint = /Unsupported data type: 16\b/.test(message) ? ' (bfloat16: onnxruntime-node cannot open a model with a bfloat16 input or output; cast them to float32 or float16 in the graph)' : '';
+    const hint = BF16_REFUSAL.test(message) ? ' (bfloat16: onnxruntime-node cannot open a model with a bfloat16 input or output; cast them to float32 or float16 in the graph)' : '';
     throw new ModelmuxError('model_load_failed', `onnxruntime cannot load the model: ${message}${hint}`, { cause: err });
   }
 }
@@ -165,9 +169,20 @@ export function modelSession(session: ort.InferenceSession, release: () => Promi
 
 /** Opens a model file (its path or its bytes) with a session of its own. */
 export async function openModel(model: string | Uint8Array, provider: ExecutionProvider, tuning: SessionTuning): Promise<ModelSession> {
-  const session = await createSession(model, provider, tuning);
+  let session: ort.InferenceSession;
+  let edges: Bf16Edges | undefined;
   try {
-    return modelSession(session, () => session.release());
+    session = await createSession(model, provider, tuning);
+  } catch (err) {
+    // A graph with bfloat16 inputs or outputs opens once widened to float32 there (replica/bf16-edges.ts).
+    if (!(err instanceof ModelmuxError && BF16_REFUSAL.test(err.message))) throw err;
+    edges = widenBf16Edges(typeof model === 'string' ? await readFile(model) : model);
+    if (!edges) throw err;
+    session = await createSession(edges.model, provider, tuning);
+  }
+  try {
+    const served = modelSession(session, () => session.release());
+    return edges ? bf16Session(served, edges) : served;
   } catch (err) {
     await session.release().catch(() => undefined);
     throw err;

@@ -29,6 +29,18 @@ export function castModel(from: OnnxElemType, to: OnnxElemType): Uint8Array {
   return unaryModel({ opType: 'Cast', inputs: ['x'], outputs: ['y'], intAttributes: { to: ONNX_ELEM_TYPE[to] } }, from, to);
 }
 
+/** No node at all: the input `x` is also the output, as a model that passes a tensor through does. */
+export function passThroughModel(type: OnnxElemType): Uint8Array {
+  return encodeOnnxModel({
+    name: `pass_through_${type}`,
+    nodes: [],
+    initializers: [],
+    inputs: [{ name: 'x', shape: ['batch', 3], elemType: type }],
+    outputs: [{ name: 'x', shape: ['batch', 3], elemType: type }],
+    opset: 17,
+  });
+}
+
 /**
  * Two outputs of `x` (float): `y` its copy and `label` a string tensor, as a scikit-learn
  * classifier with string labels has. `label` is Cast(x → string).

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { OnnxElemType } from '../../../common/onnx-writer.js';
-import { castModel, identityModel, sequenceOutputModel, stringOutputModel, writeModel } from '../../helpers/datatype-models.js';
+import { castModel, identityModel, passThroughModel, sequenceOutputModel, stringOutputModel, writeModel } from '../../helpers/datatype-models.js';
 import { runNodeScript } from '../../helpers/node-script.js';
 import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
 
@@ -123,6 +123,9 @@ beforeAll(async () => {
   writeModel(dir, 'identity-float16', identityModel('float16'));
   writeModel(dir, 'cast-float32-float16', castModel('float32', 'float16'));
   writeModel(dir, 'identity-bfloat16', identityModel('bfloat16'));
+  writeModel(dir, 'cast-float32-bfloat16', castModel('float32', 'bfloat16'));
+  writeModel(dir, 'cast-bfloat16-float32', castModel('bfloat16', 'float32'));
+  writeModel(dir, 'pass-through-bfloat16', passThroughModel('bfloat16'));
   writeModel(dir, 'string-output', stringOutputModel());
   writeModel(dir, 'sequence-output', sequenceOutputModel());
   r = await startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--max-models', '4'], env: {} });
@@ -197,10 +200,70 @@ describe('outputs the replica cannot answer', () => {
     expect(asked.status).toBe(400);
     expect(asked.body).toMatchObject({ error: 'input_mismatch', message: expect.stringMatching(/output "seq" is not served: .*not a tensor/) });
   });
+});
 
-  it('refuses a model with a bfloat16 input at load, saying why', async () => {
-    const a = await inferJson(`${r.url}/v2/models/identity-bfloat16/infer`, { inputs: [{ name: 'x', datatype: 'BF16', shape: [1, 3], data: [1, 2, 3] }] });
+/**
+ * bfloat16 at a graph's edges, which onnxruntime-node cannot open and the replica serves by
+ * widening them to float32 (replica/bf16-edges.ts). No runtime here can give a reference answer,
+ * so the expected bits are computed: bfloat16 is the top half of a float32, rounded to nearest even.
+ */
+describe('BF16 at the edges of a graph', () => {
+  const f32 = new Float32Array(1);
+  const u32 = new Uint32Array(f32.buffer);
+  /** The bfloat16 nearest `v` as a float32 (ties to even), as its bit pattern. */
+  const bf16Nearest = (v: number): number => {
+    f32[0] = v;
+    const bits = u32[0] as number;
+    const low = bits & 0xffff;
+    const high = bits >>> 16;
+    return low > 0x8000 || (low === 0x8000 && (high & 1) === 1) ? high + 1 : high;
+  };
+  const bf16Value = (bits: number): number => {
+    u32[0] = bits * 0x10000;
+    return f32[0] as number;
+  };
+  // 1 + 2^-8 and 1 + 3·2^-8 are ties: to 1 (even) and to 1 + 2^-6 (even); 1e-40 is subnormal.
+  const values = [1.5, -3.140625, 1.00390625, 1.01171875, 3e38, 1e-40];
+  // -0, ±infinity, the smallest subnormal, the smallest normal, the largest finite, quiet NaNs of either sign, -1.
+  const bits = Uint16Array.from([0x8000, 0x7f80, 0xff80, 0x0001, 0x0080, 0x7f7f, 0x7fc0, 0xffc0, 0xbf80]);
+
+  it('keeps BF16 in the model metadata', async () => {
+    const meta = (await (await fetch(`${r.url}/v2/models/identity-bfloat16`)).json()) as Record<string, unknown>;
+    expect(meta['inputs']).toEqual([{ name: 'x', datatype: 'BF16', shape: [-1, 3] }]);
+    expect(meta['outputs']).toEqual([{ name: 'y', datatype: 'BF16', shape: [-1, 3] }]);
+  });
+
+  it('serves a BF16 input and output in JSON, rounded to nearest even', async () => {
+    const a = await inferJson(`${r.url}/v2/models/identity-bfloat16/infer`, { inputs: [{ name: 'x', datatype: 'BF16', shape: [2, 3], data: values }] });
+    expect(a.status).toBe(200);
+    expect(a.body['outputs']).toEqual([{ name: 'y', datatype: 'BF16', shape: [2, 3], data: values.map((v) => bf16Value(bf16Nearest(v))) }]);
+  });
+
+  it('serves a BF16 input and output in binary, bit for bit', async () => {
+    const input = bytes(bits);
+    const a = await inferBinary(`${r.url}/v2/models/identity-bfloat16/infer`, { inputs: [{ name: 'x', datatype: 'BF16', shape: [3, 3], parameters: { binary_data_size: input.length } }], parameters: { binary_data_output: true } }, input);
+    expect(a.status).toBe(200);
+    expect(a.json['outputs']).toEqual([{ name: 'y', datatype: 'BF16', shape: [3, 3], parameters: { binary_data_size: input.length } }]);
+    expect([...new Uint16Array(new Uint8Array(a.binary).buffer)].map((b) => b.toString(16))).toEqual([...bits].map((b) => b.toString(16)));
+  });
+
+  it('serves a BF16 output the graph computes from FP32, as it rounds', async () => {
+    const a = await inferBinary(`${r.url}/v2/models/cast-float32-bfloat16/infer`, { inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 3], parameters: { binary_data_size: 24 } }], parameters: { binary_data_output: true } }, bytes(Float32Array.from(values)));
+    expect(a.status).toBe(200);
+    expect(a.json['outputs']).toEqual([{ name: 'y', datatype: 'BF16', shape: [2, 3], parameters: { binary_data_size: 12 } }]);
+    expect([...new Uint16Array(new Uint8Array(a.binary).buffer)]).toEqual(values.map(bf16Nearest));
+  });
+
+  it('serves a BF16 input the graph widens to FP32, exactly', async () => {
+    const a = await inferBinary(`${r.url}/v2/models/cast-bfloat16-float32/infer`, { inputs: [{ name: 'x', datatype: 'BF16', shape: [3, 3], parameters: { binary_data_size: 18 } }], parameters: { binary_data_output: true } }, bytes(bits));
+    expect(a.status).toBe(200);
+    expect(a.json['outputs']).toEqual([{ name: 'y', datatype: 'FP32', shape: [3, 3], parameters: { binary_data_size: 36 } }]);
+    expect([...new Uint32Array(new Uint8Array(a.binary).buffer)]).toEqual([...bits].map((b) => b * 0x10000));
+  });
+
+  it('refuses, saying why, a BF16 output that no node computes', async () => {
+    const a = await inferJson(`${r.url}/v2/models/pass-through-bfloat16/infer`, { inputs: [{ name: 'x', datatype: 'BF16', shape: [1, 3], data: [1, 2, 3] }] });
     expect(a.status).toBe(422);
-    expect(a.body).toMatchObject({ error: 'model_load_failed', message: expect.stringMatching(/bfloat16: onnxruntime-node cannot open/) });
+    expect(a.body).toMatchObject({ error: 'model_load_failed', message: expect.stringMatching(/cannot widen this one to float32: output "x" is not computed by a node/) });
   });
 });
