@@ -9,7 +9,7 @@ import type { ReplicaMetrics } from './metrics.js';
 import { ModelCache, type CacheEvent, type Lease, type Loaded, type Releasable } from './model-cache.js';
 import type { ModelFolders } from './model-folders.js';
 import type { InferOutcome, ServingBackend } from './serving-backend.js';
-import type { RuntimeAnswer, V2RuntimeClient } from './v2-runtime-client.js';
+import { RuntimeTimeout, type RuntimeAnswer, type V2RuntimeClient } from './v2-runtime-client.js';
 
 export interface SidecarServiceOptions {
   folders: ModelFolders;
@@ -35,6 +35,18 @@ export function inferenceError(id: string, answer: Pick<RuntimeAnswer, 'status' 
   return new ModelmuxError('inference_failed', `the runtime failed to run model "${id}" (${answer.status}): ${text}`);
 }
 
+/** Probes in a row a runtime may leave unanswered in time before it counts as down. */
+const SLOW_PROBES_TO_DOWN = 3;
+
+/**
+ * The streak of slow probes after one more probe, and whether this probe's verdict counts:
+ * a probe that was answered always does; a slow one only once SLOW_PROBES_TO_DOWN are in a row.
+ */
+export function slowProbeStreak(streak: number, slow: boolean): { streak: number; counts: boolean } {
+  const next = slow ? streak + 1 : 0;
+  return { streak: next, counts: next === 0 || next >= SLOW_PROBES_TO_DOWN };
+}
+
 /**
  * Which loaded models the runtime no longer holds: those loaded before the index was asked for
  * (a load that ended after it is not in it yet) and missing from it. `undefined` index: the
@@ -57,6 +69,8 @@ export function lostModels(loadedAt: ReadonlyMap<string, number>, askedAt: numbe
 export class SidecarService implements ServingBackend {
   readonly cache: ModelCache<Releasable>;
   private runtimeReady = false;
+  /** Probes in a row the runtime did not answer in time. */
+  private slowProbes = 0;
   /** When each loaded model's load ended, by the clock: what the index check compares with. */
   private readonly loadedAt = new Map<string, number>();
   /** Unloads under way per id: a new load of the same id waits, so the unload cannot undo it. */
@@ -173,17 +187,27 @@ export class SidecarService implements ServingBackend {
     };
   }
 
-  /** Reads the runtime's readiness and index; evicts what it does not hold. */
+  /**
+   * Reads the runtime's readiness and index; evicts what it does not hold. A runtime that is
+   * down (refuses connections, answers not ready) counts at once; one that is merely slow to
+   * answer only after a few probes in a row (slowProbeStreak), as a kubelet's failureThreshold.
+   */
   private async poll(): Promise<void> {
     const askedAt = this.opts.clock.now();
     let index: Set<string> | undefined;
-    if (await this.opts.runtime.ready()) {
+    let slow = false;
+    const probe = await this.opts.runtime.ready();
+    if (probe === 'ready') {
       try {
         index = await this.opts.runtime.readyModels();
       } catch (err) {
+        slow = err instanceof RuntimeTimeout;
         this.opts.log.warn("cannot read the runtime's repository index", { reason: err instanceof Error ? err.message : String(err) });
       }
-    }
+    } else slow = probe === 'slow';
+    const streak = slowProbeStreak(this.slowProbes, slow);
+    this.slowProbes = streak.streak;
+    if (!streak.counts) return;
     const ready = index !== undefined;
     if (ready !== this.runtimeReady) {
       this.runtimeReady = ready;

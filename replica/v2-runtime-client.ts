@@ -40,12 +40,16 @@ export class V2RuntimeClient {
     return this.base;
   }
 
-  /** True when the runtime answers ready; false when it is up but not ready, or unreachable. */
-  async ready(): Promise<boolean> {
+  /**
+   * 'ready' when the runtime answers ready; 'down' when it answers not ready or cannot be
+   * reached; 'slow' when it did not answer within the probe timeout (a runtime busy loading a
+   * model may hold its event loop for seconds).
+   */
+  async ready(): Promise<'ready' | 'down' | 'slow'> {
     try {
-      return (await this.forward('/v2/health/ready', undefined, undefined, this.opts.probeTimeoutMs)).status === 200;
-    } catch {
-      return false;
+      return (await this.forward('/v2/health/ready', undefined, undefined, this.opts.probeTimeoutMs)).status === 200 ? 'ready' : 'down';
+    } catch (err) {
+      return err instanceof RuntimeTimeout ? 'slow' : 'down';
     }
   }
 
@@ -111,10 +115,17 @@ export class V2RuntimeClient {
   }
 }
 
+/** A request the runtime did not answer in time: it is up, but busy. */
+export class RuntimeTimeout extends ModelmuxError {
+  constructor() {
+    super('runtime_unavailable', 'the runtime did not answer in time');
+  }
+}
+
 function unreachable(err: unknown): ModelmuxError {
   const code = (err as { code?: unknown }).code;
-  const timedOut = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
-  return new ModelmuxError('runtime_unavailable', timedOut ? 'the runtime did not answer in time' : `the runtime cannot be reached: ${err instanceof Error ? ((err.cause as Error | undefined)?.message ?? err.message) : String(err)}`);
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return new RuntimeTimeout();
+  return new ModelmuxError('runtime_unavailable', `the runtime cannot be reached: ${err instanceof Error ? ((err.cause as Error | undefined)?.message ?? err.message) : String(err)}`);
 }
 
 /** The runtime's error message (MLServer: `error`, Triton: `error`, FastAPI: `detail`), else the body's start. */

@@ -1,5 +1,8 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { writeOrder } from '../../../replica/model-folders.js';
-import { inferenceError, lostModels } from '../../../replica/runtime-backend.js';
+import { inferenceError, lostModels, slowProbeStreak } from '../../../replica/runtime-backend.js';
+import { V2RuntimeClient } from '../../../replica/v2-runtime-client.js';
 
 describe('sidecar mode, pure parts', () => {
   it('writes the files a runtime scans for after every other file of the folder', () => {
@@ -26,5 +29,54 @@ describe('sidecar mode, pure parts', () => {
     expect(inferenceError('m', answer(404)).code).toBe('runtime_unavailable');
     expect(inferenceError('m', answer(503)).code).toBe('runtime_unavailable');
     expect(inferenceError('m', answer(500)).code).toBe('inference_failed');
+  });
+
+  it('counts a runtime that answers not ready at once, and one that is slow only after three slow probes in a row', () => {
+    expect(slowProbeStreak(0, false)).toEqual({ streak: 0, counts: true });
+    expect(slowProbeStreak(0, true)).toEqual({ streak: 1, counts: false });
+    expect(slowProbeStreak(1, true)).toEqual({ streak: 2, counts: false });
+    expect(slowProbeStreak(2, true)).toEqual({ streak: 3, counts: true });
+    expect(slowProbeStreak(3, true)).toEqual({ streak: 4, counts: true });
+    expect(slowProbeStreak(2, false)).toEqual({ streak: 0, counts: true });
+  });
+});
+
+describe("the runtime client's readiness probe, over a real socket", () => {
+  let server: Server;
+  let url: string;
+  let answer: 'ready' | 'not-ready' | 'hang' = 'ready';
+
+  beforeAll(async () => {
+    server = createServer((_req, res) => {
+      if (answer === 'hang') return;
+      res.writeHead(answer === 'ready' ? 200 : 503).end();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  it('tells ready, down (not ready, or nothing listening) and slow (no answer in time) apart', async () => {
+    const client = new V2RuntimeClient({ url, loadTimeoutMs: 1000, probeTimeoutMs: 200 });
+    try {
+      answer = 'ready';
+      expect(await client.ready()).toBe('ready');
+      answer = 'not-ready';
+      expect(await client.ready()).toBe('down');
+      answer = 'hang';
+      expect(await client.ready()).toBe('slow');
+    } finally {
+      await client.close();
+    }
+    const nobody = new V2RuntimeClient({ url: 'http://127.0.0.1:1', loadTimeoutMs: 1000, probeTimeoutMs: 200 });
+    try {
+      expect(await nobody.ready()).toBe('down');
+    } finally {
+      await nobody.close();
+    }
   });
 });
