@@ -16,6 +16,8 @@ export interface LocalProcess {
   route(): string;
   /** The replicas' own URLs from the banner. */
   replicaUrls(): string[];
+  /** Ctrl-C, if it is still running; resolves with the exit code. */
+  stop(): Promise<number | null>;
 }
 
 /** Starts `modelmux local` and waits for its banner; throws with its output when it does not come up in time. */
@@ -42,5 +44,9 @@ export async function startLocal(args: readonly string[], env: NodeJS.ProcessEnv
     lines: () => jsonLines(stdout),
     route: () => /^\s+route\s+(\S+)$/m.exec(stdout)?.[1] ?? '',
     replicaUrls: () => (/^\s+replicas\s+(.+)$/m.exec(stdout)?.[1] ?? '').trim().split(' '),
+    stop: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
+      return exited;
+    },
   };
 }

@@ -22,10 +22,7 @@ describe('modelmux local with an s3:// store', () => {
   }, 240_000);
 
   afterAll(async () => {
-    if (local?.child.exitCode === null) {
-      local.child.kill('SIGINT');
-      await local.exited;
-    }
+    await local?.stop();
     await s3?.stop();
   }, 60_000);
 

@@ -155,8 +155,7 @@ describe('modelmux local --runtime', () => {
   let local: LocalProcess | undefined;
 
   afterAll(async () => {
-    local?.child.kill('SIGINT');
-    await local?.exited;
+    await local?.stop();
   }, 60_000);
 
   it('runs MLServer beside each replica, serves through it, and restarts it after a crash with an empty table', async () => {

@@ -33,10 +33,7 @@ describe('a store of 10,000 models of five graphs, served by modelmux local', ()
   }, 240_000);
 
   afterAll(async () => {
-    if (local?.child.exitCode === null) {
-      local.child.kill('SIGINT');
-      await local.exited;
-    }
+    await local?.stop();
     await s3?.stop();
   }, 60_000);
 
