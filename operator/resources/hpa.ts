@@ -5,6 +5,12 @@ import { ownedMeta, ownedNames, type StoredMultiplexedDeployment } from './meta.
 
 /** The per-pod gauge each replica exports (through a Prometheus adapter as a Pods metric). */
 export const ONGOING_REQUESTS_METRIC = 'modelmux_replica_ongoing_requests';
+/**
+ * The routers' gauge of requests held for a route with no replica (through a Prometheus adapter
+ * as an External metric, the chart's `externalRules`), selected by the label `route`: the
+ * route's prefix without its slash, which a label value cannot hold.
+ */
+export const HELD_REQUESTS_METRIC = 'modelmux_router_held_requests';
 
 /** A positive number as a Kubernetes quantity: whole numbers as is, fractions in milli-units. */
 export function toQuantity(value: number): string {
@@ -50,10 +56,17 @@ export function hpaBehavior(given: Behavior | undefined): V2HorizontalPodAutosca
 /**
  * The HPA scales the MultiplexedDeployment itself through its /scale subresource, so
  * spec.replicas stays the one place the replica count lives; undefined when autoscaling is off.
+ * With minReplicas 0 it also reads the requests the routers hold for the route: a pool at zero
+ * has no pod to read in-flight requests from, and Kubernetes wants an Object or External metric
+ * for it. Held requests are sized like in-flight ones (they become in flight once placed) and
+ * are 0 whenever the pool has a replica, so the Pods metric sizes a running pool. Only then: a
+ * router Prometheus does not scrape would leave that metric missing, which stops the HPA from
+ * ever scaling down.
  */
 export function buildHpa(mxd: StoredMultiplexedDeployment): V2HorizontalPodAutoscaler | undefined {
   const a = mxd.spec.autoscaling;
   if (a === undefined) return undefined;
+  const target = { type: 'AverageValue', averageValue: toQuantity(a.targetOngoingRequests) };
   return {
     apiVersion: 'autoscaling/v2',
     kind: 'HorizontalPodAutoscaler',
@@ -64,10 +77,10 @@ export function buildHpa(mxd: StoredMultiplexedDeployment): V2HorizontalPodAutos
       maxReplicas: a.maxReplicas,
       behavior: hpaBehavior(a.behavior),
       metrics: [
-        {
-          type: 'Pods',
-          pods: { metric: { name: ONGOING_REQUESTS_METRIC }, target: { type: 'AverageValue', averageValue: toQuantity(a.targetOngoingRequests) } },
-        },
+        { type: 'Pods', pods: { metric: { name: ONGOING_REQUESTS_METRIC }, target } },
+        ...(a.minReplicas === 0
+          ? [{ type: 'External', external: { metric: { name: HELD_REQUESTS_METRIC, selector: { matchLabels: { route: mxd.spec.routePrefix.slice(1) } } }, target } }]
+          : []),
       ],
     },
   };

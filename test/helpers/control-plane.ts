@@ -73,6 +73,10 @@ export interface ControlPlane {
 
 const SERVICE_CIDR = '10.0.0.0/24';
 const SA_ISSUER = 'https://kubernetes.default.svc.cluster.local';
+// HPAs with minReplicas 0 (the API server admits them, the controller manager scales from
+// zero): beta and on by default in 1.37, said aloud so the scale-from-zero tests do not hang on
+// a default (test/cluster/hpa-adapter.test.ts).
+const HPA_SCALE_TO_ZERO = '--feature-gates=HPAScaleToZero=true';
 
 export async function freePort(host = '127.0.0.1'): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -237,6 +241,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       '--requestheader-extra-headers-prefix=X-Remote-Extra-',
       `--proxy-client-cert-file=${frontProxyClient.certFile}`,
       `--proxy-client-key-file=${frontProxyClient.keyFile}`,
+      HPA_SCALE_TO_ZERO,
       ...(opts.apiServerFlags ?? []),
     ];
     const startApiServer = (): ManagedProcess => spawnManaged(join(bin, 'kube-apiserver'), apiArgs, { logFile: join(logs, 'kube-apiserver.log') });
@@ -259,6 +264,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       // Short periods so tests see HPA decisions and node health quickly.
       '--horizontal-pod-autoscaler-sync-period=2s',
       '--node-monitor-period=2s',
+      HPA_SCALE_TO_ZERO,
       ...(opts.controllerManagerFlags ?? []),
     ];
     const startControllerManager = (): ManagedProcess =>

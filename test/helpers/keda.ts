@@ -1,17 +1,17 @@
 import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { issueAggregatedServingCertificate, registerAggregatedServer, unregisterAggregatedServer } from './api-service.js';
 import { createCertificateAuthority, issueCertificate } from './certs.js';
 import { freePort, type ControlPlane } from './control-plane.js';
 import { eventually } from './eventually.js';
-import { getJson } from './kube-json.js';
 import { kedaAssets } from './kube-tools.js';
 import { removeDirOnDeath, spawnManaged, type ManagedProcess } from './process-reaper.js';
 
 /** Where KEDA's manifests put it; its metrics API server's Service and APIService live here. */
 export const KEDA_NAMESPACE = 'keda';
 const METRICS_SERVICE = 'keda-metrics-apiserver';
-const EXTERNAL_METRICS_APISERVICE = 'v1beta1.external.metrics.k8s.io';
+const METRICS_GROUPS = ['external.metrics.k8s.io'];
 
 export interface Keda {
   /** What the operator and the metrics API server wrote, for failure messages. */
@@ -20,24 +20,16 @@ export interface Keda {
   stop(): Promise<void>;
 }
 
-interface ApiService {
-  status?: { conditions?: { type: string; status: string; message?: string }[] };
-}
-
 /**
  * Runs KEDA (built from the Go module proxy, build-keda.sh) against the test control plane as its
  * manifests run it in a cluster, minus the pods: its CRDs applied, `keda` (the operator: it turns
  * ScaledObjects into HPAs and queries the scalers) and `keda-adapter` (the metrics API server)
  * as processes, the two talking gRPC over mutual TLS as with KEDA's own certificates, and the
  * adapter registered as the `external.metrics.k8s.io` APIService through the API server's
- * aggregation layer. The HPA controller then reads KEDA's metrics the way it does in a cluster:
- * kube-apiserver → front proxy → adapter → operator → Prometheus. Resolves once the APIService is
- * Available.
- *
- * The Service behind the APIService is an ExternalName one naming `localhost`, which the
- * aggregator dials as is: this control plane has no kube-proxy to route a cluster IP, and
- * Endpoints refuse loopback addresses. Both processes use a client certificate in
- * system:masters: KEDA's RBAC is KEDA's to test, not ours.
+ * aggregation layer (api-service.ts). The HPA controller then reads KEDA's metrics the way it
+ * does in a cluster: kube-apiserver → front proxy → adapter → operator → Prometheus. Resolves
+ * once the APIService is Available. Both processes use a client certificate in system:masters:
+ * KEDA's RBAC is KEDA's to test, not ours.
  */
 export async function startKeda(cp: ControlPlane, opts: { keepDataDir?: boolean } = {}): Promise<Keda> {
   const keep = opts.keepDataDir ?? process.env['MODELMUX_KEEP_CLUSTER'] === '1';
@@ -57,7 +49,7 @@ export async function startKeda(cp: ControlPlane, opts: { keepDataDir?: boolean 
     return `--- keda (operator)\n${await read('keda.log')}\n--- keda-adapter (metrics API server)\n${await read('keda-adapter.log')}`;
   };
   const stop = async (): Promise<void> => {
-    await cp.kubectl(['delete', 'apiservice', EXTERNAL_METRICS_APISERVICE, '--ignore-not-found', '--wait=false']).catch(() => undefined);
+    await unregisterAggregatedServer(cp, METRICS_GROUPS);
     await Promise.all([adapter?.stop(5000), operator?.stop(5000)]);
     if (!keep) await rm(dir, { recursive: true, force: true });
     forgetDir();
@@ -80,8 +72,7 @@ export async function startKeda(cp: ControlPlane, opts: { keepDataDir?: boolean 
     const [, , serving] = await Promise.all([
       issueCertificate(operatorCerts, ca, { name: 'tls', commonName: 'keda-operator', usage: 'server', altNames: ['IP:127.0.0.1', `DNS:keda-operator.${KEDA_NAMESPACE}.svc.cluster.local`] }),
       issueCertificate(adapterCerts, ca, { name: 'tls', commonName: 'keda-metrics-apiserver', usage: 'client' }),
-      // The aggregator checks the adapter's certificate for <service>.<namespace>.svc.
-      issueCertificate(pki, ca, { name: 'serving', commonName: METRICS_SERVICE, usage: 'server', altNames: [`DNS:${METRICS_SERVICE}.${KEDA_NAMESPACE}.svc`, 'DNS:localhost', 'IP:127.0.0.1'] }),
+      issueAggregatedServingCertificate(pki, ca, METRICS_SERVICE, KEDA_NAMESPACE),
       copyFile(ca.certFile, join(operatorCerts, 'ca.crt')),
       copyFile(ca.certFile, join(adapterCerts, 'ca.crt')),
     ]);
@@ -133,31 +124,9 @@ export async function startKeda(cp: ControlPlane, opts: { keepDataDir?: boolean 
       env,
     );
 
-    const caBundle = Buffer.from(ca.certPem).toString('base64');
-    await cp.kubectl(['apply', '-f', '-'], {
-      input: `apiVersion: v1
-kind: Service
-metadata: { name: ${METRICS_SERVICE}, namespace: ${KEDA_NAMESPACE} }
-spec: { type: ExternalName, externalName: localhost }
----
-apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata: { name: ${EXTERNAL_METRICS_APISERVICE} }
-spec:
-  service: { name: ${METRICS_SERVICE}, namespace: ${KEDA_NAMESPACE}, port: ${securePort} }
-  group: external.metrics.k8s.io
-  version: v1beta1
-  caBundle: ${caBundle}
-  groupPriorityMinimum: 100
-  versionPriority: 100
-`,
-    });
-    await eventually(async () => {
-      if (exited.size > 0) throw new Error(`${[...exited].join(', ')} exited`);
-      const svc = await getJson<ApiService>(cp, ['apiservice', EXTERNAL_METRICS_APISERVICE]);
-      const available = svc?.status?.conditions?.find((c) => c.type === 'Available');
-      if (available?.status !== 'True') throw new Error(`APIService not Available: ${available?.message ?? 'no condition yet'}`);
-    }, 90_000, 500);
+    await registerAggregatedServer(cp, { service: METRICS_SERVICE, namespace: KEDA_NAMESPACE, port: securePort, ca, groups: METRICS_GROUPS }, () =>
+      exited.size > 0 ? `${[...exited].join(', ')} exited` : undefined,
+    );
   } catch (err) {
     const text = await logs();
     await stop();

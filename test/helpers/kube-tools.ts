@@ -43,3 +43,6 @@ export const prometheusPath = (): Promise<string> => toolPath('install-prometheu
  * and its CRDs in crd/, built from the Go module proxy by build-keda.sh (a no-op once built).
  */
 export const kedaAssets = (): Promise<string> => toolPath('build-keda.sh');
+
+/** The folder holding prometheus-adapter's `adapter`, built from the Go module proxy by build-prometheus-adapter.sh (a no-op once built). */
+export const prometheusAdapterAssets = (): Promise<string> => toolPath('build-prometheus-adapter.sh');

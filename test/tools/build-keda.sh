@@ -20,15 +20,11 @@ fi
 
 echo "building KEDA $KEDA_VERSION into $OUT (first run only; takes a while on 2 cores)" >&2
 export GOTOOLCHAIN=auto
-zip=$(go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Zip"])')
+source "$(dirname "$0")/go-module-source.sh"
 WORK="$CACHE_ROOT/keda-src-$KEDA_VERSION"
-rm -rf "$WORK"
-mkdir -p "$WORK" "$OUT/crd"
-# Built inside KEDA's own module, not as a dependency: its go.mod's replace and exclude
-# directives only apply there.
-unzip -q "$zip" -d "$WORK"
-cd "$WORK/github.com/kedacore/keda/v2@$KEDA_VERSION"
-chmod -R u+w .
+mkdir -p "$OUT/crd"
+SRC=$(unpack_go_module github.com/kedacore/keda/v2 "$KEDA_VERSION" "$WORK")
+cd "$SRC"
 
 export CGO_ENABLED=0
 ldflags="-s -w -X=github.com/kedacore/keda/v2/version.GitCommit=module-proxy -X=github.com/kedacore/keda/v2/version.Version=${KEDA_VERSION#v}"

@@ -17,3 +17,4 @@ bash ./install-kube-tools.sh >/dev/null
 bash ./install-mlserver.sh >/dev/null
 bash ./install-model-corpus.sh >/dev/null
 bash ./build-keda.sh >/dev/null && bash ./install-prometheus.sh >/dev/null
+bash ./build-prometheus-adapter.sh >/dev/null

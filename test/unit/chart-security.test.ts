@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
-import { ONGOING_REQUESTS_METRIC } from '../../operator/resources/hpa.js';
+import { HELD_REQUESTS_METRIC, ONGOING_REQUESTS_METRIC } from '../../operator/resources/hpa.js';
 import { MANAGED_BY } from '../../operator/resources/meta.js';
 import { LABEL_COMPONENT, LABEL_MANAGED_BY } from '../../common/names.js';
 import { helmPath } from '../helpers/kube-tools.js';
@@ -64,5 +64,8 @@ describe('the chart workloads', () => {
     const config = cm?.data?.['config.yaml'] ?? '';
     expect(config).toContain(`seriesQuery: '${ONGOING_REQUESTS_METRIC}{namespace!="",pod!=""}'`);
     expect(config).toContain(`as: ${ONGOING_REQUESTS_METRIC}`);
+    // And the External metric an HPA with minReplicas 0 reads, selected by the route's label.
+    expect(config).toContain(`seriesQuery: '${HELD_REQUESTS_METRIC}{route!=""}'`);
+    expect(config).toContain(`as: ${HELD_REQUESTS_METRIC}`);
   }, HELM_TIMEOUT_MS);
 });
