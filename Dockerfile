@@ -38,10 +38,13 @@ WORKDIR /app
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+# tsc emits only .js: the gRPC service's .proto is loaded at run time from the package root
+# (common/grpc/inference-service.ts looks there from dist/common/grpc).
+COPY --from=build /app/common/grpc/grpc_predict_v2.proto ./common/grpc/grpc_predict_v2.proto
 # A numeric non-root user, so the kubelet can verify runAsNonRoot; files stay root-owned and
 # read-only to it (the chart also mounts the root filesystem read-only).
 USER 10001:10001
-# 8080: replica, 8000: router, 8081: operator metrics and health.
-EXPOSE 8080 8000 8081
+# 8080: replica HTTP, 8033: replica gRPC (docs/grpc.md), 8000: router, 8081: operator metrics and health.
+EXPOSE 8080 8033 8000 8081
 ENTRYPOINT ["node", "/app/dist/cli/main.js"]
 CMD ["--help"]

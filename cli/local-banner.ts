@@ -1,5 +1,5 @@
 import { HEADER_RAY_MODEL_ID } from '../common/names.js';
-import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT } from '../common/wine-model.js';
+import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT, WINE_OUTPUT } from '../common/wine-model.js';
 import type { BackoffPolicy } from './local-backoff.js';
 
 /**
@@ -10,6 +10,8 @@ import type { BackoffPolicy } from './local-backoff.js';
 export interface BannerInput {
   /** Router base URL without a trailing slash, e.g. http://127.0.0.1:8000. */
   routerUrl: string;
+  /** The router's gRPC `host:port`, unless it serves none. */
+  routerGrpc?: string | undefined;
   routePrefix: string;
   /** Each replica's own URL: requests work against a replica directly too, without the prefix. */
   replicaUrls: readonly string[];
@@ -49,8 +51,27 @@ export function curlCommands(b: Pick<BannerInput, 'routerUrl' | 'routePrefix' | 
   };
 }
 
+/**
+ * A Triton gRPC client (`pip install 'tritonclient[grpc]'`) calling ModelInfer on the router's
+ * gRPC port: one POSIX-shell line. The router has one route, so the call needs no route metadata.
+ */
+export function tritonGrpcCommand(grpc: string, modelId: string): string {
+  const script = [
+    'import numpy as np, tritonclient.grpc as g',
+    `c = g.InferenceServerClient(${JSON.stringify(grpc)})`,
+    `x = g.InferInput(${JSON.stringify(WINE_INPUT)}, [1, ${WINE_FEATURES}], "FP32")`,
+    `x.set_data_from_numpy(np.array([[${SAMPLE_WINE.join(', ')}]], dtype=np.float32))`,
+    `print(c.infer(${JSON.stringify(modelId)}, [x]).as_numpy(${JSON.stringify(WINE_OUTPUT)}))`,
+  ].join('; ');
+  return `python3 -c ${quote(script)}`;
+}
+
 export function bannerText(b: BannerInput): string {
   const cmds = curlCommands(b);
+  const grpc =
+    b.routerGrpc === undefined
+      ? []
+      : [`Open Inference Protocol over gRPC on ${b.routerGrpc} (Triton's client, pip install 'tritonclient[grpc]'; docs/grpc.md):`, `  ${tritonGrpcCommand(b.routerGrpc, b.exampleIds[1])}`, ''];
   const models =
     b.exampleModelCount > 0
       ? `${b.exampleModelCount} example models (${b.exampleIds[0]} … ) from ${b.modelSource}`
@@ -61,6 +82,7 @@ export function bannerText(b: BannerInput): string {
     `serving ${models}.`,
     '',
     `  route    ${b.routerUrl}${b.routePrefix}`,
+    ...(b.routerGrpc === undefined ? [] : [`  grpc     ${b.routerGrpc}`]),
     `  metrics  ${b.routerUrl}/metrics`,
     `  replicas ${b.replicaUrls.join(' ')}`,
     '',
@@ -73,6 +95,7 @@ export function bannerText(b: BannerInput): string {
     `SageMaker multi-model style (model id in the ${SAGEMAKER_HEADER} header):`,
     `  ${cmds.sagemaker}`,
     '',
+    ...grpc,
     `A replica or the router that dies is restarted after ${seconds(b.restart.initialMs)} s, doubling to ${seconds(b.restart.maxMs)} s while it keeps dying;`,
     'the router serves from the other replicas meanwhile. Press Ctrl-C to stop.',
     '',

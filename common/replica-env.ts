@@ -5,6 +5,8 @@
 export const REPLICA_ENV = {
   host: 'MODELMUX_HOST',
   port: 'MODELMUX_PORT',
+  /** The Open Inference Protocol's gRPC service (docs/grpc.md); -1 serves none. */
+  grpcPort: 'MODELMUX_GRPC_PORT',
   modelSource: 'MODELMUX_MODEL_SOURCE',
   s3Endpoint: 'MODELMUX_S3_ENDPOINT',
   s3Region: 'MODELMUX_S3_REGION',
@@ -64,3 +66,10 @@ export const REPLICA_ENV = {
 
 /** The port every replica listens on inside its pod. */
 export const REPLICA_PORT = 8080;
+
+/**
+ * The port of every replica's gRPC service inside its pod (docs/grpc.md): ModelMesh's gRPC port,
+ * and none of the defaults of a sidecar runtime sharing the pod's network (its HTTP port 8081,
+ * MLServer's 8080-8082, Triton's 8000-8002).
+ */
+export const REPLICA_GRPC_PORT = 8033;

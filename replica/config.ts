@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
-import { REPLICA_ENV, REPLICA_PORT } from '../common/replica-env.js';
+import { REPLICA_ENV, REPLICA_GRPC_PORT, REPLICA_PORT } from '../common/replica-env.js';
 import { CACHE_POLICIES, CONCURRENT_LOADS, EXECUTION_PROVIDERS, INTRA_OP_THREADS, MAX_MODELS_PER_REPLICA, TABLE_PUBLISH_INTERVAL_MS } from '../common/resource.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
@@ -11,6 +11,7 @@ import { sidecarOptionSpecs, sidecarOptionsShape } from './sidecar-options.js';
 export const replicaConfigSchema = z.object({
   host: z.string().min(1).default('0.0.0.0'),
   port: intString(0, 65535).default(REPLICA_PORT),
+  grpcPort: intString(-1, 65535).default(REPLICA_GRPC_PORT),
   modelSource: z.string().regex(/^(s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?|file:\/\/\/.*)$/, 'must be s3://bucket[/prefix] or file:///dir'),
   ...s3OptionsShape,
   maxModels: intString(1, MAX_MODELS_PER_REPLICA).default(3),
@@ -51,6 +52,11 @@ export type ReplicaConfig = z.infer<typeof replicaConfigSchema>;
 const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   host: { flag: 'host', env: REPLICA_ENV.host, help: 'Address to listen on (default 0.0.0.0).' },
   port: { flag: 'port', env: REPLICA_ENV.port, help: `Port to listen on; 0 picks a free one (default ${REPLICA_PORT}).` },
+  grpcPort: {
+    flag: 'grpc-port',
+    env: REPLICA_ENV.grpcPort,
+    help: `Port of the Open Inference Protocol's gRPC service (inference.GRPCInferenceService, docs/grpc.md) on --host; 0 picks a free one, -1 serves no gRPC (default ${REPLICA_GRPC_PORT}).`,
+  },
   modelSource: { flag: 'model-source', env: REPLICA_ENV.modelSource, help: 'Model store: s3://bucket/prefix or file:///dir; model ID lives at <source>/<ID>/model.onnx. Required.' },
   ...s3OptionSpecs,
   maxModels: { flag: 'max-models', env: REPLICA_ENV.maxModels, help: 'Models kept loaded at most (LRU; default 3).' },

@@ -10,6 +10,7 @@ import { parseReplicaConfig } from './config.js';
 import { alignFileWeights, loadFileMapper } from './file-map.js';
 import { IdleMappings } from './idle-mappings.js';
 import { FileModelStore } from './file-model-store.js';
+import { closeGrpc, createGrpcServer, listenGrpc } from './grpc-server.js';
 import { HotnessMeter } from './hotness.js';
 import { createReplicaMetrics } from './metrics.js';
 import { LoadedRevalidator } from './loaded-revalidation.js';
@@ -170,10 +171,29 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   server.keepAliveTimeout = 65_000;
   const addr = server.address() as AddressInfo;
   if (config.replicaName === undefined && config.podName === undefined) replicaName = `${addr.address}:${addr.port}`;
+  // The Open Inference Protocol's gRPC form (docs/grpc.md): same service, admission and codes.
+  const grpc =
+    config.grpcPort === -1
+      ? undefined
+      : createGrpcServer({
+          service,
+          metrics,
+          log: baseLog,
+          state,
+          replicaName: () => replicaName,
+          maxOngoingRequests: config.maxOngoingRequests,
+          maxBodyBytes: config.maxBodyBytes,
+          requestTimeoutMs: config.requestTimeoutMs,
+          testHooks: config.testHooks,
+          onServed: () => hotness.hit(),
+          binaryInputs: engine !== undefined,
+        });
+  const grpcPort = grpc === undefined ? undefined : await listenGrpc(grpc, config.host, config.grpcPort);
   baseLog.info('replica listening', {
     event: 'listening',
     host: addr.address,
     port: addr.port,
+    ...(grpcPort !== undefined ? { grpcPort } : {}),
     store: store.uri,
     maxModels: config.maxModels,
     maxOngoingRequests: config.maxOngoingRequests,
@@ -194,7 +214,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     const idle = setInterval(() => server.closeIdleConnections(), 100);
     server.closeIdleConnections();
-    await closed;
+    await Promise.all([closed, grpc !== undefined ? closeGrpc(grpc, config.requestTimeoutMs) : undefined]);
     clearInterval(idle);
     await service.close();
     await coalescer?.flush();

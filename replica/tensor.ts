@@ -264,6 +264,22 @@ export function typedArrayFromBytes(datatype: Exclude<V2Datatype, 'BYTES'>, byte
   return out;
 }
 
+/**
+ * The tensor of `datatype` and `dims` held in `bytes` (the binary tensor data extension, gRPC's raw
+ * contents): little-endian elements, BYTES as length-prefixed strings. A reason when the bytes do
+ * not hold exactly that many elements.
+ */
+export function tensorFromBinary(datatype: V2Datatype, dims: number[], bytes: Uint8Array): HostTensor | string {
+  const count = elementCount(dims);
+  if (datatype === 'BYTES') {
+    const strings = stringsFromBytes(bytes, count);
+    return typeof strings === 'string' ? strings : { datatype, dims, data: strings };
+  }
+  const want = count * ELEMENT_BYTES[datatype];
+  if (bytes.length !== want) return `${bytes.length} bytes of binary data for shape [${dims.join(',')}] (${want} expected)`;
+  return { datatype, dims, data: typedArrayFromBytes(datatype, bytes) };
+}
+
 export function tensorBytes(t: HostTensor): Uint8Array {
   if (Array.isArray(t.data)) {
     const encoder = new TextEncoder();

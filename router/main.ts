@@ -4,9 +4,14 @@ import { AccessLog } from './access-log.js';
 import { systemSetTimer } from './balancer.js';
 import { parseRouterConfig } from './config.js';
 import type { Discovery } from './discovery.js';
+import { grpcUpstreamOptions, type GrpcLimits } from './grpc-options.js';
+import { RouterGrpcServer } from './grpc-server.js';
+import { GrpcUpstreams } from './grpc-upstreams.js';
 import { KubeDiscovery } from './kube-discovery.js';
+import { KubeRoutes } from './kube-model-routes.js';
 import { RouterMetrics } from './metrics.js';
 import { RouterProxy } from './proxy.js';
+import { readRoutesFile } from './route-file.js';
 import { RouteTable } from './route-table.js';
 import { RouterServer } from './server.js';
 import { StaticDiscovery } from './static-discovery.js';
@@ -53,6 +58,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       maxBufferedBytes: config.maxBufferedBytes,
       maxResponseBufferBytes: config.maxResponseBufferBytes,
       slowReaderTimeoutMs: config.slowReaderTimeoutMs,
+      mirrorMaxInFlight: config.mirrorMaxInFlight,
     },
     metrics,
     log,
@@ -60,25 +66,50 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     access,
   );
   const server = new RouterServer(proxy, routes, metrics, log, config);
+  const grpcLimits: GrpcLimits = {
+    maxRequestBytes: config.maxBodyBytes,
+    maxResponseBytes: config.grpcMaxResponseBytes,
+    maxConcurrentStreams: config.grpcMaxConcurrentStreams,
+    idleTimeoutMs: config.keepAliveTimeoutMs,
+    maxConnectionAgeMs: config.grpcMaxConnectionAgeMs,
+    graceMs: config.shutdownGraceMs,
+  };
+  const upstreams = new GrpcUpstreams(grpcUpstreamOptions(grpcLimits));
+  let ready = false;
+  const grpc = config.grpcPort === -1 ? undefined : new RouterGrpcServer({ proxy, upstreams }, grpcLimits, config, () => ready, log);
   const discovery: Discovery =
     config.discovery === 'kube'
       ? new KubeDiscovery(config.namespace, log)
       : new StaticDiscovery(config.staticRoutes, { maxOngoingRequests: config.maxOngoingRequests, matchTimeoutMs: config.matchTimeoutSeconds * 1000 }, config.pollIntervalMs, log);
 
+  // A routes file is configuration: a bad one stops the start, with every problem it has.
+  if (config.routesFile !== undefined) routes.applyModelRoutes(readRoutesFile(config.routesFile, 'router', '--routes-file'));
+  const kubeRoutes = config.discovery === 'kube' ? new KubeRoutes(config.namespace, log) : undefined;
+  kubeRoutes?.start((byPool) => routes.applyModelRoutes(byPool));
+
   const address = await server.listen(config.port, config.host);
-  await discovery.start((states) => routes.apply(states));
+  const grpcPort = grpc === undefined ? undefined : await grpc.listen(config.grpcPort, config.host);
+  await discovery.start((states) => {
+    routes.apply(states);
+    upstreams.apply(states);
+  });
   server.markDiscoveryReady();
-  log.info('router listening', { host: address.address, port: address.port, discovery: config.discovery, routes: routes.all().map((r) => r.prefix) });
+  ready = true;
+  log.info('router listening', { host: address.address, port: address.port, grpcPort, discovery: config.discovery, routes: routes.all().map((r) => r.prefix) });
 
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
+    ready = false;
     log.info('draining', { signal });
     discovery.stop();
-    void server
-      .drain(config.shutdownGraceMs)
-      .then(() => routes.close())
+    kubeRoutes?.stop();
+    void Promise.all([server.drain(config.shutdownGraceMs), grpc?.drain(config.shutdownGraceMs)])
+      .then(() => {
+        upstreams.close();
+        return routes.close();
+      })
       .finally(() => {
         log.info('stopped');
         process.exit(0);

@@ -16,6 +16,19 @@ export class RouterMetrics {
   readonly upstreamLatency = this.byRouteHistogram('modelmux_router_upstream_latency_seconds', 'Time from sending to a replica to its response headers, per try.', [
     0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
   ]);
+  readonly grpcRequests = new BoundCounter(
+    'modelmux_router_grpc_requests_total',
+    'gRPC calls answered on the gRPC port, by route, method (ModelInfer, ModelMetadata…) and gRPC status code name (OK, UNAVAILABLE…).',
+    ['route', 'method', 'code'],
+    this.registry,
+  );
+  readonly grpcRequestDuration = new BoundHistogram(
+    'modelmux_router_grpc_request_duration_seconds',
+    'Time from a gRPC call\'s message to its answer, waiting included, by route and method.',
+    ['route', 'method'],
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    this.registry,
+  );
   readonly placements = new BoundCounter('modelmux_router_placements_total', 'Placement decisions by kind.', ['route', 'kind'], this.registry);
   readonly placementWait = this.byRouteHistogram('modelmux_router_placement_wait_seconds', 'Time a request waited in the router for a replica slot.', [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4]);
   readonly queueDepth = new Gauge({ name: 'modelmux_router_queue_depth', help: 'Requests waiting for a replica slot.', labelNames: ['route'] as const, registers: [this.registry] });

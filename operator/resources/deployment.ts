@@ -1,6 +1,7 @@
 import type { V1Deployment, V1EnvVar, V1ResourceRequirements } from '@kubernetes/client-node';
 import { parseByteQuantity } from '../../common/config.js';
-import { REPLICA_ENV, REPLICA_PORT } from '../../common/replica-env.js';
+import { GRPC_PORT_NAME } from '../../common/names.js';
+import { REPLICA_ENV, REPLICA_GRPC_PORT, REPLICA_PORT } from '../../common/replica-env.js';
 import { TABLE_PUBLISH_INTERVAL_MS, type MultiplexedDeploymentSpec } from '../../common/resource.js';
 import { commonLabels, ownedMeta, ownedNames, selectorLabels, type StoredMultiplexedDeployment } from './meta.js';
 import { replicaShare, runtimeContainer, runtimeReplicaEnv, runtimeVolume, runtimeVolumeMount, type ContainerResources } from './runtime-container.js';
@@ -69,6 +70,7 @@ export function replicaEnv(spec: MultiplexedDeploymentSpec): V1EnvVar[] {
   const src = spec.modelSource;
   const env: V1EnvVar[] = [
     value(REPLICA_ENV.port, String(REPLICA_PORT)),
+    value(REPLICA_ENV.grpcPort, String(REPLICA_GRPC_PORT)),
     value(REPLICA_ENV.modelSource, src.uri),
     value(REPLICA_ENV.s3Region, src.region),
   ];
@@ -144,7 +146,11 @@ export function buildDeployment(mxd: StoredMultiplexedDeployment, options: Deplo
               name: 'modelmux',
               image: spec.image ?? options.defaultImage,
               args: ['replica'],
-              ports: [{ name: 'http', containerPort: REPLICA_PORT, protocol: 'TCP' }],
+              // Kube discovery finds the gRPC service by this port's name (router/kube-discovery.ts).
+              ports: [
+                { name: 'http', containerPort: REPLICA_PORT, protocol: 'TCP' },
+                { name: GRPC_PORT_NAME, containerPort: REPLICA_GRPC_PORT, protocol: 'TCP' },
+              ],
               env: replicaEnv(spec),
               resources: containerResources(spec),
               readinessProbe: { httpGet: { path: '/v2/health/ready', port: 'http' }, periodSeconds: 5, failureThreshold: 3 },

@@ -1,5 +1,6 @@
 import type { V1Service } from '@kubernetes/client-node';
-import { REPLICA_PORT } from '../../common/replica-env.js';
+import { GRPC_PORT_NAME } from '../../common/names.js';
+import { REPLICA_GRPC_PORT, REPLICA_PORT } from '../../common/replica-env.js';
 import { ownedMeta, ownedNames, selectorLabels, type StoredMultiplexedDeployment } from './meta.js';
 
 /**
@@ -14,7 +15,10 @@ export function buildService(mxd: StoredMultiplexedDeployment): V1Service {
     spec: {
       clusterIP: 'None',
       selector: selectorLabels(mxd),
-      ports: [{ name: 'http', port: REPLICA_PORT, targetPort: 'http', protocol: 'TCP' }],
+      ports: [
+        { name: 'http', port: REPLICA_PORT, targetPort: 'http', protocol: 'TCP' },
+        { name: GRPC_PORT_NAME, port: REPLICA_GRPC_PORT, targetPort: GRPC_PORT_NAME, protocol: 'TCP' },
+      ],
     },
   };
 }

@@ -7,6 +7,8 @@ export interface ReplicaProcess {
   /** e.g. `http://127.0.0.1:40123` */
   url: string;
   port: number;
+  /** The gRPC service's `host:port` (grpc-js address form), unless started with --grpc-port=-1. */
+  grpcAddress: string | undefined;
   pid: number;
   /** stdout+stderr so far. */
   logs(): string;
@@ -29,6 +31,8 @@ export interface ReplicaProcessOptions {
   host?: string;
   /** Default 0: any free port, read from the listening line. */
   port?: number;
+  /** Default 0: any free port, read from the listening line; -1 serves no gRPC. */
+  grpcPort?: number;
   readyTimeoutMs?: number;
 }
 
@@ -38,11 +42,14 @@ export interface ReplicaProcessOptions {
  */
 export async function startReplica(options: ReplicaProcessOptions = {}): Promise<ReplicaProcess> {
   const host = options.host ?? '127.0.0.1';
-  const p = spawnModelmux('replica', ['--host', host, '--port', String(options.port ?? 0), ...(options.args ?? [])], options.env);
+  const p = spawnModelmux('replica', ['--host', host, '--port', String(options.port ?? 0), `--grpc-port=${options.grpcPort ?? 0}`, ...(options.args ?? [])], options.env);
   const { url, port } = await waitListeningAndReady(p, 'replica', (l) => l['event'] === 'listening', host, '/v2/health/ready', options.readyTimeoutMs ?? 20_000, options.port);
+  // Ready means listened: the listening line, which names the gRPC port, was written before.
+  const grpcPort = p.logLines().find((l) => l['event'] === 'listening')?.['grpcPort'];
   return {
     url,
     port,
+    grpcAddress: typeof grpcPort === 'number' ? `${host}:${grpcPort}` : undefined,
     pid: p.pid,
     logs: p.logs,
     logLines: p.logLines,

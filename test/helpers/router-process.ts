@@ -4,6 +4,8 @@ import { parsePrometheus, spawnModelmux, waitListeningAndReady } from './modelmu
 export interface RouterProcess {
   url: string;
   port: number;
+  /** The gRPC port's `host:port` (grpc-js address form), unless started with --grpc-port=-1. */
+  grpcAddress: string | undefined;
   logs(): string;
   /** The JSON log lines so far. */
   logLines(): Record<string, unknown>[];
@@ -12,11 +14,12 @@ export interface RouterProcess {
 }
 
 /**
- * Starts `node dist/cli/main.js router --host 127.0.0.1 --port 0 …` (build first) and waits for
- * its "router listening" line and a 200 from /readyz.
+ * Starts `node dist/cli/main.js router --host 127.0.0.1 --port 0 --grpc-port=0 …` (build first)
+ * and waits for its "router listening" line and a 200 from /readyz. A --grpc-port in `args` wins.
  */
 export async function startRouter(args: string[], env: Record<string, string> = {}, readyTimeoutMs = 20_000, knownPort?: number): Promise<RouterProcess> {
-  const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', String(knownPort ?? 0), ...args], env);
+  const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', String(knownPort ?? 0), '--grpc-port=0', ...args], env);
   const { url, port } = await waitListeningAndReady(p, 'router', (l) => l['msg'] === 'router listening', '127.0.0.1', '/readyz', readyTimeoutMs, knownPort);
-  return { url, port, logs: p.logs, logLines: p.logLines, metrics: async () => parsePrometheus(await (await fetch(`${url}/metrics`)).text()), stop: p.stop };
+  const grpcPort = p.logLines().find((l) => l['msg'] === 'router listening')?.['grpcPort'];
+  return { url, port, grpcAddress: typeof grpcPort === 'number' ? `127.0.0.1:${grpcPort}` : undefined, logs: p.logs, logLines: p.logLines, metrics: async () => parsePrometheus(await (await fetch(`${url}/metrics`)).text()), stop: p.stop };
 }

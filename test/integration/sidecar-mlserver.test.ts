@@ -1,7 +1,10 @@
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { status } from '@grpc/grpc-js';
+import type { ModelInferResponse } from '../../common/grpc/inference-service.js';
 import { eventually } from '../helpers/eventually.js';
+import { inferenceClientFor } from '../helpers/grpc-client.js';
 import { startLocal, type LocalProcess } from '../helpers/local-process.js';
 import { closeTo, firstOutput, mlserverBin, startMLServer, trainWineModels, v2Rows, type Expected, type MLServer } from '../helpers/mlserver.js';
 import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
@@ -149,6 +152,26 @@ describe('replica in sidecar mode over MLServer', () => {
     }, 15_000);
     expectClose(predictions(res.body), want.predictions);
   }, 120_000);
+
+  it("serves the gRPC form through MLServer, typed and raw, with the library's predictions", async () => {
+    const client = inferenceClientFor(replica.grpcAddress as string);
+    try {
+      const want = expected['sk-0'] as Expected;
+      const shape = [want.rows.length, want.rows[0]?.length ?? 0];
+      const typed = await client.call<ModelInferResponse>('ModelInfer', { model_name: 'sk-0', inputs: [{ name: 'wine', datatype: 'FP64', shape, contents: { fp64_contents: want.rows.flat() } }] });
+      const raw = await client.call<ModelInferResponse>('ModelInfer', { model_name: 'sk-0', inputs: [{ name: 'wine', datatype: 'FP64', shape }], raw_input_contents: [Buffer.from(Float64Array.from(want.rows.flat()).buffer)] });
+      if (!typed.ok || !raw.ok) throw new Error(JSON.stringify([typed, raw]));
+      const output = typed.value.outputs[0]!;
+      expect(raw.value.outputs[0]).toMatchObject({ name: output.name, datatype: output.datatype, shape: output.shape });
+      expect(output.datatype).toBe('FP64');
+      expectClose(output.contents?.fp64_contents ?? [], want.predictions);
+      expectClose([...new Float64Array(new Uint8Array(raw.value.raw_output_contents[0]!).buffer)], want.predictions);
+      const missing = await client.call('ModelInfer', { model_name: 'no-such-model', inputs: [] });
+      expect(missing).toMatchObject({ ok: false, code: status.NOT_FOUND, trailers: { 'x-modelmux-error-code': 'model_not_found' } });
+    } finally {
+      client.close();
+    }
+  }, 60_000);
 });
 
 describe('modelmux local --runtime', () => {

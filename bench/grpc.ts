@@ -1,0 +1,234 @@
+import { fileURLToPath } from 'node:url';
+import { Client, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
+import { Pool } from 'undici';
+import { z } from 'zod';
+import { type OptionSpecs, intString } from '../common/config.js';
+import { inferenceClient } from '../common/grpc/inference-service.js';
+import { hiddenUnitsForBytes, SAMPLE_WINE, WINE_FEATURES, WINE_INPUT, wineForward, wineWeights } from '../common/wine-model.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
+import { fmt } from './lib/markdown.js';
+import { ensureModelFiles, modelDirFor } from './lib/model-set.js';
+import { startModelmuxLocal, type ModelmuxLocal } from './lib/modelmux-local.js';
+import { totalCpuSeconds } from './lib/proc-cpu.js';
+import { writeReport, type BenchReport } from './lib/report.js';
+import { summarize, type LatencySummary } from './lib/stats.js';
+import { modelIds } from './lib/traffic.js';
+
+/**
+ * `npm run bench:grpc`: the Open Inference Protocol's HTTP/JSON and gRPC forms through the same
+ * router to the same replicas, the same models and the same number of closed-loop clients: what
+ * each costs the router and the replicas per request (requests per CPU-second from /proc), and
+ * its p50 and p99. HTTP: `POST /<route>/v2/models/<id>/infer` with a JSON body, one keep-alive
+ * connection per client. gRPC: ModelInfer with the rows in `fp32_contents`, one channel (HTTP/2
+ * connection) per client. Not part of any test run. Writes bench/results/grpc.{json,md}.
+ */
+
+const schema = z.object({
+  replicas: intString(1, 64).default(2),
+  models: intString(1, 1000).default(8),
+  concurrency: intString(1, 1024).default(8),
+  rows: intString(1, 10_000).default(1),
+  durationSeconds: z.coerce.number().min(1).max(3600).default(10),
+  warmupSeconds: z.coerce.number().min(0).max(600).default(3),
+  rounds: intString(1, 20).default(1),
+});
+type Options = z.infer<typeof schema>;
+const specs: OptionSpecs<typeof schema.shape> = {
+  replicas: { flag: 'replicas', help: 'Replica processes of the pool (default 2).' },
+  models: { flag: 'models', help: 'Models the clients ask for in turn, all of them loaded (default 8).' },
+  concurrency: { flag: 'concurrency', help: 'Closed-loop clients of each protocol (default 8).' },
+  rows: { flag: 'rows', help: 'Rows of 11 features per request (default 1).' },
+  durationSeconds: { flag: 'duration-seconds', help: 'Measured seconds per protocol and round (default 10).' },
+  warmupSeconds: { flag: 'warmup-seconds', help: 'Unmeasured seconds of each protocol before the first round (default 3).' },
+  rounds: { flag: 'rounds', help: 'Rounds of one window per protocol, the order alternating (default 1).' },
+};
+
+type Protocol = 'http' | 'grpc';
+
+interface Window {
+  protocol: Protocol;
+  round: number;
+  requests: number;
+  ok: number;
+  firstFailure?: string;
+  seconds: number;
+  latency: LatencySummary;
+  routerCpuSeconds: number;
+  replicaCpuSeconds: number;
+}
+
+/** Sends one request for `model` and resolves with its first output value, or throws. */
+type Send = (model: string) => Promise<number>;
+
+function rowsOf(n: number): number[][] {
+  return Array.from({ length: n }, () => [...SAMPLE_WINE]);
+}
+
+function httpSender(routeUrl: string, concurrency: number, rows: number): { send: Send; close(): Promise<void> } {
+  const url = new URL(routeUrl);
+  const pool = new Pool(url.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 });
+  const body = JSON.stringify({ inputs: [{ name: WINE_INPUT, shape: [rows, WINE_FEATURES], datatype: 'FP32', data: rowsOf(rows).flat() }] });
+  const send: Send = async (model) => {
+    const res = await pool.request({ method: 'POST', path: `${url.pathname}/v2/models/${model}/infer`, headers: { 'content-type': 'application/json' }, body });
+    const text = await res.body.text();
+    if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} ${text.slice(0, 200)}`);
+    return (JSON.parse(text) as { outputs: { data: number[] }[] }).outputs[0]?.data[0] ?? Number.NaN;
+  };
+  return { send, close: () => pool.close() };
+}
+
+type Unary = (req: unknown, md: Metadata, cb: (err: ServiceError | null, res: { outputs: { contents?: { fp32_contents?: number[] } }[] }) => void) => void;
+
+/** One channel per client: grpc-js would otherwise share one connection among channels to the same address. */
+function grpcSenders(address: string, concurrency: number, rows: number): { sends: Send[]; close(): void } {
+  const Ctor = inferenceClient();
+  const clients = Array.from({ length: concurrency }, () => new Ctor(address, credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as unknown as Client & { ModelInfer: Unary });
+  const data = rowsOf(rows).flat();
+  const sends = clients.map(
+    (c): Send =>
+      (model) =>
+        new Promise((resolve, reject) =>
+          c.ModelInfer({ model_name: model, inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [rows, WINE_FEATURES], contents: { fp32_contents: data } }] }, new Metadata(), (err, res) =>
+            err ? reject(err) : resolve(res.outputs[0]?.contents?.fp32_contents?.[0] ?? Number.NaN),
+          ),
+        ),
+  );
+  return { sends, close: () => clients.forEach((c) => c.close()) };
+}
+
+/** `concurrency` closed-loop clients for `ms`, models in turn; CPU of the router and replicas across the window. */
+async function measure(pool: ModelmuxLocal, protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number): Promise<Window> {
+  const pids = { router: pool.routerPid === undefined ? [] : [pool.routerPid], replicas: pool.replicaPids };
+  const cpu0 = await Promise.all([totalCpuSeconds(pids.router), totalCpuSeconds(pids.replicas)]);
+  const latencies: number[] = [];
+  let requests = 0;
+  let ok = 0;
+  let firstFailure: string | undefined;
+  let turn = 0;
+  const start = performance.now();
+  const end = start + ms;
+  await Promise.all(
+    sends.map(async (send) => {
+      while (performance.now() < end) {
+        requests++;
+        const t0 = performance.now();
+        try {
+          await send(ids[turn++ % ids.length] as string);
+          latencies.push(performance.now() - t0);
+          ok++;
+        } catch (err) {
+          firstFailure ??= err instanceof Error ? err.message : String(err);
+        }
+      }
+    }),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  const cpu1 = await Promise.all([totalCpuSeconds(pids.router), totalCpuSeconds(pids.replicas)]);
+  return {
+    protocol,
+    round,
+    requests,
+    ok,
+    ...(firstFailure !== undefined ? { firstFailure } : {}),
+    seconds,
+    latency: summarize(latencies),
+    routerCpuSeconds: cpu1[0] - cpu0[0],
+    replicaCpuSeconds: cpu1[1] - cpu0[1],
+  };
+}
+
+/** Every model once by each protocol, checked against the reference forward pass: a fast wrong answer never counts. */
+async function checkAnswers(ids: readonly string[], http: Send, grpc: Send): Promise<void> {
+  const hidden = hiddenUnitsForBytes(undefined);
+  for (const id of ids) {
+    const expected = wineForward(wineWeights(id, hidden), [SAMPLE_WINE])[0] ?? Number.NaN;
+    for (const [protocol, send] of [['http', http], ['grpc', grpc]] as const) {
+      const got = await send(id);
+      if (!(Math.abs(got - expected) <= 1e-3 * Math.max(1, Math.abs(expected)))) throw new Error(`wrong ${protocol} answer for ${id}: ${got}, expected ${expected}`);
+    }
+  }
+}
+
+const perCpuSecond = (ok: number, cpu: number): number => (cpu > 0 ? ok / cpu : Number.NaN);
+
+function report(o: Options, windows: readonly Window[]): BenchReport {
+  const rows = windows.map((w) => [
+    String(w.round + 1),
+    w.protocol === 'http' ? 'HTTP/JSON' : 'gRPC',
+    fmt(w.ok / w.seconds, 0),
+    fmt(w.latency.p50Ms, 2),
+    fmt(w.latency.p99Ms, 2),
+    fmt(perCpuSecond(w.ok, w.routerCpuSeconds), 0),
+    fmt((w.routerCpuSeconds * 1e6) / w.ok, 0),
+    fmt(perCpuSecond(w.ok, w.replicaCpuSeconds), 0),
+    fmt((w.replicaCpuSeconds * 1e6) / w.ok, 0),
+    String(w.requests - w.ok),
+  ]);
+  const total = (p: Protocol, f: (w: Window) => number): number => windows.filter((w) => w.protocol === p).reduce((s, w) => s + f(w), 0);
+  const ratio = (f: (w: Window) => number): number => total('grpc', (w) => w.ok) / total('grpc', f) / (total('http', (w) => w.ok) / total('http', f));
+  return {
+    title: 'V2 inference over HTTP/JSON and over gRPC, through the router',
+    setup:
+      `\`modelmux local\` with ${o.replicas} replicas and ${o.models} small example models, all loaded; ${o.concurrency} closed-loop clients per protocol, ` +
+      `models in turn, ${o.rows} row${o.rows === 1 ? '' : 's'} of ${WINE_FEATURES} FP32 features per request, ${o.durationSeconds} s per window after ${o.warmupSeconds} s unmeasured per protocol. ` +
+      'HTTP: `POST /wine/v2/models/<id>/infer` with a JSON body over keep-alive connections (one per client); gRPC: `ModelInfer` with `fp32_contents` to the router\'s gRPC port, one channel per client. ' +
+      'CPU seconds of the router process and of the replica processes from /proc across each window; the clients run in the benchmark process, not counted.',
+    sections: [
+      {
+        headline: true,
+        table: {
+          header: ['round', 'protocol', 'req/s', 'p50 ms', 'p99 ms', 'router req/CPU-s', 'router µs/req', 'replicas req/CPU-s', 'replicas µs/req', 'errors'],
+          rows,
+        },
+        after:
+          `**gRPC / HTTP requests per CPU-second: router ${fmt(ratio((w) => w.routerCpuSeconds), 2)}×, replicas ${fmt(ratio((w) => w.replicaCpuSeconds), 2)}×** ` +
+          `(over all windows of each protocol).${windows.some((w) => w.firstFailure) ? ` First failures: ${windows.filter((w) => w.firstFailure).map((w) => `${w.protocol}: ${w.firstFailure ?? ''}`).join('; ')}.` : ''}`,
+      },
+    ],
+    data: { windows },
+  };
+}
+
+async function main(run: BenchRun<Options>): Promise<void> {
+  const o = run.options;
+  const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+  const log = (msg: string): void => void process.stderr.write(`[bench:grpc ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+  const ids = modelIds(o.models);
+  const dir = modelDirFor(0);
+  await ensureModelFiles(dir, ids, 0);
+  log(`starting modelmux local: ${o.replicas} replicas`);
+  const pool = await startModelmuxLocal(repoRoot, {
+    port: 0,
+    replicas: o.replicas,
+    maxModelsPerReplica: o.models,
+    maxOngoingRequests: Math.max(16, o.concurrency),
+    maxBatchSize: 1,
+    batchWaitMs: 0,
+    modelSource: `file://${dir}`,
+  });
+  const windows: Window[] = [];
+  const address = /^\s+grpc\s+(\S+)$/m.exec(pool.child.output())?.[1];
+  const routeUrl = pool.url.replace(/\/$/, '');
+  const http = httpSender(routeUrl, o.concurrency, o.rows);
+  const grpc = address === undefined ? undefined : grpcSenders(address, o.concurrency, o.rows);
+  try {
+    if (grpc === undefined) throw new Error(`modelmux local printed no gRPC address:\n${pool.child.output()}`);
+    await checkAnswers(ids, http.send, grpc.sends[0] as Send);
+    const senders: Record<Protocol, Send[]> = { http: Array.from({ length: o.concurrency }, () => http.send), grpc: grpc.sends };
+    for (const p of ['http', 'grpc'] as const) if (o.warmupSeconds > 0) await measure(pool, p, -1, senders[p], ids, o.warmupSeconds * 1000);
+    for (let round = 0; round < o.rounds; round++) {
+      for (const p of round % 2 === 0 ? (['http', 'grpc'] as const) : (['grpc', 'http'] as const)) {
+        const w = await measure(pool, p, round, senders[p], ids, o.durationSeconds * 1000);
+        windows.push(w);
+        log(`round ${round + 1} ${p}: ${(w.ok / w.seconds).toFixed(0)} req/s, p99 ${w.latency.p99Ms.toFixed(2)} ms, router ${perCpuSecond(w.ok, w.routerCpuSeconds).toFixed(0)} req/CPU-s, ${w.requests - w.ok} errors`);
+      }
+    }
+  } finally {
+    grpc?.close();
+    await http.close();
+    await pool.stop();
+  }
+  await writeReport(run, report(o, windows));
+}
+
+await runBench({ name: 'grpc', summary: 'V2 over HTTP/JSON and over gRPC through the router: CPU per request of router and replicas, p50, p99.', schema, specs }, main);

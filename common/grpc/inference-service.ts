@@ -1,0 +1,126 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { loadPackageDefinition, type GrpcObject, type ServiceClientConstructor, type ServiceDefinition } from '@grpc/grpc-js';
+import { loadSync } from '@grpc/proto-loader';
+
+/**
+ * The Open Inference Protocol's gRPC service (`inference.GRPCInferenceService`), loaded from the
+ * published .proto at run time: one definition for the replica's server, the router's server and
+ * client, and the tests' clients.
+ */
+
+export const PROTO_FILE = 'grpc_predict_v2.proto';
+export const SERVICE_NAME = 'inference.GRPCInferenceService';
+
+// The .proto is not compiled: tsc emits only .js. This module runs from common/grpc (jest, on the
+// sources) or dist/common/grpc (the programs, which find it at the package root's common/grpc;
+// the Dockerfile copies it there).
+const CANDIDATES = [`./${PROTO_FILE}`, `../../../common/grpc/${PROTO_FILE}`];
+
+export function protoPath(): string {
+  const path = CANDIDATES.map((c) => fileURLToPath(new URL(c, import.meta.url))).find((p) => existsSync(p));
+  if (path === undefined) throw new Error(`common/grpc/${PROTO_FILE} is missing beside the program (looked in ${CANDIDATES.join(', ')})`);
+  return path;
+}
+
+/**
+ * keepCase: fields by their .proto names (model_name, raw_input_contents), as every V2 document
+ * spells them. longs as decimal strings: int64/uint64 (shapes, INT64/UINT64 contents) stay exact
+ * past 2^53 and convert to bigint losslessly. defaults: absent repeated fields read as [] and
+ * absent strings as '', so handlers need no undefined checks; oneofs names the parameter's kind.
+ */
+const LOAD_OPTIONS = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true } as const;
+
+let loaded: { service: ServiceDefinition; Client: ServiceClientConstructor } | undefined;
+
+function load(): { service: ServiceDefinition; Client: ServiceClientConstructor } {
+  if (loaded !== undefined) return loaded;
+  const pkg = loadPackageDefinition(loadSync(protoPath(), LOAD_OPTIONS));
+  const Client = (pkg['inference'] as GrpcObject)['GRPCInferenceService'] as ServiceClientConstructor;
+  loaded = { service: Client.service, Client };
+  return loaded;
+}
+
+/** The service definition for `Server.addService`. */
+export function inferenceServiceDefinition(): ServiceDefinition {
+  return load().service;
+}
+
+/** The generic client class: `new (inferenceClient())(address, credentials, options)`. */
+export function inferenceClient(): ServiceClientConstructor {
+  return load().Client;
+}
+
+/** An int64/uint64 as it is read (a decimal string) and may be written (string or number). */
+export type Int64 = string;
+
+/** InferParameter: one of the three kinds (`parameter_choice` names which is set). */
+export interface InferParameter {
+  bool_param?: boolean;
+  int64_param?: Int64 | number;
+  string_param?: string;
+  parameter_choice?: 'bool_param' | 'int64_param' | 'string_param';
+}
+
+export interface InferTensorContents {
+  bool_contents?: boolean[];
+  int_contents?: number[];
+  int64_contents?: (Int64 | number)[];
+  uint_contents?: number[];
+  uint64_contents?: (Int64 | number)[];
+  fp32_contents?: number[];
+  fp64_contents?: number[];
+  bytes_contents?: Uint8Array[];
+}
+
+/** InferInputTensor and InferOutputTensor: the same fields (contents unset when raw contents are used). */
+export interface InferInputTensor {
+  name: string;
+  datatype: string;
+  shape: (Int64 | number)[];
+  parameters?: Record<string, InferParameter>;
+  contents?: InferTensorContents | null;
+}
+export type InferOutputTensor = InferInputTensor;
+
+export interface ModelInferRequest {
+  model_name: string;
+  model_version?: string;
+  id?: string;
+  parameters?: Record<string, InferParameter>;
+  inputs: InferInputTensor[];
+  outputs?: { name: string; parameters?: Record<string, InferParameter> }[];
+  raw_input_contents?: Uint8Array[];
+}
+
+export interface ModelInferResponse {
+  model_name: string;
+  model_version: string;
+  id: string;
+  parameters?: Record<string, InferParameter>;
+  outputs: InferOutputTensor[];
+  raw_output_contents: Uint8Array[];
+}
+
+export interface TensorMetadata {
+  name: string;
+  datatype: string;
+  shape: (Int64 | number)[];
+}
+
+export interface ModelMetadataResponse {
+  name: string;
+  versions: string[];
+  platform: string;
+  inputs: TensorMetadata[];
+  outputs: TensorMetadata[];
+}
+
+export interface ServerMetadataResponse {
+  name: string;
+  version: string;
+  extensions: string[];
+}
+
+/** The trailer that carries the modelmux error code (docs/errors.md) of a failed call. */
+export const ERROR_CODE_TRAILER = 'x-modelmux-error-code';

@@ -1,0 +1,55 @@
+import { Metadata, status } from '@grpc/grpc-js';
+import { ERROR_CATALOGUE, type ErrorCode, type ModelmuxError } from '../errors.js';
+import { HEADER_OVERLOADED } from '../names.js';
+import { ERROR_CODE_TRAILER } from './inference-service.js';
+
+/**
+ * The gRPC status of a catalogue code (docs/errors.md, "gRPC status codes"). The gRPC form answers
+ * the same codes as the HTTP form; the status follows the code's HTTP status, and says what a gRPC
+ * client's retry logic needs (UNAVAILABLE: try again or elsewhere; RESOURCE_EXHAUSTED: a bound
+ * was hit, back off); the code itself rides in the x-modelmux-error-code trailer.
+ */
+export const GRPC_STATUS_BY_HTTP: Readonly<Record<number, status>> = {
+  400: status.INVALID_ARGUMENT,
+  404: status.NOT_FOUND,
+  408: status.DEADLINE_EXCEEDED,
+  413: status.RESOURCE_EXHAUSTED,
+  415: status.INVALID_ARGUMENT,
+  // The model cannot be served as it is: the same call cannot succeed later.
+  422: status.FAILED_PRECONDITION,
+  429: status.RESOURCE_EXHAUSTED,
+  431: status.RESOURCE_EXHAUSTED,
+  500: status.INTERNAL,
+  501: status.UNIMPLEMENTED,
+  502: status.UNAVAILABLE,
+  503: status.UNAVAILABLE,
+  504: status.DEADLINE_EXCEEDED,
+  507: status.RESOURCE_EXHAUSTED,
+  508: status.FAILED_PRECONDITION,
+};
+
+/**
+ * Codes whose HTTP status says less than gRPC can. 503s that are a bound of the router's, not a
+ * replica that is away: back off, as for a 429. 502s of composite routes whose members answered
+ * what the route cannot use: the same call fails again until the route or its models change.
+ */
+export const GRPC_STATUS_EXCEPTIONS: Readonly<Partial<Record<ErrorCode, status>>> = {
+  pool_saturated: status.RESOURCE_EXHAUSTED,
+  connection_limit: status.RESOURCE_EXHAUSTED,
+  buffer_full: status.RESOURCE_EXHAUSTED,
+  ensemble_mismatch: status.FAILED_PRECONDITION,
+  sequence_mapping: status.FAILED_PRECONDITION,
+  sequence_step_failed: status.FAILED_PRECONDITION,
+};
+
+export function grpcStatus(code: ErrorCode): status {
+  return GRPC_STATUS_EXCEPTIONS[code] ?? GRPC_STATUS_BY_HTTP[ERROR_CATALOGUE[code].status] ?? status.UNKNOWN;
+}
+
+/** A catalogue error as a gRPC call's error: its status and message, its code in `metadata` (sent as trailers). */
+export function grpcError(err: ModelmuxError, metadata: Metadata = new Metadata()): { code: status; details: string; metadata: Metadata } {
+  metadata.set(ERROR_CODE_TRAILER, err.code);
+  // Refused before any work: a router may send the call to another replica (as for HTTP).
+  if (err.code === 'overloaded' || err.code === 'shutting_down') metadata.set(HEADER_OVERLOADED, 'true');
+  return { code: grpcStatus(err.code), details: err.message, metadata };
+}

@@ -1,0 +1,451 @@
+import { Metadata, status as GrpcStatus, type ClientUnaryCall, type sendUnaryData, type ServerUnaryCall, type ServiceError, type StatusObject } from '@grpc/grpc-js';
+import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorCode } from '../common/errors.js';
+import { ERROR_CODE_TRAILER } from '../common/grpc/inference-service.js';
+import { grpcError, grpcStatus } from '../common/grpc/status.js';
+import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
+import { versionedModel } from '../common/request-grammar.js';
+import { NO_EXCLUDE, type AcquireResult, type Lease, type TryWatcher } from './balancer.js';
+import type { Expiring } from './deadlines.js';
+import { REQUEST_ID } from './exchange.js';
+import { passThrough, type ForwardedMessage } from './grpc-head.js';
+import type { GrpcUpstreams } from './grpc-upstreams.js';
+import type { RetryReason, RouteMetrics } from './metrics.js';
+import type { RouterProxy } from './proxy.js';
+import type { Route } from './route-table.js';
+import { adaptiveTryTimeoutMs } from './try-timeout.js';
+
+/** The calls the router forwards to a replica; ServerLive and ServerReady it answers itself. */
+export type ForwardedMethod = 'ModelInfer' | 'ModelMetadata' | 'ModelReady' | 'ServerMetadata';
+
+/**
+ * The metadata key that names a call's route (`wine` or `/wine`): gRPC has no path prefix to
+ * carry it. A router with one route needs none.
+ */
+export const GRPC_ROUTE_METADATA = 'x-modelmux-route';
+
+/** What every gRPC exchange of one server shares: the HTTP side's routes, limits and metrics, and the replicas' channels. */
+export interface GrpcContext {
+  proxy: RouterProxy;
+  upstreams: GrpcUpstreams;
+}
+
+/** Request metadata the forwarded call gets anew: grpc-js writes its user-agent, the router the other two. */
+const OWN_METADATA = ['user-agent', HEADER_REQUEST_ID, 'x-forwarded-for'];
+
+/** Response headers of the replica's connection, not of its answer: the router's server writes its own. */
+const TRANSPORT_METADATA = ['content-type', 'date', 'grpc-encoding', 'grpc-accept-encoding'];
+
+/** A catalogue code read from a trailer, when it is one. */
+function catalogueCode(value: unknown): ErrorCode | undefined {
+  return typeof value === 'string' && Object.hasOwn(ERROR_CATALOGUE, value) ? (value as ErrorCode) : undefined;
+}
+
+/** The replica's error code of a failed try, and whether nothing listened there (outlier detection ejects at once). */
+function upstreamError(err: ServiceError | StatusObject): { code: ErrorCode | undefined; refused: boolean } {
+  const code = catalogueCode(err.metadata?.get(ERROR_CODE_TRAILER)[0]);
+  return { code, refused: code === undefined && /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH/.test(err.details) };
+}
+
+function firstString(md: Metadata | undefined, key: string): string | undefined {
+  const v = md?.get(key)[0];
+  return typeof v === 'string' ? v : undefined;
+}
+
+/**
+ * One forwarded gRPC call, placed exactly as an HTTP request is (route, model key, the route's
+ * balancer: holders, loads, hot copies, matching timeout, queue bound, outlier detection, retry
+ * budget) and forwarded as the bytes it came in, over the replica's channel; the answer's
+ * bytes go back unchanged (ADR 0037). Its request and try deadlines are one entry of the shared
+ * deadline sweep, as an HTTP exchange's (ADR 0014). A try is retried on another replica only
+ * where HTTP retries: the replica could not be reached or broke off before answering
+ * (UNAVAILABLE without an error code of the replica's), refused it at once (overloaded,
+ * shutting_down), outlived its adaptive timeout, or was marked down while it waited.
+ */
+export class GrpcExchange implements Expiring, TryWatcher {
+  private readonly started: number;
+  private phase: 'waiting' | 'upstream' | 'done' = 'waiting';
+  private requestId = '';
+  private route: Route | undefined;
+  private routeMetrics: RouteMetrics | undefined;
+  private model: string | undefined;
+  private metadata: Metadata | undefined;
+  private budgeted = 0;
+  private requestDeadline = Number.POSITIVE_INFINITY;
+  deadlineAt = Number.POSITIVE_INFINITY;
+  private cancelWait: (() => void) | undefined;
+  private lease: Lease | undefined;
+  private upstream: ClientUnaryCall | undefined;
+  private exclude: ReadonlySet<string> = NO_EXCLUDE;
+  private tries = 0;
+  private tryStart = 0;
+  private tryDeadline = Number.POSITIVE_INFINITY;
+  private tryCapAt = Number.POSITIVE_INFINITY;
+  private adaptivePending = false;
+  /** The try is being given up for this reason, its retry granted: its end retries. */
+  private abandoning: RetryReason | undefined;
+  private replica: string | undefined;
+  private placement: string | undefined;
+  private waitedMs: number | undefined;
+  private grpcCode: GrpcStatus = GrpcStatus.OK;
+  private httpStatus = 200;
+  private error: ErrorCode | undefined;
+
+  constructor(
+    private readonly ctx: GrpcContext,
+    private readonly method: ForwardedMethod,
+    private readonly call: ServerUnaryCall<ForwardedMessage, Buffer>,
+    private readonly answer: sendUnaryData<Buffer>,
+  ) {
+    this.started = ctx.proxy.clock.now();
+  }
+
+  start(): void {
+    const { proxy } = this.ctx;
+    const call = this.call;
+    call.on('cancelled', this.onCancelled);
+    try {
+      const given = firstString(call.metadata, HEADER_REQUEST_ID);
+      this.requestId = given !== undefined && REQUEST_ID.test(given) ? given : proxy.requestIds.next();
+      const route = this.selectRoute();
+      this.route = route;
+      this.routeMetrics = proxy.metrics.forRoute(route.prefix);
+      const { raw, head } = call.request;
+      if (head === undefined) throw new ModelmuxError('invalid_request', `the ${this.method} request is not a valid protobuf message`);
+      if (this.method !== 'ServerMetadata') {
+        if (head.name === '') throw new ModelmuxError('missing_model_id', `the ${this.method} request names no model`);
+        this.model = versionedModel(head.name, head.version === '' ? undefined : head.version);
+      }
+      if (!proxy.buffered.take(raw.length)) throw new ModelmuxError('buffer_full', `the router holds ${proxy.buffered.limit} bytes of requests and answers, its limit`);
+      this.budgeted = raw.length;
+      const md = call.metadata.clone();
+      for (const key of OWN_METADATA) md.remove(key);
+      md.set(HEADER_REQUEST_ID, this.requestId);
+      const peer = peerAddress(call.getPeer());
+      const forwardedFor = firstString(call.metadata, 'x-forwarded-for');
+      md.set('x-forwarded-for', forwardedFor === undefined ? peer : `${forwardedFor}, ${peer}`);
+      this.metadata = md;
+      const now = proxy.clock.now();
+      this.requestDeadline = now + Math.min(proxy.limits.requestTimeoutMs, clientRemainingMs(call));
+      this.deadlineAt = this.requestDeadline;
+      proxy.deadlines.add(this);
+      this.place();
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
+  private selectRoute(): Route {
+    const routes = this.ctx.proxy.routes;
+    const named = firstString(this.call.metadata, GRPC_ROUTE_METADATA);
+    if (named !== undefined) {
+      const prefix = named.startsWith('/') ? named : `/${named}`;
+      const route = routes.match(prefix);
+      if (route === undefined) throw new ModelmuxError('route_not_found', `no route serves ${prefix}`);
+      return route;
+    }
+    const all = routes.all();
+    if (all.length === 1) return all[0] as Route;
+    throw new ModelmuxError('route_not_found', all.length === 0 ? 'the router has no route' : `the router has ${all.length} routes: name one in the ${GRPC_ROUTE_METADATA} metadata`);
+  }
+
+  // --- placement ----------------------------------------------------------------------------
+
+  private place(): void {
+    this.phase = 'waiting';
+    const cancel = (this.route as Route).balancer.acquire(this.model, this.onPlaced, this.exclude);
+    if (this.phase === 'waiting') this.cancelWait = cancel;
+  }
+
+  private readonly onPlaced = (r: AcquireResult): void => {
+    this.cancelWait = undefined;
+    if (!r.ok) return this.fail(r.error);
+    if (this.phase !== 'waiting') {
+      (this.route as Route).balancer.release(r.lease);
+      return;
+    }
+    try {
+      this.dispatch(r.lease);
+    } catch (err) {
+      this.fail(err);
+    }
+  };
+
+  private dispatch(lease: Lease): void {
+    const { proxy, upstreams } = this.ctx;
+    const route = this.route as Route;
+    this.lease = lease;
+    if (this.tries === 0) route.balancer.requested();
+    this.tries++;
+    this.replica = lease.replica;
+    this.placement = lease.kind;
+    this.waitedMs = Math.round(lease.waitedMs);
+    (this.routeMetrics as RouteMetrics).placed(lease.kind, lease.waitedMs);
+    this.phase = 'upstream';
+    const now = proxy.clock.now();
+    const policy = proxy.tryTimeouts;
+    const timeout = lease.warm ? adaptiveTryTimeoutMs(route.balancer.recentP99(lease.model), policy) : policy.capMs;
+    (this.routeMetrics as RouteMetrics).tryTimeoutSet(timeout);
+    this.tryStart = now;
+    this.tryDeadline = now + timeout;
+    this.tryCapAt = now + policy.capMs;
+    this.adaptivePending = timeout < policy.capMs;
+    this.deadlineAt = Math.min(this.requestDeadline, this.tryDeadline);
+    const client = upstreams.get(lease.replica);
+    if (client === undefined) {
+      // A replica that serves no gRPC (an older image, or its port unknown) is no place for the call.
+      return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${lease.replica} serves no gRPC port`), 'refused');
+    }
+    route.balancer.watch(lease, this);
+    // grpc-js ends the call itself at the earlier of the request deadline and the try's cap;
+    // the adaptive timeout, earlier, is the sweep's (it may retry rather than fail).
+    const deadline = new Date(Date.now() + Math.max(0, Math.min(this.requestDeadline, this.tryCapAt) - now));
+    let message: Buffer | undefined;
+    let upstream: ClientUnaryCall;
+    try {
+      upstream = client.makeUnaryRequest<Buffer, Buffer>(
+        `/inference.GRPCInferenceService/${this.method}`,
+        passThrough,
+        passThrough,
+        this.call.request.raw,
+        this.metadata as Metadata,
+        { deadline },
+        (_err, value) => {
+          message = value;
+        },
+      );
+    } catch (err) {
+      // The channel was closed under the lease (the replica just left the route): as a refused connection.
+      route.balancer.unwatch(lease, this);
+      return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${lease.replica}: ${err instanceof Error ? err.message : String(err)}`), 'failed');
+    }
+    let head: Metadata | undefined;
+    upstream.on('metadata', (md: Metadata) => {
+      head = md;
+    });
+    // grpc-js emits the status right after the callback, with the trailers of an OK answer too.
+    upstream.on('status', (s: StatusObject) => this.onUpstreamEnd(upstream, s, head, message));
+    this.upstream = upstream;
+  }
+
+  private endTry(): void {
+    this.upstream = undefined;
+    const lease = this.lease;
+    if (lease === undefined) return;
+    this.lease = undefined;
+    const balancer = (this.route as Route).balancer;
+    balancer.unwatch(lease, this);
+    balancer.release(lease);
+  }
+
+  private mayRetry(): boolean {
+    if (this.tries > this.ctx.proxy.limits.maxRetries) return false;
+    const taken = (this.route as Route).balancer.takeRetry(this.replica as string, this.exclude);
+    if (taken === 'budget_spent') (this.routeMetrics as RouteMetrics).retryRefused();
+    return taken === 'taken';
+  }
+
+  private report(outcome: 'refused' | 'failed'): void {
+    const replica = this.replica as string;
+    const ms = (this.route as Route).balancer.reportTry(replica, this.model, outcome);
+    if (ms === 0) return;
+    (this.routeMetrics as RouteMetrics).ejected(outcome);
+    this.ctx.proxy.log.warn('replica ejected', { route: (this.route as Route).prefix, replica, outcome, ejectedMs: ms });
+  }
+
+  private retry(reason: RetryReason): void {
+    const replica = this.replica as string;
+    this.abandoning = undefined;
+    this.adaptivePending = false;
+    this.deadlineAt = this.requestDeadline;
+    this.ctx.proxy.deadlines.add(this);
+    (this.routeMetrics as RouteMetrics).retried(reason);
+    this.exclude = new Set([...this.exclude, replica]);
+    this.endTry();
+    this.place();
+  }
+
+  /** A try that never reached a replica's application: retried if it may be, else the call fails with `err`. */
+  private tryFailed(err: ModelmuxError, outcome: 'refused' | 'failed'): void {
+    this.report(outcome);
+    if (this.mayRetry()) return this.retry('connect_error');
+    this.endTry();
+    this.fail(err);
+  }
+
+  replicaDown(): void {
+    if (this.phase !== 'upstream' || this.abandoning !== undefined || this.upstream === undefined) return;
+    if (this.mayRetry()) this.abandon('replica_down');
+  }
+
+  private abandon(reason: RetryReason): void {
+    this.abandoning = reason;
+    // The call ends with CANCELLED, and its status retries.
+    this.upstream?.cancel();
+  }
+
+  private onUpstreamEnd(upstream: ClientUnaryCall, s: StatusObject, head: Metadata | undefined, message: Buffer | undefined): void {
+    if (upstream !== this.upstream) return;
+    const replica = this.replica as string;
+    const balancer = (this.route as Route).balancer;
+    // Told before outlier detection hears of this try, so an ejection it causes does not abandon it too.
+    balancer.unwatch(this.lease as Lease, this);
+    try {
+      if (this.phase !== 'upstream') return this.endTry();
+      if (this.abandoning !== undefined) return this.retry(this.abandoning);
+      const ms = this.ctx.proxy.clock.now() - this.tryStart;
+      if (s.code === GrpcStatus.UNAVAILABLE) {
+        const { code, refused } = upstreamError(s);
+        if (code === undefined) return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${replica} failed: ${s.details}`), refused ? 'refused' : 'failed');
+        balancer.reportTry(replica, this.model, 'answered');
+        // Refused before any work (overloaded, shutting down), as HTTP's 503 with x-modelmux-overloaded.
+        if (s.metadata.get(HEADER_OVERLOADED).length > 0 && this.mayRetry()) return this.retry('overloaded');
+      } else if (s.code === GrpcStatus.DEADLINE_EXCEEDED && catalogueCode(s.metadata.get(ERROR_CODE_TRAILER)[0]) === undefined) {
+        // grpc-js ended the try at its deadline (the sweep had not yet): the replica did not answer in time.
+        this.report('failed');
+        this.ctx.proxy.metrics.timedOut(this.tryCapAt < this.requestDeadline ? 'upstream' : 'request');
+        this.endTry();
+        return this.fail(new ModelmuxError('timeout', `replica ${replica} did not answer in time`));
+      } else {
+        (this.routeMetrics as RouteMetrics).upstreamLatency(ms / 1000);
+        // The replica says whether it had the model in its trailers (replica/grpc-server.ts).
+        const cache = firstString(s.metadata, HEADER_CACHE) ?? firstString(head, HEADER_CACHE);
+        const warm = s.code === GrpcStatus.OK && (this.model === undefined || cache === 'hit');
+        balancer.reportTry(replica, this.model, 'answered', warm ? ms : undefined);
+        if (this.model !== undefined && s.code === GrpcStatus.OK && cache !== undefined) {
+          const version = Number(firstString(s.metadata, HEADER_TABLE_VERSION) ?? firstString(head, HEADER_TABLE_VERSION));
+          balancer.observe(replica, this.model, Number.isSafeInteger(version) ? version : undefined);
+        }
+      }
+      this.endTry();
+      this.respond(s, head, message);
+    } catch (err) {
+      this.endTry();
+      this.fail(err);
+    }
+  }
+
+  /** The replica's answer, as it gave it: its message bytes, or its status and trailers. */
+  private respond(s: StatusObject, head: Metadata | undefined, message: Buffer | undefined): void {
+    this.phase = 'done';
+    const md = head ?? new Metadata();
+    for (const key of TRANSPORT_METADATA) md.remove(key);
+    md.set(HEADER_REQUEST_ID, this.requestId);
+    this.grpcCode = s.code;
+    const code = catalogueCode(s.metadata.get(ERROR_CODE_TRAILER)[0]);
+    this.httpStatus = s.code === GrpcStatus.OK ? 200 : code !== undefined ? ERROR_CATALOGUE[code].status : 502;
+    if (!this.call.cancelled) {
+      this.call.sendMetadata(md);
+      if (s.code === GrpcStatus.OK && message !== undefined) this.answer(null, message, s.metadata);
+      else this.answer({ code: s.code, details: s.details, metadata: s.metadata }, null);
+    }
+    this.finish();
+  }
+
+  // --- endings ----------------------------------------------------------------------------------
+
+  expire(): void {
+    try {
+      const now = this.ctx.proxy.clock.now();
+      if (this.phase === 'waiting') {
+        this.ctx.proxy.metrics.timedOut('request');
+        return this.fail(new ModelmuxError('timeout', 'no replica slot freed up before the request deadline'));
+      }
+      if (this.phase === 'upstream' && this.adaptivePending && this.tryDeadline < this.requestDeadline && now < this.tryCapAt) return this.tryTimedOut();
+      if (this.phase !== 'upstream') return;
+      this.ctx.proxy.metrics.timedOut(this.deadlineAt < this.requestDeadline ? 'upstream' : 'request');
+      this.fail(new ModelmuxError('timeout', `replica ${this.replica ?? '?'} did not answer in time`));
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
+  private tryTimedOut(): void {
+    this.adaptivePending = false;
+    const lease = this.lease as Lease;
+    const balancer = (this.route as Route).balancer;
+    balancer.unwatch(lease, this);
+    this.report('failed');
+    if (this.mayRetry()) return this.abandon('timeout');
+    balancer.watch(lease, this);
+    this.deadlineAt = Math.min(this.requestDeadline, this.tryCapAt);
+    this.ctx.proxy.deadlines.add(this);
+  }
+
+  /** The client cancelled the call or its deadline passed: no work for nobody. */
+  private readonly onCancelled = (): void => {
+    if (this.phase === 'done') return;
+    this.fail(new ModelmuxError('timeout', 'the client cancelled the call before its answer'));
+  };
+
+  /** Answers the router's own error with its gRPC status and code trailer, stops any wait or try. */
+  private fail(err: unknown): void {
+    if (this.phase === 'done') return;
+    const was = this.phase;
+    this.phase = 'done';
+    const e = toModelmuxError(err);
+    this.error = e.code;
+    this.httpStatus = e.status;
+    if (was === 'waiting' && this.cancelWait !== undefined) {
+      this.cancelWait();
+      this.cancelWait = undefined;
+    }
+    const upstream = this.upstream;
+    this.endTry();
+    upstream?.cancel();
+    this.grpcCode = grpcStatus(e.code);
+    if (e.code === 'internal') this.ctx.proxy.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
+    if (!this.call.cancelled) {
+      try {
+        const trailers = new Metadata();
+        trailers.set(HEADER_REQUEST_ID, this.requestId);
+        this.answer(grpcError(e, trailers), null);
+      } catch (again) {
+        // The last guard: the call is answered whatever broke, never left to its deadline.
+        this.ctx.proxy.log.error('unhandled gRPC call error', { requestId: this.requestId, reason: again instanceof Error ? again.message : String(again) });
+        this.answer({ code: GrpcStatus.INTERNAL, details: 'unexpected router error' }, null);
+      }
+    }
+    this.finish();
+  }
+
+  private finish(): void {
+    const proxy = this.ctx.proxy;
+    proxy.deadlines.remove(this);
+    proxy.buffered.release(this.budgeted);
+    this.budgeted = 0;
+    this.call.removeListener('cancelled', this.onCancelled);
+    const ms = proxy.clock.now() - this.started;
+    const route = this.route === undefined ? 'none' : this.route.prefix;
+    proxy.metrics.grpcRequests.labels({ route, method: this.method, code: GrpcStatus[this.grpcCode] ?? String(this.grpcCode) }).inc();
+    proxy.metrics.grpcRequestDuration.labels({ route, method: this.method }).observe(ms / 1000);
+    proxy.access.request({
+      requestId: this.requestId,
+      method: 'GRPC',
+      path: `/inference.GRPCInferenceService/${this.method}`,
+      route,
+      model: this.model,
+      form: 'grpc',
+      replica: this.replica,
+      placement: this.placement,
+      waitedMs: this.waitedMs,
+      tries: this.tries === 0 ? undefined : this.tries,
+      error: this.error,
+      status: this.httpStatus,
+      durationMs: ms,
+    });
+  }
+}
+
+/** The address of grpc-js's `host:port` or `[v6]:port` peer, as HTTP's X-Forwarded-For carries it. */
+export function peerAddress(peer: string): string {
+  if (peer.startsWith('[')) return peer.slice(1, peer.indexOf(']') === -1 ? undefined : peer.indexOf(']'));
+  const colon = peer.lastIndexOf(':');
+  return colon === -1 ? peer : peer.slice(0, colon);
+}
+
+/** What is left of the client's deadline (grpc-timeout), in ms; infinite without one. */
+function clientRemainingMs(call: ServerUnaryCall<unknown, unknown>): number {
+  const d = call.getDeadline();
+  const at = d instanceof Date ? d.getTime() : d;
+  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : Number.POSITIVE_INFINITY;
+}

@@ -1,0 +1,326 @@
+import { Client, credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import { connect } from 'node:http2';
+import { jest } from '@jest/globals';
+import { ERROR_CODE_TRAILER, inferenceClient, type ModelInferRequest, type ModelInferResponse } from '../../../common/grpc/inference-service.js';
+import { WINE_FEATURES, WINE_INPUT, wineModelBytes } from '../../../common/wine-model.js';
+import { identityModel } from '../../helpers/datatype-models.js';
+import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
+import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
+import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { eventually, expectClose, expected, post, v2Body, wineRows } from '../replica/wine-fixtures.js';
+
+jest.setTimeout(180_000);
+
+let s3: S3Server;
+const started: { stop(graceMs?: number): Promise<number | null> }[] = [];
+const clients: Client[] = [];
+const WINES = ['m1', 'm2', 'm3', 'm4', 'm5', 'm6'];
+
+type Unary = (req: unknown, md: Metadata, options: { deadline?: Date }, cb: (err: ServiceError | null, res: unknown) => void) => unknown;
+
+interface Answer<T> {
+  err: ServiceError | null;
+  res: T | undefined;
+  trailers: Metadata | undefined;
+}
+
+/** A typed client of the inference service at `address`. */
+function grpcClient(address: string): Client & Record<string, Unary> {
+  const Ctor = inferenceClient();
+  const c = new Ctor(address, credentials.createInsecure(), { 'grpc.max_send_message_length': -1 }) as unknown as Client & Record<string, Unary>;
+  clients.push(c);
+  return c;
+}
+
+function call<T>(client: Client & Record<string, Unary>, method: string, req: unknown, md: Record<string, string> = {}, deadlineMs = 30_000): Promise<Answer<T>> {
+  const metadata = new Metadata();
+  for (const [k, v] of Object.entries(md)) metadata.set(k, v);
+  return new Promise((resolve) => {
+    let trailers: Metadata | undefined;
+    const c = (client[method] as Unary).call(client, req, metadata, { deadline: new Date(Date.now() + deadlineMs) }, (err, res) => {
+      // The status (with its trailers) follows the callback at once.
+      setImmediate(() => resolve({ err, res: (res ?? undefined) as T | undefined, trailers: err?.metadata ?? trailers }));
+    }) as { on(e: 'status', f: (s: { metadata: Metadata }) => void): void };
+    c.on('status', (s) => (trailers = s.metadata));
+  });
+}
+
+/** The same call with the answer's bytes as they came (no decoding), to compare router and replica byte for byte. */
+function rawCall(address: string, method: string, req: ModelInferRequest): Promise<Buffer> {
+  const encode = (inferenceClient().service[method] as { requestSerialize(v: unknown): Buffer }).requestSerialize;
+  const c = new Client(address, credentials.createInsecure());
+  clients.push(c);
+  return new Promise((resolve, reject) => {
+    c.makeUnaryRequest(`/inference.GRPCInferenceService/${method}`, encode, (b: Buffer) => b, req, (err, res) => (err ? reject(err) : resolve(res as Buffer)));
+  });
+}
+
+function wineRequest(model: string, rows: number[][]): ModelInferRequest {
+  return { model_name: model, inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [rows.length, WINE_FEATURES], contents: { fp32_contents: rows.flat() } }] };
+}
+
+function trailer(a: Answer<unknown>, key: string): string | undefined {
+  const v = a.trailers?.get(key)[0];
+  return typeof v === 'string' ? v : undefined;
+}
+
+const replicaName = (r: ReplicaProcess): string => `127.0.0.1:${r.port}`;
+
+async function replicas(n: number, args: string[] = [], env: Record<string, string> = {}): Promise<ReplicaProcess[]> {
+  const out = await Promise.all(
+    Array.from({ length: n }, () =>
+      startReplica({ args: ['--model-source', `s3://${s3.bucket}/grpc`, '--s3-endpoint', s3.endpoint, '--max-models', '8', ...args], env: { ...s3.awsEnv, ...env } }),
+    ),
+  );
+  started.push(...out);
+  return out;
+}
+
+async function router(rs: readonly ReplicaProcess[], args: string[] = []): Promise<RouterProcess> {
+  const urls = rs.map((r) => `${r.url}?grpc-port=${(r.grpcAddress ?? '').split(':')[1]}`);
+  const rt = await startRouter(['--routes', `/wine=${urls.join(',')}`, '--poll-interval-ms', '200', ...args]);
+  started.push(rt);
+  return rt;
+}
+
+beforeAll(async () => {
+  s3 = await startS3Server();
+  for (const id of WINES) await s3.put(`grpc/${id}/model.onnx`, wineModelBytes(id));
+  await s3.put('grpc/int32/model.onnx', identityModel('int32'));
+  await s3.put('grpc/text/model.onnx', identityModel('string'));
+  // Version 2 of model `ver`: its own weights, at <id>/<version>/model.onnx.
+  await s3.put('grpc/ver/2/model.onnx', wineModelBytes('ver-v2'));
+}, 600_000);
+
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
+  await Promise.all(started.splice(0).map((p) => p.stop(5000)));
+});
+
+afterAll(async () => {
+  await s3?.stop();
+});
+
+describe('the router on its gRPC port, in front of replica processes', () => {
+  it('sends a model’s calls to its holder and passes typed, raw and BYTES tensors through unchanged', async () => {
+    const rs = await replicas(3);
+    const holder = rs[1] as ReplicaProcess;
+    expect((await post(`${holder.url}/v2/models/m1/infer`, v2Body(wineRows(2)))).status).toBe(200);
+    const rt = await router(rs);
+    const client = grpcClient(rt.grpcAddress as string);
+    const rows = wineRows(3, 7);
+    for (let i = 0; i < 4; i++) {
+      const a = await call<ModelInferResponse>(client, 'ModelInfer', wineRequest('m1', rows), { 'x-request-id': `trace-${i}` });
+      expect(a.err).toBeNull();
+      expect(trailer(a, 'x-modelmux-replica')).toBe(replicaName(holder));
+      expect(trailer(a, 'x-modelmux-cache')).toBe('hit');
+      expect(trailer(a, 'x-request-id')).toBe(`trace-${i}`);
+      expect(a.res?.model_name).toBe('m1');
+      expectClose(a.res?.outputs[0]?.contents?.fp32_contents ?? [], expected('m1', rows));
+    }
+
+    // Raw INT32 in, raw out; the router never re-encodes a message, so the answer is the replica's byte for byte.
+    const ints = Buffer.from(new Int32Array([1, -2, 3, 2147483647, -2147483648, 0]).buffer);
+    const rawReq: ModelInferRequest = { model_name: 'int32', inputs: [{ name: 'x', datatype: 'INT32', shape: [2, 3] }], raw_input_contents: [ints] };
+    const viaRouter = await call<ModelInferResponse>(client, 'ModelInfer', rawReq);
+    expect(viaRouter.err).toBeNull();
+    expect(viaRouter.res?.outputs[0]).toMatchObject({ name: 'y', datatype: 'INT32', shape: ['2', '3'] });
+    expect(Buffer.from(viaRouter.res?.raw_output_contents[0] ?? [])).toEqual(ints);
+
+    const text: ModelInferRequest = {
+      model_name: 'text',
+      id: 'req-7',
+      inputs: [{ name: 'x', datatype: 'BYTES', shape: [1, 3], contents: { bytes_contents: [Buffer.from('ünï'), Buffer.from('a b\tc'), Buffer.alloc(0)] } }],
+    };
+    const typed = await call<ModelInferResponse>(client, 'ModelInfer', text);
+    expect(typed.err).toBeNull();
+    expect(typed.res?.id).toBe('req-7');
+    expect((typed.res?.outputs[0]?.contents?.bytes_contents ?? []).map((b) => Buffer.from(b))).toEqual([Buffer.from('ünï'), Buffer.from('a b\tc'), Buffer.alloc(0)]);
+    // Placed on the replica that now holds `text`: ask it directly and compare the answers' bytes.
+    const textHolder = rs.find((r) => replicaName(r) === trailer(typed, 'x-modelmux-replica')) as ReplicaProcess;
+    expect(textHolder).toBeDefined();
+    expect(await rawCall(rt.grpcAddress as string, 'ModelInfer', text)).toEqual(await rawCall(textHolder.grpcAddress as string, 'ModelInfer', text));
+
+    // model_version places and serves version 2 as a model of its own, `ver@2`.
+    const versioned = await call<ModelInferResponse>(client, 'ModelInfer', { ...wineRequest('ver', rows), model_version: '2' });
+    expect(versioned.err).toBeNull();
+    expectClose(versioned.res?.outputs[0]?.contents?.fp32_contents ?? [], expected('ver-v2', rows));
+    await eventually(() => rt.logLines().some((l) => l['form'] === 'grpc' && l['model'] === 'ver@2'));
+
+    const m = await rt.metrics();
+    expect(m.get('modelmux_router_grpc_requests_total{route="/wine",method="ModelInfer",code="OK"}')).toBe(8);
+  });
+
+  it('answers health and metadata as the HTTP side does', async () => {
+    const rs = await replicas(2);
+    const rt = await router(rs, ['--max-connections-per-client', '2']);
+    const client = grpcClient(rt.grpcAddress as string);
+    expect((await call<{ live: boolean }>(client, 'ServerLive', {})).res?.live).toBe(true);
+    expect((await call<{ ready: boolean }>(client, 'ServerReady', {})).res?.ready).toBe(true);
+    expect((await call<{ name: string }>(client, 'ServerMetadata', {})).res?.name).toBe('modelmux-replica');
+    const meta = await call<{ name: string; inputs: { name: string; datatype: string }[] }>(client, 'ModelMetadata', { name: 'm2' });
+    expect(meta.err).toBeNull();
+    expect(meta.res).toMatchObject({ name: 'm2', inputs: [{ name: WINE_INPUT, datatype: 'FP32' }] });
+    // The metadata call loaded m2 on one replica: readiness asked there says so.
+    const ready = await call<{ ready: boolean }>(client, 'ModelReady', { name: 'm2' });
+    expect(ready.err).toBeNull();
+    expect(ready.res?.ready).toBe(true);
+    expect(trailer(ready, 'x-modelmux-replica')).toBe(trailer(meta, 'x-modelmux-replica'));
+
+    // A third connection from the same address is past --max-connections-per-client: closed at once.
+    const own = (): Client & Record<string, Unary> => {
+      const c = new (inferenceClient())(rt.grpcAddress as string, credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as unknown as Client & Record<string, Unary>;
+      clients.push(c);
+      return c;
+    };
+    expect((await call(own(), 'ServerLive', {})).err).toBeNull();
+    const third = await call(own(), 'ServerLive', {}, {}, 3000);
+    expect(third.err?.code).toBe(status.UNAVAILABLE);
+    expect((await rt.metrics()).get('modelmux_router_rejected_connections_total{reason="client_connections"}')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('maps its own errors and passes the replica’s through, with their codes', async () => {
+    const rs = await replicas(2);
+    const rt = await router(rs, ['--max-body-bytes', '64Ki', '--body-timeout-ms', '1000']);
+    const client = grpcClient(rt.grpcAddress as string);
+
+    const unknown = await call(client, 'ModelInfer', wineRequest('no-such-model', wineRows(1)));
+    expect(unknown.err?.code).toBe(status.NOT_FOUND);
+    expect(trailer(unknown, ERROR_CODE_TRAILER)).toBe('model_not_found');
+
+    const badShape: ModelInferRequest = { model_name: 'm3', inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [1, 4], contents: { fp32_contents: [1, 2, 3, 4] } }] };
+    const bad = await call(client, 'ModelInfer', badShape);
+    expect(bad.err?.code).toBe(status.INVALID_ARGUMENT);
+    expect(trailer(bad, 'x-modelmux-replica')).toBeDefined();
+
+    const badId = await call(client, 'ModelInfer', wineRequest('../etc', wineRows(1)));
+    expect(badId.err?.code).toBe(status.INVALID_ARGUMENT);
+    expect(trailer(badId, ERROR_CODE_TRAILER)).toBe('invalid_model_id');
+
+    const noName = await call(client, 'ModelInfer', { inputs: [] });
+    expect(noName.err?.code).toBe(status.INVALID_ARGUMENT);
+    expect(trailer(noName, ERROR_CODE_TRAILER)).toBe('missing_model_id');
+
+    const noRoute = await call(client, 'ModelInfer', wineRequest('m1', wineRows(1)), { 'x-modelmux-route': 'beer' });
+    expect(noRoute.err?.code).toBe(status.NOT_FOUND);
+    expect(trailer(noRoute, ERROR_CODE_TRAILER)).toBe('route_not_found');
+
+    const big = await call(client, 'ModelInfer', { model_name: 'm1', inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [2000, WINE_FEATURES], contents: { fp32_contents: wineRows(2000).flat() } }] });
+    expect(big.err?.code).toBe(status.RESOURCE_EXHAUSTED);
+
+    // A call whose message stops short is ended by the body timeout, as an HTTP body would be.
+    const session = connect(`http://${rt.grpcAddress as string}`);
+    try {
+      const stream = session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers' });
+      const prefix = Buffer.alloc(5);
+      prefix.writeUInt32BE(100, 1);
+      stream.write(Buffer.concat([prefix, Buffer.alloc(10)]));
+      const t = Date.now();
+      const grpcStatus = await new Promise<string | undefined>((resolve) => {
+        const read = (h: Record<string, unknown>): void => {
+          if (h['grpc-status'] !== undefined) resolve(String(h['grpc-status']));
+        };
+        stream.on('response', read);
+        stream.on('trailers', read);
+        stream.resume();
+      });
+      expect(grpcStatus).toBe(String(status.DEADLINE_EXCEEDED));
+      expect(Date.now() - t).toBeLessThan(5000);
+    } finally {
+      session.close();
+    }
+
+    // The router still serves after all of them.
+    expect((await call(client, 'ModelInfer', wineRequest('m1', wineRows(1)))).err).toBeNull();
+    const m = await rt.metrics();
+    expect(m.get('modelmux_router_grpc_requests_total{route="/wine",method="ModelInfer",code="NOT_FOUND"}')).toBe(1);
+    expect(m.get('modelmux_router_grpc_requests_total{route="none",method="ModelInfer",code="NOT_FOUND"}')).toBe(1);
+    expect(m.get('modelmux_router_timeouts_total{phase="body_total"}')).toBe(1);
+  });
+
+  it('bounds a call by the client’s deadline and by its own request timeout', async () => {
+    const rs = await replicas(1, [], { MODELMUX_TEST_HOOKS: 'true' });
+    // Loaded before: the router's short request timeout is for the delayed calls, not a load.
+    expect((await post(`${(rs[0] as ReplicaProcess).url}/v2/models/m4/infer`, v2Body(wineRows(1)))).status).toBe(200);
+    const rt = await router(rs, ['--request-timeout-ms', '700']);
+    const client = grpcClient(rt.grpcAddress as string);
+    expect((await call(client, 'ModelInfer', wineRequest('m4', wineRows(1)))).err).toBeNull();
+
+    let t = Date.now();
+    const own = await call(client, 'ModelInfer', wineRequest('m4', wineRows(1)), { 'x-modelmux-test-delay-ms': '5000' });
+    expect(own.err?.code).toBe(status.DEADLINE_EXCEEDED);
+    expect(trailer(own, ERROR_CODE_TRAILER)).toBe('timeout');
+    expect(Date.now() - t).toBeLessThan(3000);
+
+    t = Date.now();
+    const theirs = await call(client, 'ModelInfer', wineRequest('m4', wineRows(1)), { 'x-modelmux-test-delay-ms': '5000' }, 250);
+    expect(theirs.err?.code).toBe(status.DEADLINE_EXCEEDED);
+    expect(Date.now() - t).toBeLessThan(2000);
+    // The router gave up its forwarded call too: its access line for it is written at once, long before the replica's 5 s.
+    await new Promise((r) => setTimeout(r, 400));
+    const lines = rt.logLines().filter((l) => l['msg'] === 'request' && l['form'] === 'grpc' && l['error'] === 'timeout');
+    expect(lines).toHaveLength(2);
+  });
+
+  it('finishes the calls in flight when it drains on SIGTERM', async () => {
+    const rs = await replicas(1, [], { MODELMUX_TEST_HOOKS: 'true' });
+    expect((await post(`${(rs[0] as ReplicaProcess).url}/v2/models/m5/infer`, v2Body(wineRows(1)))).status).toBe(200);
+    const rt = await router(rs);
+    const client = grpcClient(rt.grpcAddress as string);
+    const slow = call<ModelInferResponse>(client, 'ModelInfer', wineRequest('m5', wineRows(1)), { 'x-modelmux-test-delay-ms': '1500' });
+    await new Promise((r) => setTimeout(r, 500));
+    const stopped = rt.stop(10_000);
+    const answer = await slow;
+    expect(answer.err).toBeNull();
+    expect(answer.res?.model_name).toBe('m5');
+    expect(await stopped).toBe(0);
+  });
+
+  it('loses no call when a replica is killed under load from several clients', async () => {
+    const rs = await replicas(3);
+    const rt = await router(rs);
+    const clientCount = 6;
+    const served = new Map<string, number>();
+    const results: { ok: number; failed: string[] } = { ok: 0, failed: [] };
+    let stop = false;
+    const worker = async (w: number): Promise<void> => {
+      const client = grpcClient(rt.grpcAddress as string);
+      for (let i = 0; !stop; i++) {
+        const model = WINES[(w + i) % WINES.length] as string;
+        const rows = wineRows(2, i);
+        const a = await call<ModelInferResponse>(client, 'ModelInfer', wineRequest(model, rows));
+        const got = a.res?.outputs[0]?.contents?.fp32_contents ?? [];
+        const want = expected(model, rows);
+        if (a.err !== null) results.failed.push(`${model}: ${a.err.code} ${a.err.details}`);
+        else if (got.length !== want.length || got.some((v, k) => !(Math.abs(v - (want[k] ?? NaN)) < 1e-3 * Math.max(1, Math.abs(want[k] ?? 0))))) results.failed.push(`${model}: wrong answer ${JSON.stringify(got)}`);
+        else {
+          results.ok++;
+          const by = trailer(a, 'x-modelmux-replica') ?? '?';
+          served.set(by, (served.get(by) ?? 0) + 1);
+        }
+      }
+    };
+    const load = Promise.all(Array.from({ length: clientCount }, (_, w) => worker(w)));
+    try {
+      // Every model loaded and served a while before one replica goes.
+      for (let waited = 0; results.ok < 10 * clientCount && waited < 30_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+      // The busiest replica: it holds models, and calls for them are on their way to it.
+      const busiest = [...served].sort((a, b) => b[1] - a[1])[0]?.[0];
+      const victim = rs.find((r) => replicaName(r) === busiest) as ReplicaProcess;
+      expect(victim).toBeDefined();
+      const before = results.ok;
+      process.kill(victim.pid, 'SIGKILL');
+      await victim.exited;
+      await new Promise((r) => setTimeout(r, 2000));
+      expect(results.ok).toBeGreaterThan(before + clientCount);
+    } finally {
+      stop = true;
+      await load;
+    }
+    expect(results.failed).toEqual([]);
+    const m = await rt.metrics();
+    expect(m.get('modelmux_router_grpc_requests_total{route="/wine",method="ModelInfer",code="OK"}')).toBe(results.ok);
+    // Calls did meet the dead replica (in flight, or sent before it was known gone) and went on elsewhere.
+    expect(m.get('modelmux_router_retries_total') ?? 0).toBeGreaterThanOrEqual(1);
+  });
+});

@@ -1,0 +1,48 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Metadata, status } from '@grpc/grpc-js';
+import { ERROR_CATALOGUE, ModelmuxError, type ErrorCode } from '../../../common/errors.js';
+import { ERROR_CODE_TRAILER } from '../../../common/grpc/inference-service.js';
+import { GRPC_STATUS_BY_HTTP, GRPC_STATUS_EXCEPTIONS, grpcError, grpcStatus } from '../../../common/grpc/status.js';
+import { HEADER_OVERLOADED } from '../../../common/names.js';
+
+const doc = readFileSync(join(process.cwd(), 'docs/errors.md'), 'utf8');
+const grpcSection = doc.slice(doc.indexOf('# gRPC status codes'));
+const name = (s: status): string => status[s];
+
+describe('gRPC status codes', () => {
+  it.each(Object.keys(ERROR_CATALOGUE) as ErrorCode[])('gives %s a status of its own HTTP status or an exception', (code) => {
+    expect(GRPC_STATUS_EXCEPTIONS[code] ?? GRPC_STATUS_BY_HTTP[ERROR_CATALOGUE[code].status]).toBeDefined();
+    expect(grpcStatus(code)).not.toBe(status.UNKNOWN);
+    expect(grpcStatus(code)).not.toBe(status.OK);
+  });
+
+  it('maps the codes a gRPC client retries or backs off on as documented', () => {
+    expect(grpcStatus('overloaded')).toBe(status.UNAVAILABLE);
+    expect(grpcStatus('model_not_found')).toBe(status.NOT_FOUND);
+    expect(grpcStatus('input_mismatch')).toBe(status.INVALID_ARGUMENT);
+    expect(grpcStatus('timeout')).toBe(status.DEADLINE_EXCEEDED);
+    expect(grpcStatus('cache_full')).toBe(status.RESOURCE_EXHAUSTED);
+    expect(grpcStatus('pool_saturated')).toBe(status.RESOURCE_EXHAUSTED);
+    expect(grpcStatus('internal')).toBe(status.INTERNAL);
+  });
+
+  it('documents in docs/errors.md exactly the table of common/grpc/status.ts', () => {
+    const byHttp = [...grpcSection.matchAll(/^\| (\d{3}) \| ([A-Z_]+) \|$/gm)].map((m) => [Number(m[1]), m[2]]);
+    expect(Object.fromEntries(byHttp)).toEqual(Object.fromEntries(Object.entries(GRPC_STATUS_BY_HTTP).map(([http, s]) => [Number(http), name(s)])));
+    const exceptions = [...grpcSection.matchAll(/^\| `([a-z_]+)` \| ([A-Z_]+) \|/gm)].map((m) => [m[1], m[2]]);
+    expect(Object.fromEntries(exceptions)).toEqual(Object.fromEntries(Object.entries(GRPC_STATUS_EXCEPTIONS).map(([code, s]) => [code, name(s as status)])));
+  });
+
+  it('sends the code in a trailer, and says a refusal before any work may go elsewhere', () => {
+    const given = new Metadata();
+    given.set('x-request-id', 'r1');
+    const e = grpcError(new ModelmuxError('overloaded', 'full'), given);
+    expect(e.code).toBe(status.UNAVAILABLE);
+    expect(e.details).toBe('full');
+    expect(e.metadata.get(ERROR_CODE_TRAILER)).toEqual(['overloaded']);
+    expect(e.metadata.get(HEADER_OVERLOADED)).toEqual(['true']);
+    expect(e.metadata.get('x-request-id')).toEqual(['r1']);
+    expect(grpcError(new ModelmuxError('model_not_found', 'no')).metadata.get(HEADER_OVERLOADED)).toEqual([]);
+  });
+});
