@@ -7,7 +7,10 @@ import { booleanString, parseConfig, type OptionSpecs, intString } from '../comm
 import { createLogger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { INTRA_OP_THREADS } from '../common/resource.js';
+import { checkLocalRoutes } from './local-routes.js';
 import { writeExampleModels } from './example-models.js';
+import { DEFAULT_GRPC_PORT } from '../router/grpc-options.js';
+import { GRPC_PORT_PARAM } from '../router/static-discovery.js';
 import { bannerText } from './local-banner.js';
 import { LOCAL_RESTART_BACKOFF } from './local-backoff.js';
 import { freePorts, waitReady } from './local-processes.js';
@@ -41,6 +44,7 @@ const schema = z.object({
   exampleModels: intString(0, 100000).default(20),
   host: z.string().min(1).default('127.0.0.1'),
   port: intString(0, 65535).default(8000),
+  grpcPort: intString(-1, 65535).default(DEFAULT_GRPC_PORT),
   routePrefix: z.string().regex(/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be one path segment such as /wine').max(64).default('/wine'),
   maxOngoingRequests: intString(1, 100000).default(16),
   maxBatchSize: intString(1, 1024).default(1),
@@ -50,6 +54,7 @@ const schema = z.object({
   ...logOptionsShape,
   readyTimeoutSeconds: intString(1, 3600).default(120),
   runtime: z.string().min(1).max(4096).optional(),
+  routes: z.string().min(1).max(4096).optional(),
   verbose: booleanString.default(false),
 });
 
@@ -62,6 +67,11 @@ const specs: OptionSpecs<typeof schema.shape> = {
   exampleModels: { flag: 'example-models', env: 'MODELMUX_LOCAL_EXAMPLE_MODELS', help: 'Example models wine-0 … wine-N-1 written to a file:// store when missing; 0 writes none (default 20).' },
   host: { flag: 'host', env: 'MODELMUX_LOCAL_HOST', help: 'Address the router listens on (default 127.0.0.1; replicas always use 127.0.0.1).' },
   port: { flag: 'port', env: 'MODELMUX_LOCAL_PORT', help: 'Router port; 0 picks a free one (default 8000).' },
+  grpcPort: {
+    flag: 'grpc-port',
+    env: 'MODELMUX_LOCAL_GRPC_PORT',
+    help: `Router gRPC port (the Open Inference Protocol's gRPC service, docs/grpc.md); 0 picks a free one, -1 serves no gRPC (default ${DEFAULT_GRPC_PORT}). Replicas get free ones.`,
+  },
   routePrefix: { flag: 'route-prefix', env: 'MODELMUX_LOCAL_ROUTE_PREFIX', help: 'Path prefix of the pool (default /wine).' },
   maxOngoingRequests: { flag: 'max-ongoing-requests', env: REPLICA_ENV.maxOngoingRequests, help: 'In-flight requests per replica at most (default 16).' },
   maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most, for models whose config.json turns batching on and names no size (default 1: such models get 8).' },
@@ -78,6 +88,11 @@ const specs: OptionSpecs<typeof schema.shape> = {
     env: 'MODELMUX_LOCAL_RUNTIME',
     help: `Sidecar mode: a serving runtime command (MLServer, Triton) run by /bin/sh -c beside each replica, which loads the models into it (docs/sidecar.md); it gets ${RUNTIME_ENV.port} (its V2 HTTP port), ${RUNTIME_ENV.grpcPort}, ${RUNTIME_ENV.metricsPort} and ${RUNTIME_ENV.modelsDir} (its model repository). Default: none, the built-in onnxruntime engine.`,
   },
+  routes: {
+    flag: 'routes',
+    env: 'MODELMUX_LOCAL_ROUTES',
+    help: 'A YAML file of ModelRoute objects (weighted canaries, sticky routing, mirrors, ensembles, sequences; docs/routes.md) the router serves; their spec.deploymentRef.name is the pool, the route prefix without its slash (default: none).',
+  },
   verbose: { flag: 'verbose', env: 'MODELMUX_LOCAL_VERBOSE', help: "Show every log line of the replicas and the router (default: warnings and errors only)." },
 };
 
@@ -87,6 +102,7 @@ function replicaEnv(
   modelSource: string,
   dirs: { cacheDir: string; sharedCacheDir: string } | undefined,
   port: number,
+  grpcPort: number,
   i: number,
   base: NodeJS.ProcessEnv,
 ): NodeJS.ProcessEnv {
@@ -94,6 +110,7 @@ function replicaEnv(
     ...base,
     [REPLICA_ENV.host]: '127.0.0.1',
     [REPLICA_ENV.port]: String(port),
+    [REPLICA_ENV.grpcPort]: String(grpcPort),
     [REPLICA_ENV.modelSource]: modelSource,
     [REPLICA_ENV.maxModels]: String(config.maxModels),
     [REPLICA_ENV.maxOngoingRequests]: String(config.maxOngoingRequests),
@@ -117,7 +134,8 @@ function replicaEnv(
 }
 
 /** `modelmux router` with static discovery over the local replicas. */
-function routerArgs(config: LocalConfig, port: number, replicaUrls: readonly string[]): string[] {
+function routerArgs(config: LocalConfig, port: number, grpcPort: number, replicaUrls: readonly string[], routesFile: string | undefined): string[] {
+  const routes = routesFile === undefined ? [] : ['--routes-file', routesFile];
   return [
     'router',
     '--discovery',
@@ -126,12 +144,15 @@ function routerArgs(config: LocalConfig, port: number, replicaUrls: readonly str
     config.host,
     '--port',
     String(port),
+    '--grpc-port',
+    String(grpcPort),
     '--routes',
     `${config.routePrefix}=${replicaUrls.join(',')}`,
     '--max-ongoing-requests',
     String(config.maxOngoingRequests),
     '--log-level',
     config.logLevel,
+    ...routes,
   ];
 }
 
@@ -143,6 +164,9 @@ function displayHost(host: string): string {
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   const config = parseConfig('local', SUMMARY, schema, specs, argv, env);
   const log = createLogger({ component: 'local' }, undefined, config.logLevel);
+  const routesFile = config.routes === undefined ? undefined : resolve(process.cwd(), config.routes);
+  // Checked here, before any process starts: the router would refuse it at every restart.
+  if (routesFile !== undefined) checkLocalRoutes(routesFile, config.routePrefix.slice(1));
   const modelSource = config.modelSource ?? pathToFileURL(resolve(process.cwd(), 'models')).href;
   // Three different models when there are three, so the examples show the pool's routing.
   const shown = Math.max(1, config.exampleModels);
@@ -159,8 +183,11 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   }
 
   const runtimePorts = config.runtime === undefined ? [] : await freePorts(3 * config.replicas);
-  const ports = await freePorts(config.replicas + (config.port === 0 ? 1 : 0));
+  // One call, so that every port is distinct: the replicas' HTTP and gRPC ports, and the router's when free ones are asked for.
+  const ports = await freePorts(2 * config.replicas + (config.port === 0 ? 1 : 0) + (config.grpcPort === 0 ? 1 : 0));
+  const routerGrpcPort = config.grpcPort === 0 ? (ports.pop() ?? 0) : config.grpcPort;
   const routerPort = config.port === 0 ? (ports.pop() ?? 0) : config.port;
+  const replicaGrpcPorts = ports.splice(config.replicas);
   const mainScript = fileURLToPath(new URL('./main.js', import.meta.url));
   const supervised: Supervised[] = [];
   let stopping: Promise<void> | undefined;
@@ -190,10 +217,11 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const runtimes: { url: string; proc: Supervised }[] = [];
   for (let i = 0; i < config.replicas; i++) {
     const port = ports[i] ?? 0;
+    const grpcPort = replicaGrpcPorts[i] ?? 0;
     const url = `http://127.0.0.1:${port}`;
     replicaUrls.push(url);
     const dirs = poolDir === undefined ? undefined : { cacheDir: join(poolDir, `replica-${i}`), sharedCacheDir: join(poolDir, 'shared') };
-    const replica = replicaEnv(config, modelSource, dirs, port, i, env);
+    const replica = replicaEnv(config, modelSource, dirs, port, grpcPort, i, env);
     if (config.runtime !== undefined && poolDir !== undefined) {
       const [http, grpc, metrics] = runtimePorts.slice(3 * i, 3 * i + 3).map(String);
       const modelsDir = join(poolDir, `runtime-${i}`);
@@ -230,7 +258,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     await Promise.all(runtimes.map((r) => waitReady(r.url, deadline, r.proc.current)));
     await Promise.all(replicaUrls.map((u, i) => waitReady(`${u}/v2/health/ready`, deadline, replicaProcs[i]?.current)));
     const routerReady = `http://127.0.0.1:${routerPort}/readyz`;
-    const router = supervise({ name: 'router', script: mainScript, args: routerArgs(config, routerPort, replicaUrls), env, readyUrl: routerReady });
+    const router = supervise({ name: 'router', script: mainScript, args: routerArgs(config, routerPort, routerGrpcPort, replicaUrls.map((u, i) => `${u}?${GRPC_PORT_PARAM}=${replicaGrpcPorts[i] ?? 0}`), routesFile), env, readyUrl: routerReady });
     await waitReady(routerReady, deadline, router.current);
   } catch (err) {
     await stopAll();
@@ -243,6 +271,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   process.stdout.write(
     bannerText({
       routerUrl,
+      routerGrpc: config.grpcPort === -1 ? undefined : `${displayHost(config.host)}:${routerGrpcPort}`,
       routePrefix: config.routePrefix,
       replicaUrls,
       maxModels: config.maxModels,

@@ -1,127 +1,70 @@
-import { z } from 'zod';
-import { stringify } from 'yaml';
-import { API_GROUP, API_VERSION, KIND, PLURAL } from './names.js';
+import { KIND, PLURAL } from './names.js';
+import { buildCrdFrom, crdYamlFrom, type CrdDefinition, type JsonSchema } from './crd-generator.js';
+import { ROUTE_KIND, ROUTE_PLURAL, ROUTE_SHORT_NAME, modelRouteSpecSchema, modelRouteStatusSchema } from './model-route.js';
 import { multiplexedDeploymentSpecSchema, multiplexedDeploymentStatusSchema } from './resource.js';
 
-/**
- * The MultiplexedDeployment CustomResourceDefinition, generated from the zod schemas in
- * resource.ts so that the API server refuses exactly what the operator would refuse.
- * `npm run crds` writes it to crds/; a unit test fails when the committed file drifts.
- */
+/** The modelmux CRDs, each generated from its zod schemas by crd-generator.ts. */
 
-export const CRD_FILE = 'crds/modelmux.io_multiplexeddeployments.yaml';
+export { CATEGORY, toStructural } from './crd-generator.js';
+
 export const SHORT_NAME = 'mxd';
-export const CATEGORY = 'modelmux';
 
-type JsonSchema = { [key: string]: unknown };
-
-function isObject(v: unknown): v is JsonSchema {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/** JSON Schema keywords a structural schema (apiextensions.k8s.io/v1) has no room for. */
-const DROPPED_KEYWORDS = new Set(['$schema', 'propertyNames', 'id', '$id']);
-
-/**
- * Turns zod's OpenAPI 3.0 output into a structural schema: the API server rejects
- * `additionalProperties: false` next to `properties`, does not know `propertyNames`, and
- * expects int-or-string in the kubebuilder shape (bare types inside anyOf, validations outside).
- */
-export function toStructural(node: JsonSchema): JsonSchema {
-  const out: JsonSchema = {};
-  for (const [key, value] of Object.entries(node)) {
-    if (DROPPED_KEYWORDS.has(key)) continue;
-    if (key === 'additionalProperties' && value === false) continue;
-    // zod writes the safe-integer range on every .int(); int64 is the API server's own bound.
-    if ((key === 'maximum' && value === Number.MAX_SAFE_INTEGER) || (key === 'minimum' && value === Number.MIN_SAFE_INTEGER)) continue;
-    if (key === 'properties' && isObject(value)) {
-      out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, isObject(v) ? toStructural(v) : v]));
-    } else if ((key === 'additionalProperties' || key === 'items') && isObject(value)) {
-      out[key] = toStructural(value);
-    } else {
-      out[key] = value;
-    }
-  }
-  const anyOf = out['anyOf'];
-  if (Array.isArray(anyOf) && anyOf.length === 2 && anyOf.every(isObject)) {
-    const types = anyOf.map((s) => s['type']).sort();
-    if (types[0] === 'integer' && types[1] === 'string') {
-      delete out['anyOf'];
-      const merged: JsonSchema = { ...out };
-      for (const branch of anyOf) {
-        for (const [k, v] of Object.entries(toStructural(branch))) if (k !== 'type') merged[k] = v;
-      }
-      merged['anyOf'] = [{ type: 'integer' }, { type: 'string' }];
-      merged['x-kubernetes-int-or-string'] = true;
-      return merged;
-    }
-  }
-  return out;
-}
-
-function schemaOf(schema: z.ZodType): JsonSchema {
-  // io 'input': the CRD validates what users write, before defaults and transforms.
-  return toStructural(z.toJSONSchema(schema, { io: 'input', target: 'openapi-3.0' }) as JsonSchema);
-}
-
-/** The CRD as an object, ready for YAML or for the API server. */
-export function buildCrd(): JsonSchema {
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `${PLURAL}.${API_GROUP}`, labels: { 'app.kubernetes.io/name': 'modelmux' } },
-    spec: {
-      group: API_GROUP,
-      names: {
-        kind: KIND,
-        listKind: `${KIND}List`,
-        plural: PLURAL,
-        singular: KIND.toLowerCase(),
-        shortNames: [SHORT_NAME],
-        categories: [CATEGORY],
-      },
-      scope: 'Namespaced',
-      versions: [
-        {
-          name: API_VERSION,
-          served: true,
-          storage: true,
-          subresources: {
-            status: {},
-            scale: {
-              specReplicasPath: '.spec.replicas',
-              statusReplicasPath: '.status.replicas',
-              labelSelectorPath: '.status.selector',
-            },
-          },
-          additionalPrinterColumns: [
-            { name: 'Replicas', type: 'integer', jsonPath: '.spec.replicas', description: 'Desired replica pods.' },
-            { name: 'Ready', type: 'integer', jsonPath: '.status.readyReplicas', description: 'Replica pods passing readiness.' },
-            { name: 'Models/replica', type: 'integer', jsonPath: '.spec.maxModelsPerReplica', description: 'Models each replica keeps loaded.' },
-            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-          ],
-          schema: {
-            openAPIV3Schema: {
-              type: 'object',
-              description: 'A pool of replica pods that serve many same-shaped ONNX models, loaded on demand.',
-              required: ['spec'],
-              properties: {
-                apiVersion: { type: 'string' },
-                kind: { type: 'string' },
-                metadata: { type: 'object' },
-                spec: schemaOf(multiplexedDeploymentSpecSchema),
-                status: schemaOf(multiplexedDeploymentStatusSchema),
-              },
-            },
-          },
-        },
-      ],
+export const MULTIPLEXED_DEPLOYMENT_CRD: CrdDefinition = {
+  kind: KIND,
+  plural: PLURAL,
+  shortName: SHORT_NAME,
+  file: 'crds/modelmux.io_multiplexeddeployments.yaml',
+  source: 'common/resource.ts',
+  description: 'A pool of replica pods that serve many same-shaped ONNX models, loaded on demand.',
+  spec: multiplexedDeploymentSpecSchema,
+  status: multiplexedDeploymentStatusSchema,
+  subresources: {
+    status: {},
+    scale: {
+      specReplicasPath: '.spec.replicas',
+      statusReplicasPath: '.status.replicas',
+      labelSelectorPath: '.status.selector',
     },
-  };
+  },
+  printerColumns: [
+    { name: 'Replicas', type: 'integer', jsonPath: '.spec.replicas', description: 'Desired replica pods.' },
+    { name: 'Ready', type: 'integer', jsonPath: '.status.readyReplicas', description: 'Replica pods passing readiness.' },
+    { name: 'Models/replica', type: 'integer', jsonPath: '.spec.maxModelsPerReplica', description: 'Models each replica keeps loaded.' },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+};
+
+export const MODEL_ROUTE_CRD: CrdDefinition = {
+  kind: ROUTE_KIND,
+  plural: ROUTE_PLURAL,
+  shortName: ROUTE_SHORT_NAME,
+  file: 'crds/modelmux.io_modelroutes.yaml',
+  source: 'common/model-route.ts',
+  description: 'A public model name routed onto models of one MultiplexedDeployment: a weighted split, an ensemble or a sequence.',
+  spec: modelRouteSpecSchema,
+  status: modelRouteStatusSchema,
+  subresources: { status: {} },
+  printerColumns: [
+    { name: 'Pool', type: 'string', jsonPath: '.spec.deploymentRef.name', description: 'The MultiplexedDeployment the route sends to.' },
+    // JSONPath cannot tell which of split, ensemble and sequence is set: the operator writes both into status.
+    { name: 'Kind', type: 'string', jsonPath: '.status.kind', description: 'split, ensemble or sequence.' },
+    { name: 'Backends', type: 'string', jsonPath: '.status.backends', description: 'Models the route sends to, with their shares.' },
+    { name: 'Accepted', type: 'string', jsonPath: '.status.conditions[?(@.type=="Accepted")].status', description: 'Whether the operator accepted the route.' },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+};
+
+export const CRDS: readonly CrdDefinition[] = [MULTIPLEXED_DEPLOYMENT_CRD, MODEL_ROUTE_CRD];
+
+export const CRD_FILE = MULTIPLEXED_DEPLOYMENT_CRD.file;
+export const ROUTE_CRD_FILE = MODEL_ROUTE_CRD.file;
+
+/** The MultiplexedDeployment CRD as an object. */
+export function buildCrd(): JsonSchema {
+  return buildCrdFrom(MULTIPLEXED_DEPLOYMENT_CRD);
 }
 
 /** The committed text of CRD_FILE. */
 export function crdYaml(): string {
-  const header = '# Generated from common/resource.ts by `npm run crds`. Do not edit: a unit test fails on drift.\n';
-  return header + stringify(buildCrd(), { lineWidth: 0 });
+  return crdYamlFrom(MULTIPLEXED_DEPLOYMENT_CRD);
 }

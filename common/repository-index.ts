@@ -6,7 +6,8 @@ import { z } from 'zod';
  * answers.
  */
 
-export const indexEntrySchema = z.object({ name: z.string(), version: z.string(), state: z.enum(['READY', 'LOADING']) });
+/** `version`: absent for a model's default version, which has no number (docs/adr/0033-model-versions.md). */
+export const indexEntrySchema = z.object({ name: z.string(), version: z.string().optional(), state: z.enum(['READY', 'LOADING']) });
 /** An index; what an entry holds beyond these fields is not passed on. */
 export const indexSchema = z.array(indexEntrySchema);
 /** The request body: `{}` or `{"ready": true}` (none is `{}`). */

@@ -1,5 +1,6 @@
 import { ModelmuxError } from './errors.js';
 import { parseModelId, type ModelId } from './model-id.js';
+import { isModelVersion, joinModelId, VERSION_SEPARATOR } from './model-version.js';
 import { HEADER_RAY_MODEL_ID, HEADER_RAY_MODEL_ID_HYPHEN, HEADER_SAGEMAKER_MODEL } from './names.js';
 
 /**
@@ -25,6 +26,8 @@ import { HEADER_RAY_MODEL_ID, HEADER_RAY_MODEL_ID_HYPHEN, HEADER_SAGEMAKER_MODEL
  * | POST       | /v2/repository/index                          | other     | none          |
  *
  * The last two are the Open Inference Protocol's model repository extension.
+ * `/versions/{v}` names the model `{id}@{v}` (common/model-version.ts), which the router places
+ * and the replica serves as a model of its own; `{id}@{v}` may be written wherever an id is.
  * A request whose Connection header names a model header is refused (400
  * `model_header_in_connection`) whatever its path: a proxy on the way drops the headers
  * Connection names, so the model the client meant would not be the one served.
@@ -48,6 +51,8 @@ export interface RequestMatch {
   form: RequestForm;
   /** The model id segment of a V2 path, still percent-encoded. */
   pathId?: string;
+  /** The version segment of a V2 `/versions/{v}` path, still percent-encoded. */
+  pathVersion?: string;
   /** A request of the model repository extension, and which. */
   repository?: 'index' | 'load' | 'unload';
 }
@@ -71,7 +76,7 @@ function v2Match(method: string, rest: string): RequestMatch | undefined {
   if (id === undefined || id === '') return undefined;
   const ends = (last: string | undefined): boolean => (isRead(method) && (last === undefined || last === 'ready')) || (method === 'POST' && last === 'infer');
   if (parts.length <= 2 && ends(a)) return { form: 'v2', pathId: id };
-  if (parts.length >= 3 && parts.length <= 4 && a === 'versions' && b !== '' && ends(c)) return { form: 'v2', pathId: id };
+  if (parts.length >= 3 && parts.length <= 4 && a === 'versions' && b !== undefined && b !== '' && ends(c)) return { form: 'v2', pathId: id, pathVersion: b };
   return undefined;
 }
 
@@ -127,15 +132,27 @@ function validated(raw: string): ModelId {
   return check.id;
 }
 
-function pathModel(segment: string): ModelId {
-  if (!segment.includes('%')) return validated(segment);
-  let raw: string;
+function decodedSegment(segment: string): string {
+  if (!segment.includes('%')) return segment;
   try {
-    raw = decodeURIComponent(segment);
+    return decodeURIComponent(segment);
   } catch {
     throw new ModelmuxError('invalid_model_id', 'the model id in the path is not valid percent-encoding');
   }
-  return validated(raw);
+}
+
+/** The model of a V2 path: `{id}`, or `{id}@{v}` for `/versions/{v}`. */
+function pathModel(segment: string, versionSegment: string | undefined): ModelId {
+  // The version is digits only: never percent-encoded, so never decoded.
+  return versionedModel(decodedSegment(segment), versionSegment);
+}
+
+/** `id`, or `id@version` (a V2 path's `/versions/{v}`, a gRPC request's `model_version`); throws invalid_model_id. */
+export function versionedModel(id: string, version: string | undefined): ModelId {
+  if (version === undefined) return validated(id);
+  if (!isModelVersion(version)) throw new ModelmuxError('invalid_model_id', `a model version is 1 to 18 digits, not "${version}"`);
+  if (id.includes(VERSION_SEPARATOR)) throw new ModelmuxError('invalid_model_id', `the request names a version twice: "${id}" and version ${version}`);
+  return validated(joinModelId(id, version));
 }
 
 /** One model id from the first of `names` given; any other of them given must agree with it. */
@@ -162,7 +179,7 @@ export function requestModel(match: RequestMatch, headers: HeaderBag): ModelId |
   if (named !== undefined) throw new ModelmuxError('model_header_in_connection', `the Connection header names ${named}, which carries the model id; send it as an ordinary header`);
   switch (match.form) {
     case 'v2':
-      return pathModel(match.pathId ?? '');
+      return pathModel(match.pathId ?? '', match.pathVersion);
     case 'ray':
       return headerModel(headers, RAY_MODEL_HEADERS, `POST / needs the ${HEADER_RAY_MODEL_ID} (or ${HEADER_RAY_MODEL_ID_HYPHEN}) header`);
     case 'sagemaker':

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the chart's copy of the CRD and deploy/modelmux.yaml (plain manifests for
+# Regenerates the chart's copies of the CRDs and deploy/modelmux.yaml (plain manifests for
 # `kubectl apply -f deploy/`) from helm/modelmux with its default values. `npm run deploy`
 # runs it; test/unit/chart-drift.test.ts fails when the committed files differ from its output.
 # HELM names the helm binary; otherwise test/tools/install-kube-tools.sh provides one.
@@ -12,7 +12,7 @@ HELM="${HELM:-$(bash test/tools/install-kube-tools.sh | tail -n 1)}"
 OUT="${1:-deploy}"
 
 if [ $# -eq 0 ]; then
-  cp crds/modelmux.io_multiplexeddeployments.yaml helm/modelmux/crds/modelmux.io_multiplexeddeployments.yaml
+  cp crds/modelmux.io_*.yaml helm/modelmux/crds/
 fi
 
 {

@@ -1,8 +1,10 @@
 import type { KubeConfig, KubernetesObject, KubernetesObjectApi, V1Deployment, V1HorizontalPodAutoscaler, V1Pod } from '@kubernetes/client-node';
+import { ROUTE_KIND, ROUTE_PLURAL } from '../common/model-route.js';
 import { API_GROUP, API_VERSION, KIND, LABEL_DEPLOYMENT, LABEL_MANAGED_BY, PLURAL } from '../common/names.js';
 import type { MultiplexedDeployment } from '../common/resource.js';
 import { Informer, type ChangeType, type InformerDeps } from './informer.js';
 import { MANAGED_BY } from './resources/meta.js';
+import type { StoredRoute } from './route-status.js';
 
 /** A MultiplexedDeployment as the API server stores it; its spec is still to be validated. */
 export type StoredResource = MultiplexedDeployment & { metadata: { deletionTimestamp?: string | Date } };
@@ -14,10 +16,12 @@ export interface ObjectReader {
   horizontalPodAutoscaler(namespace: string, name: string): V1HorizontalPodAutoscaler | undefined;
   /** Pods labelled as replicas of the resource `name` (the label the router selects on too). */
   replicaPods(namespace: string, name: string): readonly V1Pod[];
+  /** Every ModelRoute of the namespace, as stored. */
+  modelRoutes(namespace: string): readonly StoredRoute[];
 }
 
 /** What the informers report: `resources` are MultiplexedDeployments, `owned` anything the operator applies. */
-export type WatchedGroup = 'resources' | 'owned' | 'pods';
+export type WatchedGroup = 'resources' | 'owned' | 'pods' | 'routes';
 
 interface Kind {
   name: string;
@@ -41,9 +45,10 @@ const OTHER_OWNED: readonly Kind[] = [
   owned('rolebindings', 'rbac.authorization.k8s.io/v1', 'RoleBinding'),
 ];
 const PODS: Kind = { name: 'pods', apiVersion: 'v1', kind: 'Pod', group: 'pods', labelSelector: LABEL_DEPLOYMENT };
+const ROUTES: Kind = { name: ROUTE_PLURAL, apiVersion: `${API_GROUP}/${API_VERSION}`, kind: ROUTE_KIND, group: 'routes' };
 
-/** Every kind the operator watches: its resources, each kind it owns, and the replica pods. */
-export const WATCHED_KINDS: readonly Kind[] = [RESOURCES, DEPLOYMENTS, HPAS, ...OTHER_OWNED, PODS];
+/** Every kind the operator watches: its resources, each kind it owns, the replica pods and the ModelRoutes. */
+export const WATCHED_KINDS: readonly Kind[] = [RESOURCES, DEPLOYMENTS, HPAS, ...OTHER_OWNED, PODS, ROUTES];
 
 /** The collection path of a kind, e.g. /apis/apps/v1/namespaces/ml/deployments, or across namespaces without one. */
 function collectionPath(apiVersion: string, plural: string, namespace?: string): string {
@@ -66,6 +71,7 @@ export class OperatorCaches implements ObjectReader {
   private readonly deployments: Informer<V1Deployment>;
   private readonly hpas: Informer<V1HorizontalPodAutoscaler>;
   private readonly pods: Informer<V1Pod>;
+  private readonly routes: Informer<KubernetesObject>;
 
   constructor(
     kc: KubeConfig,
@@ -90,6 +96,7 @@ export class OperatorCaches implements ObjectReader {
     this.hpas = make<V1HorizontalPodAutoscaler>(HPAS);
     for (const k of OTHER_OWNED) make(k);
     this.pods = make<V1Pod>(PODS);
+    this.routes = make(ROUTES);
   }
 
   start(): void {
@@ -100,14 +107,28 @@ export class OperatorCaches implements ObjectReader {
     for (const i of this.all) i.stop();
   }
 
-  /** Resolves once every cache holds a complete list. */
+  /**
+   * Resolves once every cache but the ModelRoutes' holds a complete list. Routes do not hold up
+   * the pools: a cluster upgraded by `helm upgrade` (which installs no new CRD) has no ModelRoute
+   * kind, and its informer retries with backoff while pools reconcile. A route's status is
+   * computed from a complete list or not at all: before its list the cache is empty.
+   */
   async synced(): Promise<void> {
-    await Promise.all(this.all.map((i) => i.synced));
+    await Promise.all(this.all.filter((i) => i !== this.routes).map((i) => i.synced));
   }
 
   /** Every MultiplexedDeployment in the cache: the periodic resync enqueues them all. */
   resources(): readonly KubernetesObject[] {
     return this.mxds.list();
+  }
+
+  /** Namespaces holding a ModelRoute: the periodic resync looks at their routes' status too. */
+  routeNamespaces(): Set<string> {
+    return new Set(this.routes.list().flatMap((r) => (r.metadata?.namespace !== undefined ? [r.metadata.namespace] : [])));
+  }
+
+  modelRoutes(namespace: string): readonly StoredRoute[] {
+    return this.routes.list(namespace) as readonly StoredRoute[];
   }
 
   multiplexedDeployment(namespace: string, name: string): StoredResource | undefined {

@@ -2,7 +2,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from '../common/log.js';
 import { apiErrorMessage } from './api-clients.js';
 import type { ObjectReader, OperatorCaches, WatchedGroup } from './caches.js';
-import { controllerKey, ownKey, podFingerprint, podKey, splitKey } from './event-keys.js';
+import { controllerKey, ownKey, podFingerprint, podKey, routesKey, splitKey } from './event-keys.js';
 import type { ChangeType } from './informer.js';
 import type { OperatorMetrics } from './metrics.js';
 import type { ReconcileResult } from './reconciler.js';
@@ -22,9 +22,10 @@ export type CachesFactory = (onChange: (group: WatchedGroup, type: ChangeType, o
 
 /**
  * Informers → work queue → workers, as controller-runtime does it. Keys are "namespace/name"
- * of MultiplexedDeployments; events only produce keys, each key is reconciled by one worker at
- * a time from the caches, errors retry with per-key backoff. Workers start once every cache
- * holds a complete list: a reconcile on a half-filled cache would, say, miss an HPA to delete.
+ * of MultiplexedDeployments, or routesKey(namespace) for all the ModelRoutes of a namespace;
+ * events only produce keys, each key is reconciled by one worker at a time from the caches,
+ * errors retry with per-key backoff. Workers start once every cache holds a complete list: a
+ * reconcile on a half-filled cache would, say, miss an HPA to delete.
  */
 export class Controller {
   private readonly caches: OperatorCaches;
@@ -55,6 +56,7 @@ export class Controller {
     this.workers = Array.from({ length: this.options.workers }, () => this.work());
     this.resyncTimer = setInterval(() => {
       for (const obj of this.caches.resources()) this.enqueue(ownKey(obj));
+      for (const namespace of this.caches.routeNamespaces()) this.enqueue(routesKey(namespace));
     }, this.options.resyncMs);
   }
 
@@ -69,9 +71,12 @@ export class Controller {
   }
 
   private onChange(group: WatchedGroup, type: ChangeType, obj: KubernetesObject): void {
+    const namespace = obj.metadata?.namespace;
+    // A pool appearing or going changes its routes' ResolvedRefs.
+    if ((group === 'routes' || group === 'resources') && namespace !== undefined) this.enqueue(routesKey(namespace));
     if (group === 'resources') this.enqueue(ownKey(obj));
     else if (group === 'owned') this.enqueue(controllerKey(obj));
-    else this.onPod(type, obj);
+    else if (group === 'pods') this.onPod(type, obj);
   }
 
   private onPod(type: ChangeType, pod: KubernetesObject): void {

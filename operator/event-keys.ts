@@ -15,6 +15,16 @@ export function splitKey(key: string): { namespace: string; name: string } {
   return { namespace: key.slice(0, i), name: key.slice(i + 1) };
 }
 
+/**
+ * The key of every ModelRoute of a namespace: their statuses are computed together (name
+ * conflicts, cycles). ':' is in no object name, so it never meets a MultiplexedDeployment's key.
+ */
+export const ROUTES_KEY_NAME = ':routes';
+
+export function routesKey(namespace: string): string {
+  return keyFor(namespace, ROUTES_KEY_NAME);
+}
+
 export function ownKey(obj: KubernetesObject): string | undefined {
   const m = obj.metadata;
   return m?.namespace !== undefined && m.name !== undefined ? keyFor(m.namespace, m.name) : undefined;

@@ -1,5 +1,6 @@
 import { PatchStrategy, setHeaderOptions, type KubernetesObject } from '@kubernetes/client-node';
 import { API_GROUP, API_VERSION, PLURAL } from '../common/names.js';
+import { ROUTE_PLURAL, type ModelRouteStatus } from '../common/model-route.js';
 import type { MultiplexedDeploymentStatus } from '../common/resource.js';
 import { apiStatus, type ApiClients } from './api-clients.js';
 import { FIELD_MANAGER } from './resources/meta.js';
@@ -13,6 +14,8 @@ export interface ObjectWriter {
   create(obj: KubernetesObject): Promise<void>;
   /** Merge-patches a resource's status subresource; a resource deleted meanwhile is not an error. */
   patchStatus(namespace: string, name: string, status: MultiplexedDeploymentStatus): Promise<void>;
+  /** The same for a ModelRoute. */
+  patchRouteStatus(namespace: string, name: string, status: ModelRouteStatus): Promise<void>;
 }
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -43,9 +46,17 @@ export class KubeWriter implements ObjectWriter {
     await this.clients.objects.create(obj);
   }
 
-  async patchStatus(namespace: string, name: string, status: MultiplexedDeploymentStatus): Promise<void> {
+  patchStatus(namespace: string, name: string, status: MultiplexedDeploymentStatus): Promise<void> {
+    return this.patchStatusOf(PLURAL, namespace, name, status);
+  }
+
+  patchRouteStatus(namespace: string, name: string, status: ModelRouteStatus): Promise<void> {
+    return this.patchStatusOf(ROUTE_PLURAL, namespace, name, status);
+  }
+
+  private async patchStatusOf(plural: string, namespace: string, name: string, status: object): Promise<void> {
     try {
-      await this.clients.custom.patchNamespacedCustomObjectStatus({ group: API_GROUP, version: API_VERSION, namespace, plural: PLURAL, name, body: { status } }, mergePatch);
+      await this.clients.custom.patchNamespacedCustomObjectStatus({ group: API_GROUP, version: API_VERSION, namespace, plural, name, body: { status } }, mergePatch);
     } catch (err) {
       if (apiStatus(err) !== 404) throw err;
     }

@@ -10,7 +10,9 @@ import { EventRecorder } from './events.js';
 import { KubeWriter } from './kube-writer.js';
 import { LeaderElector } from './leader-election.js';
 import { createOperatorMetrics } from './metrics.js';
+import { ROUTES_KEY_NAME } from './event-keys.js';
 import { reconcile } from './reconciler.js';
+import { reconcileRoutes } from './route-reconciler.js';
 import { WorkQueue } from './work-queue.js';
 
 /** `modelmux operator`: wiring only. */
@@ -50,7 +52,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const writer = new KubeWriter(reconcileClients);
   const events = new EventRecorder(writer, log);
   const reconcileOne: ReconcileFn = (cache, namespace, name) =>
-    reconcile({ cache, writer, events, options: { defaultImage: config.replicaImage }, log: log.child({ key: `${namespace}/${name}` }), now: () => new Date() }, namespace, name);
+    name === ROUTES_KEY_NAME
+      ? reconcileRoutes({ cache, writer, now: () => new Date() }, namespace)
+      : reconcile({ cache, writer, events, options: { defaultImage: config.replicaImage }, log: log.child({ key: `${namespace}/${name}` }), now: () => new Date() }, namespace, name);
   const newController = (): Controller =>
     new Controller(
       (onChange) =>

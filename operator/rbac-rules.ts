@@ -1,4 +1,5 @@
 import type { V1PolicyRule } from '@kubernetes/client-node';
+import { ROUTE_PLURAL } from '../common/model-route.js';
 import { API_GROUP, PLURAL } from '../common/names.js';
 
 /**
@@ -12,6 +13,9 @@ export const OPERATOR_CLUSTER_RULES: readonly V1PolicyRule[] = [
   { apiGroups: [API_GROUP], resources: [`${PLURAL}/status`], verbs: ['patch'] },
   // blockOwnerDeletion on owned objects needs update on the owner's finalizers.
   { apiGroups: [API_GROUP], resources: [`${PLURAL}/finalizers`], verbs: ['update'] },
+  // ModelRoutes: read, and their status conditions written (operator/route-status.ts); never the spec.
+  { apiGroups: [API_GROUP], resources: [ROUTE_PLURAL], verbs: ['list', 'watch'] },
+  { apiGroups: [API_GROUP], resources: [`${ROUTE_PLURAL}/status`], verbs: ['patch'] },
   // Server-side apply is a patch, and a patch that creates also needs create.
   { apiGroups: ['apps'], resources: ['deployments'], verbs: ['list', 'watch', 'create', 'patch'] },
   { apiGroups: [''], resources: ['services', 'serviceaccounts'], verbs: ['list', 'watch', 'create', 'patch'] },

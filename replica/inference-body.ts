@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ModelmuxError } from '../common/errors.js';
-import { elementCount, ELEMENT_BYTES, MAX_TENSOR_RANK, stringsFromBytes, tensorBytes, typedArrayFrom, typedArrayFromBytes, toJsonValues, V2_DATATYPES, type HostTensor, type ModelSignature, type TensorSpec } from './tensor.js';
+import { splitModelId } from '../common/model-version.js';
+import { elementCount, MAX_TENSOR_RANK, tensorBytes, tensorFromBinary, typedArrayFrom, toJsonValues, V2_DATATYPES, type HostTensor, type ModelSignature, type TensorSpec } from './tensor.js';
 
 /**
  * Request and response bodies, pure. Two body forms are accepted on every endpoint:
@@ -79,14 +80,9 @@ function checkShape(spec: TensorSpec, shape: readonly number[]): void {
 
 function tensorFromBytes(spec: TensorSpec, shape: number[], bytes: Uint8Array): HostTensor {
   checkShape(spec, shape);
-  if (spec.datatype === 'BYTES') {
-    const strings = stringsFromBytes(bytes, elementCount(shape));
-    if (typeof strings === 'string') throw mismatch(`input "${spec.name}": ${strings}`);
-    return { datatype: spec.datatype, dims: shape, data: strings };
-  }
-  const want = elementCount(shape) * ELEMENT_BYTES[spec.datatype];
-  if (bytes.length !== want) throw mismatch(`input "${spec.name}" has ${bytes.length} bytes of binary data for shape [${shape.join(',')}] (${want} expected)`);
-  return { datatype: spec.datatype, dims: shape, data: typedArrayFromBytes(spec.datatype, bytes) };
+  const tensor = tensorFromBinary(spec.datatype, shape, bytes);
+  if (typeof tensor === 'string') throw mismatch(`input "${spec.name}": ${tensor}`);
+  return tensor;
 }
 
 function tensorFor(spec: TensorSpec, shape: number[], values: unknown[]): HostTensor {
@@ -256,9 +252,11 @@ export function inferResponseBody(req: InferRequest, modelId: string, outputs: r
   const chosen = req.outputs ? outputs.filter((o) => req.outputs?.includes(o.name)) : outputs;
   if (req.form === 'v2') {
     const binary: Uint8Array[] = [];
+    const { base, version } = splitModelId(modelId);
     const json = {
-      model_name: modelId,
-      model_version: '1',
+      model_name: base,
+      // The default version has no number (docs/adr/0033-model-versions.md).
+      ...(version !== undefined ? { model_version: version } : {}),
       ...(req.id !== undefined ? { id: req.id } : {}),
       outputs: chosen.map((o) => {
         if (!req.binaryOutputs?.has(o.name)) return { name: o.name, datatype: o.datatype, shape: o.dims, data: toJsonValues(o) };
@@ -276,11 +274,14 @@ export function inferResponseBody(req: InferRequest, modelId: string, outputs: r
   return { json: { predictions } };
 }
 
-/** `GET /v2/models/:id`: metadata from the model's inputs and outputs. */
-export function modelMetadataBody(modelId: string, sig: ModelSignature): unknown {
+/**
+ * `GET /v2/models/:id`: metadata from the model's inputs and outputs. `versions`: those a request
+ * may name (a version's own, or the store's for the default version); undefined when unknown.
+ */
+export function modelMetadataBody(modelId: string, sig: ModelSignature, versions: readonly string[] | undefined): unknown {
   return {
-    name: modelId,
-    versions: ['1'],
+    name: splitModelId(modelId).base,
+    ...(versions !== undefined ? { versions } : {}),
     platform: 'onnxruntime_onnx',
     inputs: sig.inputs.map((s) => ({ name: s.name, datatype: s.datatype, shape: s.shape })),
     outputs: sig.outputs.map((s) => ({ name: s.name, datatype: s.datatype, shape: s.shape })),

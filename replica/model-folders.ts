@@ -7,13 +7,17 @@ import { fileURLToPath } from 'node:url';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { ModelmuxError } from '../common/errors.js';
 import type { ModelId } from '../common/model-id.js';
+import { folderKey, modelFolder } from './model-store.js';
 
 /**
  * Sidecar mode's store: a model is the whole folder `<source>/<ID>/` (a runtime's layout, e.g.
  * MLServer's model-settings.json beside the model file, or Triton's config.pbtxt and 1/), copied
  * into `<modelsDir>/<ID>/` where the runtime reads it. Runtimes find models by scanning their
  * repository for settings files, so those are written last, each file under a temporary name
- * renamed when complete: a runtime never reads half a folder.
+ * renamed when complete: a runtime never reads half a folder. Version V (the model `ID@V`) is
+ * the folder `<source>/<ID>/V/`, copied as a model of its own into `<modelsDir>/<ID@V>/`; the
+ * default version's copy keeps its numeric folders, which are the runtime's own versions in
+ * Triton's layout.
  */
 export interface ModelFolders {
   readonly uri: string;
@@ -83,7 +87,7 @@ abstract class Folders implements ModelFolders {
 /** `file:///dir`: copied, since the runtime's folder is another volume in a pod. */
 class FileFolders extends Folders {
   async fetch(id: ModelId): Promise<number> {
-    const src = join(fileURLToPath(this.uri), id);
+    const src = join(fileURLToPath(this.uri), ...modelFolder(id).split('/'));
     const files: { path: string; bytes: number }[] = [];
     try {
       for (const entry of await readdir(src, { recursive: true, withFileTypes: true })) {
@@ -126,7 +130,7 @@ class S3Folders extends Folders {
   }
 
   async fetch(id: ModelId): Promise<number> {
-    const folder = this.prefix === '' ? `${id}/` : `${this.prefix}/${id}/`;
+    const folder = `${folderKey(this.prefix, id)}/`;
     const objects = new Map<string, number>();
     try {
       let token: string | undefined;

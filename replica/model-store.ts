@@ -1,4 +1,5 @@
 import type { ModelId } from '../common/model-id.js';
+import { splitModelId } from '../common/model-version.js';
 
 /** A model file on local disk, ready for onnxruntime, which reads it whole at session creation. */
 export interface LocalModelFile {
@@ -29,7 +30,8 @@ export interface ModelVersion {
 }
 
 /**
- * Where models live: `<root>/<ID>/model.onnx`. `fetch` throws ModelmuxError `model_not_found`,
+ * Where models live: `<root>/<ID>/model.onnx`, version V of it (the model `ID@V`) at
+ * `<root>/<ID>/<V>/model.onnx` (modelFolder). `fetch` throws ModelmuxError `model_not_found`,
  * `store_unavailable` or `model_too_large`; ids are validated before they get here.
  */
 export interface ModelStore {
@@ -37,7 +39,16 @@ export interface ModelStore {
   readonly uri: string;
   /** `fresh`: ask the store now rather than reuse a local copy it confirmed a moment ago. */
   fetch(id: ModelId, fresh?: boolean): Promise<LocalModelFile>;
+  /**
+   * The versions of model `base` (an id without a version) in the store now: the names of its
+   * numeric version folders, at most MAX_LISTED_VERSIONS of them, in no particular order.
+   * Throws ModelmuxError `store_unavailable`. Absent when the store cannot list.
+   */
+  listVersions?(base: ModelId): Promise<string[]>;
 }
+
+/** Versions a listing reports at most: one page of an S3 listing. */
+export const MAX_LISTED_VERSIONS = 1000;
 
 /** A store that can name the version of a model it holds now, so loaded models can be revalidated. */
 export interface VersionedStore extends ModelStore {
@@ -47,8 +58,19 @@ export interface VersionedStore extends ModelStore {
 
 export const MODEL_FILE = 'model.onnx';
 
+/** The folder of model `id` below the store's root, without slashes at either end: `wine-7`, or `wine-7/2` for `wine-7@2`. */
+export function modelFolder(id: ModelId): string {
+  const { base, version } = splitModelId(id);
+  return version === undefined ? base : `${base}/${version}`;
+}
+
+/** Joins the store's prefix and the id into the key of the model's folder, without a trailing slash. */
+export function folderKey(prefix: string, id: ModelId): string {
+  const p = prefix.replace(/^\/+|\/+$/g, '');
+  return p === '' ? modelFolder(id) : `${p}/${modelFolder(id)}`;
+}
+
 /** Joins the store's prefix and the id into the object key or relative path. */
 export function modelKey(prefix: string, id: ModelId): string {
-  const p = prefix.replace(/^\/+|\/+$/g, '');
-  return p === '' ? `${id}/${MODEL_FILE}` : `${p}/${id}/${MODEL_FILE}`;
+  return `${folderKey(prefix, id)}/${MODEL_FILE}`;
 }

@@ -3,6 +3,7 @@ import type { Clock } from '../common/clock.js';
 import { ModelmuxError } from '../common/errors.js';
 import type { Logger } from '../common/log.js';
 import type { ModelId } from '../common/model-id.js';
+import { splitModelId } from '../common/model-version.js';
 import type { ModelTable } from '../common/model-table.js';
 import type { CachePolicy } from '../common/resource.js';
 import type { ReplicaConfig } from './config.js';
@@ -12,6 +13,7 @@ import { inferResponseBody, modelMetadataBody, parseInferBody } from './inferenc
 import type { ReplicaMetrics } from './metrics.js';
 import { ModelCache, type CacheEvent, type Loaded } from './model-cache.js';
 import type { ModelStore } from './model-store.js';
+import { VersionLists } from './version-lists.js';
 import type { FileMapper } from './file-map.js';
 import { GraphSessions } from './graph-sessions.js';
 import { modelBatching, parseModelConfig, sessionOverrides } from './model-config.js';
@@ -64,12 +66,18 @@ export function serviceTuning(config: ReplicaConfig): ServiceTuning {
 
 const ms = (n: number): string => `${n.toFixed(1)}ms`;
 
+/** How long a listing of a model's versions in the store answers metadata requests. */
+const VERSION_LIST_TTL_MS = 5_000;
+/** Models whose version listings are remembered at once (each up to MAX_LISTED_VERSIONS names). */
+const VERSION_LIST_MODELS = 256;
+
 
 /** The replica's inference path: cache → (load from the store) → batcher → response body. */
 export class ReplicaService implements ServingBackend {
   readonly cache: ModelCache<ModelSession>;
   private readonly batcher: Batcher;
   private readonly sessions: GraphSessions;
+  private readonly versionLists: VersionLists | undefined;
 
   constructor(private readonly opts: ReplicaServiceOptions) {
     this.sessions = new GraphSessions(
@@ -92,6 +100,8 @@ export class ReplicaService implements ServingBackend {
       onEvent: (e) => this.onCacheEvent(e),
     });
     this.batcher = new Batcher(opts.clock, (n) => opts.metrics.batchSize.observe(n));
+    const list = opts.store.listVersions?.bind(opts.store);
+    this.versionLists = list === undefined ? undefined : new VersionLists(list, opts.clock, VERSION_LIST_TTL_MS, VERSION_LIST_MODELS);
   }
 
   table(): ModelTable {
@@ -120,7 +130,22 @@ export class ReplicaService implements ServingBackend {
 
   async metadata(id: ModelId): Promise<{ body: unknown; hit: boolean }> {
     const { signature, hit } = await this.signature(id);
-    return { body: modelMetadataBody(id, signature), hit };
+    return { body: modelMetadataBody(id, signature, await this.versions(id)), hit };
+  }
+
+  /**
+   * A version names itself; the default version lists the store's versions of its model, or
+   * none when the store cannot be listed now: the model is loaded and its metadata still answers.
+   */
+  private async versions(id: ModelId): Promise<string[] | undefined> {
+    const { base, version } = splitModelId(id);
+    if (version !== undefined) return [version];
+    try {
+      return await this.versionLists?.get(base as ModelId);
+    } catch (err) {
+      this.opts.log.warn(`Cannot list the versions of model '${base}'.`, { model: base, event: 'list-versions-failed', ...failure(err) });
+      return undefined;
+    }
   }
 
   /** The engine is in the process: ready as long as the process is. */

@@ -4,14 +4,15 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { GetObjectCommand, HeadObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { ModelmuxError } from '../common/errors.js';
 import type { Clock } from '../common/clock.js';
 import type { ModelId } from '../common/model-id.js';
+import { isModelVersion } from '../common/model-version.js';
 import { DiskFileCache, type CachedFile } from './disk-file-cache.js';
 import { externalDataFiles, relocateExternalData } from './external-data.js';
 import { MAX_MODEL_CONFIG_BYTES, MODEL_CONFIG_FILE } from './model-config.js';
-import { modelKey, type LocalModelFile, type VersionedStore } from './model-store.js';
+import { folderKey, MAX_LISTED_VERSIONS, modelKey, type LocalModelFile, type VersionedStore } from './model-store.js';
 import type { PeerFiles } from './peer-files.js';
 
 /**
@@ -198,6 +199,21 @@ export class S3ModelStore implements VersionedStore {
   /** The object's ETag now, as a HEAD reports it; '' when the store gives none. */
   version(id: ModelId): Promise<string> {
     return this.currentEtag(modelKey(this.prefix, id), id);
+  }
+
+  /** The numeric "folders" (common prefixes) under `<prefix>/<base>/`: one listing request, one page. */
+  async listVersions(base: ModelId): Promise<string[]> {
+    const folder = `${folderKey(this.prefix, base)}/`;
+    try {
+      const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: folder, Delimiter: '/', MaxKeys: MAX_LISTED_VERSIONS }));
+      return (page.CommonPrefixes ?? []).flatMap((c) => {
+        const name = c.Prefix?.slice(folder.length, -1) ?? '';
+        return isModelVersion(name) ? [name] : [];
+      });
+    } catch (err) {
+      const e = this.translate(err, base);
+      throw e.code === 'model_not_found' ? new ModelmuxError('store_unavailable', e.message) : e;
+    }
   }
 
   /** The object's version as HEAD reports it; '' when the store gives none (never matches). */

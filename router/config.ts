@@ -2,8 +2,10 @@ import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { DEFAULT_RECENT_MS, DEFAULT_RETRY_BUDGET_PERCENT } from './balancer.js';
+import { DEFAULT_GRPC_PORT } from './grpc-options.js';
 import { DEFAULT_OUTLIER_POLICY } from './outlier-detection.js';
 import { MIN_PER_SECOND, WINDOW_MS } from './retry-budget.js';
+import { DEFAULT_MIRROR_MAX_IN_FLIGHT } from './route-split.js';
 import { parseStaticRoutes, type StaticRoute } from './static-discovery.js';
 
 const positiveInt = z.coerce.number().int().positive();
@@ -13,12 +15,19 @@ export const routerConfigSchema = z.object({
   discovery: z.enum(['static', 'kube']).default('static'),
   host: z.string().min(1).default('0.0.0.0'),
   port: intString(0, 65535).default(8000),
+  /** -1: no gRPC port (as the replica's); 0: any free one. */
+  grpcPort: intString(-1, 65535).default(DEFAULT_GRPC_PORT),
+  grpcMaxResponseBytes: positiveBytes.default(64 * 1024 * 1024),
+  grpcMaxConcurrentStreams: positiveInt.default(256),
+  grpcMaxConnectionAgeMs: intString(0, 2_147_483_647).default(0),
   routes: z
     .string()
     .superRefine((v, ctx) => {
       for (const p of parseStaticRoutes(v).problems) ctx.addIssue({ code: 'custom', message: p });
     })
     .optional(),
+  routesFile: z.string().min(1).optional(),
+  mirrorMaxInFlight: intString(0, 100_000).default(DEFAULT_MIRROR_MAX_IN_FLIGHT),
   maxOngoingRequests: positiveInt.default(16),
   matchTimeoutSeconds: z.coerce.number().min(0).max(60).default(1),
   pollIntervalMs: positiveInt.default(500),
@@ -58,7 +67,33 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   discovery: { flag: 'discovery', env: 'MODELMUX_DISCOVERY', help: 'Where routes and replicas come from: static (--routes) or kube (MultiplexedDeployments and their pods). Default static.' },
   host: { flag: 'host', env: 'MODELMUX_HOST', help: 'Address to listen on. Default 0.0.0.0.' },
   port: { flag: 'port', env: 'MODELMUX_PORT', help: 'Port to listen on (0: any free port). Default 8000.' },
+  grpcPort: {
+    flag: 'grpc-port',
+    env: 'MODELMUX_GRPC_PORT',
+    help: `Port of the Open Inference Protocol's gRPC service (inference.GRPCInferenceService, HTTP/2; 0: any free port; -1: none). Default ${DEFAULT_GRPC_PORT}, as Triton's.`,
+  },
+  grpcMaxResponseBytes: {
+    flag: 'grpc-max-response-bytes',
+    env: 'MODELMUX_GRPC_MAX_RESPONSE_BYTES',
+    help: "Largest gRPC answer taken from a replica, e.g. 64Mi; past it RESOURCE_EXHAUSTED (requests are bounded by --max-body-bytes). Default 64Mi.",
+  },
+  grpcMaxConcurrentStreams: { flag: 'grpc-max-concurrent-streams', env: 'MODELMUX_GRPC_MAX_CONCURRENT_STREAMS', help: 'gRPC calls open at once on one client connection. Default 256.' },
+  grpcMaxConnectionAgeMs: {
+    flag: 'grpc-max-connection-age-ms',
+    env: 'MODELMUX_GRPC_MAX_CONNECTION_AGE_MS',
+    help: 'A gRPC client connection is asked to go away (GOAWAY) after this long, its calls given --shutdown-grace-ms to end, so clients rebalance over router replicas (0: never). Default 0.',
+  },
   routes: { flag: 'routes', env: 'MODELMUX_ROUTES', help: 'Static routes: "/wine=http://127.0.0.1:8081,http://127.0.0.1:8082;/beer=http://…". Required with --discovery static.' },
+  routesFile: {
+    flag: 'routes-file',
+    env: 'MODELMUX_ROUTES_FILE',
+    help: 'Static mode: a YAML file of ModelRoute objects (several documents), read at start; spec.deploymentRef.name is the route prefix without its slash (docs/routes.md). Kube mode watches ModelRoutes instead.',
+  },
+  mirrorMaxInFlight: {
+    flag: 'mirror-max-in-flight',
+    env: 'MODELMUX_MIRROR_MAX_IN_FLIGHT',
+    help: `Mirror copies of split-route requests under way at once; past it copies are dropped and counted, never queued (0: no mirroring). Default ${DEFAULT_MIRROR_MAX_IN_FLIGHT}.`,
+  },
   maxOngoingRequests: { flag: 'max-ongoing-requests', env: 'MODELMUX_MAX_ONGOING_REQUESTS', help: 'Static mode: requests per replica before it counts as full. Default 16 (kube: from the resource).' },
   matchTimeoutSeconds: { flag: 'match-timeout-seconds', env: 'MODELMUX_MATCH_TIMEOUT_SECONDS', help: 'Static mode: matching timeout t; a request waits [t, 2t] for a full holder. Default 1.' },
   pollIntervalMs: { flag: 'poll-interval-ms', env: 'MODELMUX_POLL_INTERVAL_MS', help: "Static mode: how often each replica's GET /models is read. Default 500." },
@@ -144,7 +179,10 @@ export const ROUTER_SUMMARY = 'Route each request to a replica that holds its mo
 
 export function parseRouterConfig(argv: readonly string[], env: NodeJS.ProcessEnv): RouterConfig {
   const schema = routerConfigSchema.superRefine((c, ctx) => {
-    if (c.discovery !== 'static') return;
+    if (c.discovery !== 'static') {
+      if (c.routesFile !== undefined) ctx.addIssue({ code: 'custom', path: ['routesFile'], message: '--routes-file is for static discovery; kube discovery watches ModelRoutes' });
+      return;
+    }
     if (c.routes === undefined) ctx.addIssue({ code: 'custom', path: ['routes'], message: 'static discovery needs --routes' });
   });
   const c = parseConfig('router', ROUTER_SUMMARY, schema as unknown as typeof routerConfigSchema, specs, argv, env);

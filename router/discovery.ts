@@ -9,6 +9,8 @@ export interface ReplicaEndpoint {
   name: string;
   /** `http://host:port` of the replica. */
   url: string;
+  /** `host:port` of the replica's gRPC service, when it serves one (router/grpc-upstreams.ts). */
+  grpc?: string | undefined;
   /** The replica's model table, when known and valid. */
   table: ModelTable | undefined;
 }
@@ -16,6 +18,11 @@ export interface ReplicaEndpoint {
 export interface RouteState {
   /** `/wine`: one path segment. */
   prefix: string;
+  /**
+   * The pool as ModelRoutes name it (routes-source.ts): `namespace/name` of the
+   * MultiplexedDeployment in kube mode; the prefix without its slash when absent (static mode).
+   */
+  pool?: string;
   maxOngoingRequests: number;
   matchTimeoutMs: number;
   /**

@@ -1,6 +1,8 @@
 import { ModelmuxError, toModelmuxError, type ErrorBody, type ErrorCode } from '../common/errors.js';
-import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
+import type { MirrorSpec } from '../common/model-route.js';
+import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
 import { NO_EXCLUDE, type AcquireResult, type Lease, type TryWatcher } from './balancer.js';
+import { serveComposite } from './composite-route.js';
 import type { Expiring } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { endToEndFields, scanRequestHeaders } from './hop-headers.js';
@@ -9,9 +11,20 @@ import type { RetryReason, RouteMetrics, TimeoutPhase } from './metrics.js';
 import type { RouterProxy } from './proxy.js';
 import { MODEL_HEADERS, parseRequestForm, type RequestForm } from './request-form.js';
 import { ResponseBacklog } from './response-backlog.js';
+import { ModelRouteMetrics } from './route-metrics.js';
+import { RouteMirrors } from './route-mirror.js';
+import { rewriteForBackend } from './route-rewrite.js';
 import type { Route } from './route-table.js';
 import { adaptiveTryTimeoutMs } from './try-timeout.js';
 import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
+
+export interface ExchangeOptions {
+  /** The request is a route's mirror copy (route-mirror.ts): it is not copied again nor counted as the route's. */
+  mirror?: boolean;
+}
+
+/** A client's own request: one shared object, so the hot path allocates none for it. */
+const CLIENT_REQUEST: ExchangeOptions = Object.freeze({});
 
 /** A request id we pass on as given: bounded and printable, so it cannot break a log line. */
 export const REQUEST_ID = /^[A-Za-z0-9._:@=+-]{1,128}$/;
@@ -110,11 +123,16 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
   private replica: string | undefined;
   private placement: string | undefined;
   private waitedMs: number | undefined;
+  /** The request named a split ModelRoute: its public name and the model that serves it. */
+  private routed: { route: string; backend: string } | undefined;
+  /** Mirrors the request is copied to once its body is in, and how to name them. */
+  private mirrors: { to: MirrorSpec[]; form: RequestForm; prefix: string; rest: string; query: string } | undefined;
 
   constructor(
     private readonly proxy: RouterProxy,
     private readonly req: DownstreamRequest,
     private readonly res: DownstreamResponse,
+    private readonly options: ExchangeOptions = CLIENT_REQUEST,
   ) {
     this.started = proxy.clock.now();
   }
@@ -150,6 +168,8 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
       if (peer !== undefined) headers.push('x-forwarded-for', scanned.forwardedFor === undefined ? peer : `${scanned.forwardedFor}, ${peer}`);
       else if (scanned.forwardedFor !== undefined) headers.push('x-forwarded-for', scanned.forwardedFor);
       this.headers = headers;
+      // One lookup for a plain model; a repository request names models, never routes.
+      if (this.model !== undefined && form.repository === undefined && route.models.has(this.model) && this.resolveRoute(route, form.form, rest, q === -1 ? '' : url.slice(q))) return;
     } catch (err) {
       this.fail(err);
       return;
@@ -161,6 +181,50 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
     this.proxy.deadlines.add(this);
     req.on('data', this.onBodyData);
     req.on('end', this.onBodyEnd);
+  }
+
+  /**
+   * The model is a ModelRoute's public name: the request goes to the backend the route picks,
+   * named so in its path or model header, as the replica must see it (route-rewrite.ts).
+   * True when the name is an ensemble or a sequence, which then has the request (composite-route.ts).
+   */
+  private resolveRoute(route: Route, form: RequestForm, rest: string, query: string): boolean {
+    const r = route.models.resolve(this.model as string, this.req.rawHeaders);
+    if (r.kind === 'refused') throw new ModelmuxError('route_cycle', `model ${this.model ?? ''} is a ModelRoute that cannot serve: ${r.problem.message}`);
+    if (r.kind !== 'model') {
+      // An ensemble or sequence answers the request itself (ADR 0035): this exchange ends here.
+      this.phase = 'done';
+      serveComposite(this.proxy, this.req, this.res, { route, modelRoute: r.route, form });
+      return true;
+    }
+    this.routed = { route: r.routes[0] as string, backend: r.model };
+    this.model = r.model;
+    this.upstreamPath = `${rewriteForBackend(form, rest === '' ? '/' : rest, this.headers, r.model)}${query}`;
+    // Only inference is copied: a metadata or readiness read tells a shadow model nothing.
+    if (this.options.mirror === true || r.mirrors.length === 0 || this.req.method !== 'POST') return false;
+    const to = route.models.sampleMirrors(r.mirrors);
+    if (to.length > 0) this.mirrors = { to, form, prefix: route.prefix, rest, query };
+    return false;
+  }
+
+  /** Copies the request to its mirrors, the client's request already on its way (route-mirror.ts). */
+  private sendMirrors(): void {
+    const m = this.mirrors;
+    if (m === undefined || this.routed === undefined) return;
+    this.mirrors = undefined;
+    for (const mirror of m.to) {
+      const rawHeaders = [...this.req.rawHeaders];
+      const path = rewriteForBackend(m.form, m.rest, rawHeaders, mirror.model);
+      RouteMirrors.for(this.proxy).send({
+        route: this.routed.route,
+        model: mirror.model,
+        method: this.req.method ?? 'POST',
+        url: `${m.prefix}${path}${m.query}`,
+        rawHeaders,
+        body: this.body,
+        remoteAddress: this.req.socket.remoteAddress,
+      });
+    }
   }
 
   // --- request body -------------------------------------------------------------------------
@@ -188,6 +252,7 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
       this.requestDeadline = this.proxy.clock.now() + this.proxy.limits.requestTimeoutMs;
       this.deadlineAt = this.requestDeadline;
       this.place();
+      if (this.mirrors !== undefined) this.sendMirrors();
     } catch (err) {
       this.guard(err);
     }
@@ -365,6 +430,7 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
     }
     const out = endToEndFields(headers, HEADER_REQUEST_ID);
     out.push(HEADER_REQUEST_ID, this.requestId);
+    if (this.routed !== undefined) out.push(HEADER_BACKEND, this.routed.backend);
     this.phase = 'responding';
     this.status = statusCode;
     this.res.writeHead(statusCode, out);
@@ -529,6 +595,7 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
       this.status = e.status;
       const payload: ErrorBody = { error: e.code, message: e.message, requestId: this.requestId };
       const headers = ['content-type', 'application/json', HEADER_REQUEST_ID, this.requestId];
+      if (this.routed !== undefined) headers.push(HEADER_BACKEND, this.routed.backend);
       if (e.code === 'pool_saturated' || e.code === 'no_replicas' || e.code === 'buffer_full') headers.push('retry-after', '1');
       // The body is unread (too large, no room for it, too slow): close rather than drain it.
       if (e.code === 'body_too_large' || e.code === 'buffer_full' || e.code === 'request_timeout') headers.push('connection', 'close');
@@ -548,6 +615,7 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
     const ms = this.proxy.clock.now() - this.started;
     if (this.routeMetrics !== undefined) this.routeMetrics.answered(this.status, ms / 1000);
     else this.proxy.metrics.forRoute('none').answered(this.status, ms / 1000);
+    if (this.routed !== undefined && this.options.mirror !== true) ModelRouteMetrics.for(this.proxy.metrics).answered(this.routed.route, this.routed.backend, this.status);
     this.proxy.access.request({
       requestId: this.requestId,
       method: this.req.method ?? 'GET',

@@ -2,12 +2,13 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig, makeInformer, type Informer, t
 import { systemClock } from '../common/clock.js';
 import type { Logger } from '../common/log.js';
 import type { ModelTable } from '../common/model-table.js';
-import { API_GROUP, API_VERSION, LABEL_DEPLOYMENT, MODELS_ANNOTATION, PLURAL } from '../common/names.js';
+import { API_GROUP, API_VERSION, GRPC_PORT_NAME, LABEL_DEPLOYMENT, MODELS_ANNOTATION, PLURAL } from '../common/names.js';
 import { REPLICA_PORT } from '../common/replica-env.js';
 import { multiplexedDeploymentSpecSchema } from '../common/resource.js';
 import { parseTableAnnotation } from '../common/table-annotation.js';
 import { systemSetTimer } from './balancer.js';
 import type { Discovery, ReplicaEndpoint, RouteState } from './discovery.js';
+import { kubePoolKey } from './kube-model-routes.js';
 import { ReplicaTables } from './replica-tables.js';
 import { readModelTable } from './table-reader.js';
 
@@ -29,6 +30,17 @@ interface MxdObject extends KubernetesObject {
 export function podIsReady(pod: V1Pod): boolean {
   if (pod.metadata?.deletionTimestamp !== undefined || !pod.status?.podIP || pod.status.phase !== 'Running') return false;
   return (pod.status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+}
+
+/** `podIP:port` of the pod's container port named `grpc`, when it has one (operator/resources/deployment.ts). */
+export function podGrpcAddress(pod: V1Pod): string | undefined {
+  const ip = pod.status?.podIP;
+  if (!ip) return undefined;
+  for (const c of pod.spec?.containers ?? []) {
+    const port = c.ports?.find((p) => p.name === GRPC_PORT_NAME);
+    if (port !== undefined) return ip.includes(':') ? `[${ip}]:${port.containerPort}` : `${ip}:${port.containerPort}`;
+  }
+  return undefined;
 }
 
 /** A table annotation read alone: the full form is the table, a compact one needs a fetch. */
@@ -69,10 +81,11 @@ export function routesFromObjects(
       .filter((p) => p.metadata?.namespace === mxd.metadata?.namespace && p.metadata?.labels?.[LABEL_DEPLOYMENT] === mxd.metadata?.name && podIsReady(p))
       .map((p) => {
         const url = `http://${p.status?.podIP ?? ''}:${REPLICA_PORT}`;
-        return { name: p.metadata?.name ?? '', url, table: tableOf(p, url) };
+        return { name: p.metadata?.name ?? '', url, grpc: podGrpcAddress(p), table: tableOf(p, url) };
       });
     routes.push({
       prefix: spec.data.routePrefix,
+      pool: kubePoolKey(mxd.metadata?.namespace ?? '', mxd.metadata?.name ?? ''),
       maxOngoingRequests: spec.data.maxOngoingRequests,
       matchTimeoutMs: spec.data.matchTimeoutSeconds * 1000,
       tableLagMs: spec.data.tablePublishIntervalMs + TABLE_LAG_MARGIN_MS,

@@ -35,6 +35,8 @@ export interface ProxyLimits {
   maxResponseBufferBytes: number;
   /** How long a slow client may keep a replica's answer paused once that is full (ADR 0026). */
   slowReaderTimeoutMs: number;
+  /** Mirror copies of split-route requests under way at once; past it copies are dropped (route-mirror.ts). */
+  mirrorMaxInFlight?: number;
 }
 
 /**

@@ -144,8 +144,8 @@ function ask(pool: UpstreamPool, path: string, body: Buffer, timeoutMs: number, 
   });
 }
 
-/** The client's body, up to `maxBodyBytes` and within `bodyTimeoutMs`. */
-function readBody(limits: FanoutContext['limits'], req: DownstreamRequest, res: DownstreamResponse): Promise<Buffer> {
+/** The client's body, up to `maxBodyBytes` and within `bodyTimeoutMs` (also read so by composite-route.ts). */
+export function readBody(limits: FanoutContext['limits'], req: DownstreamRequest, res: DownstreamResponse): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -1,8 +1,10 @@
 import type { Clock, Random } from '../common/clock.js';
 import type { Logger } from '../common/log.js';
+import { RouteIndex, type ModelRoute } from '../common/model-route.js';
 import { Balancer, type SetTimer } from './balancer.js';
 import type { RouteState } from './discovery.js';
 import type { OutlierPolicy } from './outlier-detection.js';
+import { ModelRouting } from './model-routing.js';
 import { defaultPlacementPolicy } from './placement.js';
 import { UpstreamPool } from './upstream-pool.js';
 
@@ -24,7 +26,11 @@ export interface RouteDefaults {
 
 export interface Route {
   prefix: string;
+  /** The pool's key in ModelRoutes' deploymentRef (RouteState.pool). */
+  pool: string;
   balancer: Balancer;
+  /** The ModelRoutes naming this pool: public name → route. */
+  models: ModelRouting;
   /** Replica name → its connection pool. */
   pools: Map<string, UpstreamPool>;
 }
@@ -35,6 +41,8 @@ export interface Route {
  */
 export class RouteTable {
   private readonly routes = new Map<string, Route>();
+  /** ModelRoutes by pool key, as the last route source update gave them. */
+  private modelRoutes = new Map<string, ModelRoute[]>();
 
   constructor(
     private readonly defaults: RouteDefaults,
@@ -62,11 +70,18 @@ export class RouteTable {
       const { maxQueue, zeroHoldMs, zeroHoldMax, outliers, retryBudgetPercent } = this.defaults;
       const options = { ...defaultPlacementPolicy(s.maxOngoingRequests), matchTimeoutMs: s.matchTimeoutMs, recentMs, tableLagMs, maxQueue, zeroHoldMs, zeroHoldMax, outliers, retryBudgetPercent };
       let route = this.routes.get(s.prefix);
+      const pool = s.pool ?? s.prefix.slice(1);
       if (!route) {
-        route = { prefix: s.prefix, balancer: new Balancer(options, this.clock, this.random, this.setTimer), pools: new Map() };
+        route = { prefix: s.prefix, pool, balancer: new Balancer(options, this.clock, this.random, this.setTimer), models: this.routingOf(pool), pools: new Map() };
         this.routes.set(s.prefix, route);
         this.log.info('route added', { route: s.prefix });
-      } else route.balancer.configure(options);
+      } else {
+        route.balancer.configure(options);
+        if (route.pool !== pool) {
+          route.pool = pool;
+          route.models = this.routingOf(pool);
+        }
+      }
       const names = new Set(s.replicas.map((r) => r.name));
       for (const [name, pool] of route.pools) {
         if (!names.has(name)) {
@@ -89,8 +104,31 @@ export class RouteTable {
     }
   }
 
+  /**
+   * The ModelRoutes by pool key (a whole new set from the route source). Each prefix's index is
+   * rebuilt at once: a request sees either the old routes or the new, never a mix.
+   */
+  applyModelRoutes(byPool: ReadonlyMap<string, readonly ModelRoute[]>): void {
+    const before = this.modelRoutes;
+    this.modelRoutes = new Map([...byPool].map(([pool, routes]) => [pool, [...routes]]));
+    // A pool whose routes are the same objects as before keeps its index: one route changed
+    // among thousands rebuilds its own pool's only.
+    for (const route of this.routes.values()) if (!sameRoutes(before.get(route.pool), this.modelRoutes.get(route.pool))) route.models = this.routingOf(route.pool);
+    this.log.info('model routes applied', { pools: this.modelRoutes.size, routes: [...this.modelRoutes.values()].reduce((n, r) => n + r.length, 0) });
+  }
+
+  private routingOf(pool: string): ModelRouting {
+    const routes = this.modelRoutes.get(pool);
+    return routes === undefined || routes.length === 0 ? ModelRouting.empty(this.random) : new ModelRouting(RouteIndex.build(routes), this.random);
+  }
+
   async close(): Promise<void> {
     const pools = this.all().flatMap((r) => [...r.pools.values()]);
     await Promise.all(pools.map((p) => p.close().catch(() => undefined)));
   }
+}
+
+function sameRoutes(a: readonly ModelRoute[] | undefined, b: readonly ModelRoute[] | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return a.length === b.length && a.every((r, i) => r === b[i]);
 }

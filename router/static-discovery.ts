@@ -5,11 +5,16 @@ import { readModelTable } from './table-reader.js';
 export interface StaticRoute {
   prefix: string;
   urls: string[];
+  /** Replica URL → `host:port` of its gRPC service, when some URL names one. */
+  grpc?: Map<string, string>;
 }
+
+/** The query parameter of a replica URL that names its gRPC port: `http://127.0.0.1:8081?grpc-port=9081`. */
+export const GRPC_PORT_PARAM = 'grpc-port';
 
 /**
  * Parses `/wine=http://127.0.0.1:8081,http://127.0.0.1:8082;/beer=http://…`, the static
- * routes of local mode and tests.
+ * routes of local mode and tests. A URL may name the replica's gRPC port, `?grpc-port=9081`.
  */
 export function parseStaticRoutes(spec: string): { routes: StaticRoute[]; problems: string[] } {
   const routes: StaticRoute[] = [];
@@ -19,17 +24,24 @@ export function parseStaticRoutes(spec: string): { routes: StaticRoute[]; proble
     const prefix = eq === -1 ? '' : part.slice(0, eq).trim();
     if (!/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(prefix)) problems.push(`route "${part}": prefix must be one path segment such as /wine`);
     const urls: string[] = [];
+    const grpc = new Map<string, string>();
     for (const u of part.slice(eq + 1).split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+      let url: URL;
       try {
-        const url = new URL(u);
+        url = new URL(u);
         if (url.protocol !== 'http:') throw new Error('not http');
-        urls.push(url.origin);
       } catch {
         problems.push(`route "${prefix}": "${u}" is not an http:// URL`);
+        continue;
       }
+      urls.push(url.origin);
+      const grpcPort = url.searchParams.get(GRPC_PORT_PARAM);
+      if (grpcPort === null) continue;
+      if (/^[1-9][0-9]{0,4}$/.test(grpcPort) && Number(grpcPort) <= 65535) grpc.set(url.origin, `${url.hostname}:${grpcPort}`);
+      else problems.push(`route "${prefix}": "${u}": ${GRPC_PORT_PARAM} must be a port number`);
     }
     if (urls.length === 0) problems.push(`route "${prefix}" lists no replica URL`);
-    routes.push({ prefix, urls });
+    routes.push(grpc.size === 0 ? { prefix, urls } : { prefix, urls, grpc });
   }
   if (routes.length === 0) problems.push('no route given');
   return { routes, problems };
@@ -72,7 +84,7 @@ export class StaticDiscovery implements Discovery {
     return this.routes.map((r) => ({
       prefix: r.prefix,
       ...this.limits,
-      replicas: r.urls.filter((u) => this.state.get(u)?.up === true).map((u) => ({ name: u, url: u, table: this.state.get(u)?.table })),
+      replicas: r.urls.filter((u) => this.state.get(u)?.up === true).map((u) => ({ name: u, url: u, grpc: r.grpc?.get(u), table: this.state.get(u)?.table })),
     }));
   }
 

@@ -6,7 +6,7 @@ import { eventually } from '../helpers/eventually.js';
 import { getItems, getJson } from '../helpers/kube-json.js';
 import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
 import { startOperator, type OperatorProcess } from '../helpers/operator-process.js';
-import { OPERATOR_CLUSTER_RULES, OPERATOR_LEADER_ELECTION_RULES } from '../../operator/rbac-rules.js';
+import { operatorRbac } from '../helpers/operator-rbac.js';
 
 // The operator against a real control plane: owned objects, status, scheduling, scale,
 // rollout, restarts of the operator and of the API server, and garbage collection. Replica
@@ -35,32 +35,6 @@ spec:
 ${extra}`;
 
 const OPERATOR_NS = 'modelmux-system';
-
-/** The operator's ServiceAccount, ClusterRole and leader-election Role, from operator/rbac-rules.ts. */
-function operatorRbac(): string {
-  const sa = { kind: 'ServiceAccount', name: 'modelmux-operator', namespace: OPERATOR_NS };
-  const items = [
-    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: OPERATOR_NS } },
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: sa.name, namespace: OPERATOR_NS } },
-    { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'modelmux-operator' }, rules: OPERATOR_CLUSTER_RULES },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: 'modelmux-operator' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'modelmux-operator' },
-      subjects: [sa],
-    },
-    { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'modelmux-operator', namespace: OPERATOR_NS }, rules: OPERATOR_LEADER_ELECTION_RULES },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'RoleBinding',
-      metadata: { name: 'modelmux-operator', namespace: OPERATOR_NS },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'modelmux-operator' },
-      subjects: [sa],
-    },
-  ];
-  return JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
-}
 
 const podsOf = (cp: ControlPlane, name: string): Promise<V1Pod[]> => getItems<V1Pod>(cp, ['pods', '-l', `modelmux.io/deployment=${name}`]);
 const live = (pods: V1Pod[]): V1Pod[] => pods.filter((p) => p.metadata?.deletionTimestamp === undefined);
@@ -92,7 +66,7 @@ describe('the operator against a real control plane', () => {
     await cp.kubectl(['apply', '-f', 'crds/']);
     await cp.kubectl(['wait', '--for=condition=Established', 'crd/multiplexeddeployments.modelmux.io', '--timeout=60s']);
     agent = await startNodeAgent(cp, { capacity: { gpus: NODE_GPUS } });
-    await cp.kubectl(['apply', '-f', '-'], { input: operatorRbac() });
+    await cp.kubectl(['apply', '-f', '-'], { input: operatorRbac(OPERATOR_NS) });
     operatorKubeconfig = await cp.serviceAccountKubeconfig(OPERATOR_NS, 'modelmux-operator');
     operator = await startOperator(operatorKubeconfig, operatorArgs);
   }, 240_000);

@@ -33,6 +33,7 @@ export function routerAccess(namespace: string, name: string): unknown[] {
       rules: [
         { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
         { apiGroups: ['modelmux.io'], resources: ['multiplexeddeployments'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: ['modelmux.io'], resources: ['modelroutes'], verbs: ['list', 'watch'] },
       ],
     },
     {

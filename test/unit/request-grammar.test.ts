@@ -93,6 +93,39 @@ describe('the request grammar', () => {
     expect(codeOf(() => parseRequest('POST', '/v2/models/%E0%A4%A/infer', {}))).toBe('invalid_model_id');
   });
 
+  it('names version v of model id as the model id@v, in every V2 path that takes a version', () => {
+    expect(parseRequest('POST', '/v2/models/wine-7/versions/2/infer', {})).toEqual({ form: 'v2', model: 'wine-7@2' });
+    expect(parseRequest('GET', '/v2/models/wine-7/versions/2', {})).toEqual({ form: 'v2', model: 'wine-7@2' });
+    expect(parseRequest('HEAD', '/v2/models/wine-7/versions/002/ready', {})).toEqual({ form: 'v2', model: 'wine-7@002' });
+    expect(parseRequest('GET', '/v2/models/m%3A1/versions/3', {})).toEqual({ form: 'v2', model: 'm:1@3' });
+    // The same model written as one id: the router and replica see one model either way.
+    expect(parseRequest('POST', '/v2/models/wine-7@2/infer', {})).toEqual({ form: 'v2', model: 'wine-7@2' });
+    expect(parseRequest('POST', '/v2/models/wine-7%402/infer', {})).toEqual({ form: 'v2', model: 'wine-7@2' });
+    expect(parseRequest('POST', '/v2/repository/models/wine-7@2/load', {})).toEqual({ form: 'v2', model: 'wine-7@2', repository: 'load' });
+  });
+
+  it.each([
+    ['POST', '/v2/models/m1/versions/latest/infer'],
+    ['GET', '/v2/models/m1/versions/-1'],
+    ['GET', '/v2/models/m1/versions/1.5/ready'],
+    ['GET', '/v2/models/m1/versions/%31'],
+    ['POST', `/v2/models/m1/versions/${'1'.repeat(19)}/infer`],
+    ['POST', '/v2/models/m1@1/versions/2/infer'],
+    ['POST', '/v2/models/m1@x/infer'],
+    ['POST', '/v2/models/@1/infer'],
+    ['POST', '/v2/models/m1@/infer'],
+    ['POST', '/v2/models/m1@1@2/infer'],
+  ])('refuses %s %s with invalid_model_id: a version is digits, named once', (method, path) => {
+    expect(matchRequest(method, path)?.form).toBe('v2');
+    expect(codeOf(() => parseRequest(method, path, {}))).toBe('invalid_model_id');
+  });
+
+  it('reads id@v from the Ray and SageMaker headers', () => {
+    expect(parseRequest('POST', '/', { serve_multiplexed_model_id: 'wine-7@1' })).toEqual({ form: 'ray', model: 'wine-7@1' });
+    expect(parseRequest('POST', '/invocations', { 'x-amzn-sagemaker-target-model': 'wine-7@2' })).toEqual({ form: 'sagemaker', model: 'wine-7@2' });
+    expect(codeOf(() => parseRequest('POST', '/', { serve_multiplexed_model_id: 'wine-7@beta' }))).toBe('invalid_model_id');
+  });
+
   it('reads the Ray form from either spelling of its header, and only from those', () => {
     expect(parseRequest('POST', '/', { serve_multiplexed_model_id: 'a' })).toEqual({ form: 'ray', model: 'a' });
     expect(parseRequest('POST', '/', { 'serve-multiplexed-model-id': 'b' })).toEqual({ form: 'ray', model: 'b' });

@@ -34,8 +34,8 @@ describe('model repository extension', () => {
     const load = await post(`${r.url}/v2/repository/models/alpha/load`, {});
     expect(load.status).toBe(200);
     expect(load.headers.get('x-modelmux-cache')).toBe('miss');
-    expect(await index()).toEqual([{ name: 'alpha', version: '1', state: 'READY' }]);
-    expect(await index({ ready: true })).toEqual([{ name: 'alpha', version: '1', state: 'READY' }]);
+    expect(await index()).toEqual([{ name: 'alpha', state: 'READY' }]);
+    expect(await index({ ready: true })).toEqual([{ name: 'alpha', state: 'READY' }]);
     // A request finds it loaded.
     const infer = await post(`${r.url}/v2/models/alpha/infer`, { inputs: [{ name: 'features', shape: [1, 11], datatype: 'FP32', data: [[7.4, 0.7, 0, 1.9, 0.076, 11, 34, 0.9978, 3.51, 0.56, 9.4]] }] });
     expect(infer.headers.get('x-modelmux-cache')).toBe('hit');

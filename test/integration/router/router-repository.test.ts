@@ -43,8 +43,8 @@ describe('model repository extension through the router', () => {
     expect(await holders()).toBe(2);
 
     expect(await index()).toEqual([
-      { name: 'alpha', version: '1', state: 'READY' },
-      { name: 'beta', version: '1', state: 'READY' },
+      { name: 'alpha', state: 'READY' },
+      { name: 'beta', state: 'READY' },
     ]);
     expect(await index({ ready: true })).toEqual(await index());
 
@@ -53,7 +53,7 @@ describe('model repository extension through the router', () => {
     expect(unload.headers.get('x-request-id')).toMatch(/.+/);
     expect(unload.body.replicas).toEqual(rs.map((r) => r.url).sort()); // The names /routes lists.
     await eventually(async () => (await holders()) === 0);
-    expect(await index()).toEqual([{ name: 'beta', version: '1', state: 'READY' }]);
+    expect(await index()).toEqual([{ name: 'beta', state: 'READY' }]);
   });
 
   it('answers an unload of a model nobody holds with success, as a replica does', async () => {

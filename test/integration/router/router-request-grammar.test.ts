@@ -1,7 +1,9 @@
 import { jest } from '@jest/globals';
-import { rm } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { request, type OutgoingHttpHeaders } from 'node:http';
 import { pathToFileURL } from 'node:url';
+import { wineModelBytes } from '../../../common/wine-model.js';
 import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
 import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
@@ -16,6 +18,9 @@ const routers = new Map<string, RouterProcess>();
 
 beforeAll(async () => {
   dir = await wineModelFolder('modelmux-grammar-', ['m1', 'm2']);
+  // Version 1 of m1, the model m1@1 (docs/adr/0033-model-versions.md).
+  await mkdir(join(dir, 'm1', '1'));
+  await writeFile(join(dir, 'm1', '1', 'model.onnx'), wineModelBytes('m1@1'));
   replica = await startReplica({ args: ['--model-source', pathToFileURL(dir).href] });
   for (const [reader, args] of [['fast path', []], ['node:http', ['--fast-path', 'false']]] as const) {
     routers.set(reader, await startRouter(['--routes', `/wine=${replica.url}`, '--poll-interval-ms', '200', ...args]));
@@ -44,9 +49,10 @@ function send(port: number, method: string, path: string, headers: OutgoingHttpH
       res.setEncoding('utf8');
       res.on('data', (d: string) => (text += d));
       res.on('end', () => {
-        const json = (text === '' ? {} : JSON.parse(text)) as { error?: unknown; model_name?: unknown };
+        const json = (text === '' ? {} : JSON.parse(text)) as { error?: unknown; model_name?: unknown; model_version?: unknown };
         const from = res.headers['x-modelmux-replica'];
-        resolve({ status: res.statusCode ?? 0, error: json.error, model: json.model_name, replica: typeof from === 'string' ? from : undefined });
+        const model = json.model_version === undefined ? json.model_name : `${String(json.model_name)}@${String(json.model_version)}`;
+        resolve({ status: res.statusCode ?? 0, error: json.error, model, replica: typeof from === 'string' ? from : undefined });
       });
     });
     req.on('error', reject);
@@ -65,16 +71,17 @@ describe.each(['fast path', 'node:http'])('router (%s) and replica read requests
   }
 
   it('serve the canonical spelling of every form alike', async () => {
-    for (const [method, path, headers] of [
-      ['POST', '/v2/models/m1/infer', {}],
-      ['POST', '/v2/models/m1/versions/1/infer', {}],
-      ['POST', '/', { serve_multiplexed_model_id: 'm1' }],
-      ['POST', '/', { 'serve-multiplexed-model-id': 'm1' }],
-      ['POST', '/invocations', { 'x-amzn-sagemaker-target-model': 'm1' }],
+    for (const [method, path, headers, model] of [
+      ['POST', '/v2/models/m1/infer', {}, 'm1'],
+      ['POST', '/v2/models/m1/versions/1/infer', {}, 'm1@1'],
+      ['POST', '/v2/models/m1@1/infer', {}, 'm1@1'],
+      ['POST', '/', { serve_multiplexed_model_id: 'm1' }, 'm1'],
+      ['POST', '/', { 'serve-multiplexed-model-id': 'm1@1' }, 'm1@1'],
+      ['POST', '/invocations', { 'x-amzn-sagemaker-target-model': 'm1' }, 'm1'],
     ] as const) {
       const { router: viaRouter, replica: direct } = await both(method, path, headers, infer);
-      expect([path, viaRouter.status, viaRouter.model]).toEqual([path, 200, 'm1']);
-      expect([path, direct.status, direct.model]).toEqual([path, 200, 'm1']);
+      expect([path, viaRouter.status, viaRouter.model]).toEqual([path, 200, model]);
+      expect([path, direct.status, direct.model]).toEqual([path, 200, model]);
     }
     const ready = await both('GET', '/v2/models/m1/versions/1/ready');
     expect([ready.router.status, ready.replica.status]).toEqual([200, 200]);
@@ -114,6 +121,15 @@ describe.each(['fast path', 'node:http'])('router (%s) and replica read requests
     expect([viaRouter.status, viaRouter.error, viaRouter.replica]).toEqual([400, 'invalid_model_id', undefined]);
     expect([direct.status, direct.error]).toEqual([400, 'invalid_model_id']);
   });
+
+  it.each([['/v2/models/m1/versions/latest/infer'], ['/v2/models/m1@1/versions/1/infer'], ['/v2/models/m1@x/infer']])(
+    'refuse the malformed version of %s with 400 invalid_model_id on both sides, the router without asking a replica',
+    async (path) => {
+      const { router: viaRouter, replica: direct } = await both('POST', path, {}, infer);
+      expect([viaRouter.status, viaRouter.error, viaRouter.replica]).toEqual([400, 'invalid_model_id', undefined]);
+      expect([direct.status, direct.error]).toEqual([400, 'invalid_model_id']);
+    },
+  );
 
   it('passes bodies through unparsed: the replica behind refuses a deep one, and both stay up', async () => {
     const deep = `{"instances":${'['.repeat(5_000)}${']'.repeat(5_000)}}`;

@@ -15,7 +15,7 @@ const granted = (group: string, resource: string): Set<string> =>
 
 describe('the operator’s RBAC against what it does', () => {
   it('lets the informers list and watch every kind they watch', () => {
-    expect(WATCHED_KINDS.length).toBe(8);
+    expect(WATCHED_KINDS.length).toBe(9);
     for (const k of WATCHED_KINDS) {
       const verbs = granted(groupOf(k.apiVersion), k.name);
       expect([k.name, verbs.has('list') && verbs.has('watch')]).toEqual([k.name, true]);
@@ -30,6 +30,11 @@ describe('the operator’s RBAC against what it does', () => {
       const verbs = granted(groupOf(apiVersion), plural);
       expect([plural, verbs.has('create') && verbs.has('patch')]).toEqual([plural, true]);
     }
+  });
+
+  it('lets the operator write a ModelRoute’s status and nothing else of it', () => {
+    expect([...granted('modelmux.io', 'modelroutes')].sort()).toEqual(['list', 'watch']);
+    expect([...granted('modelmux.io', 'modelroutes/status')]).toEqual(['patch']);
   });
 
   it('never gets what the caches hold: get is granted on pods only, which the replicas’ Role hands on', () => {

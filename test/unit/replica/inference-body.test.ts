@@ -62,7 +62,9 @@ describe('inference bodies', () => {
   it('answers V2 requests in V2 and row requests with predictions', () => {
     const out = [{ name: 'quality', datatype: 'FP32' as const, dims: [2, 1], data: Float32Array.of(5.5, 6.25) }];
     const v2 = parseInferBody({ id: 'r1', inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', data: [1, 2, 3, 4, 5, 6] }] }, wine);
-    expect(inferResponseBody(v2, 'm', out).json).toEqual({ model_name: 'm', model_version: '1', id: 'r1', outputs: [{ name: 'quality', datatype: 'FP32', shape: [2, 1], data: [5.5, 6.25] }] });
+    expect(inferResponseBody(v2, 'm', out).json).toEqual({ model_name: 'm', id: 'r1', outputs: [{ name: 'quality', datatype: 'FP32', shape: [2, 1], data: [5.5, 6.25] }] });
+    // A version answers as the protocol names it: the model, and its version.
+    expect(inferResponseBody(v2, 'm@12', out).json).toMatchObject({ model_name: 'm', model_version: '12' });
     const rows = parseInferBody([[1, 2, 3], [4, 5, 6]], wine);
     expect(inferResponseBody(rows, 'm', out).json).toEqual({ predictions: [[5.5], [6.25]] });
   });
@@ -89,7 +91,10 @@ describe('inference bodies', () => {
   });
 
   it('describes the model metadata from its signature', () => {
-    expect(modelMetadataBody('m', wine)).toMatchObject({ name: 'm', inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 3] }] });
+    expect(modelMetadataBody('m', wine, ['1', '2'])).toMatchObject({ name: 'm', versions: ['1', '2'], inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 3] }] });
+    expect(modelMetadataBody('m@2', wine, ['2'])).toMatchObject({ name: 'm', versions: ['2'] });
+    // The store could not be listed: no versions field rather than a wrong one.
+    expect(modelMetadataBody('m', wine, undefined)).not.toHaveProperty('versions');
   });
 });
 

@@ -25,6 +25,7 @@ describe('routesFromObjects', () => {
     expect(routes).toEqual([
       {
         prefix: '/wine',
+        pool: 'ml/wine',
         maxOngoingRequests: 4,
         matchTimeoutMs: 500,
         tableLagMs: 2000,

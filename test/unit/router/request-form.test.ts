@@ -18,7 +18,9 @@ describe('parseRequestForm', () => {
   it('reads the model id from the V2 path, percent-decoded', () => {
     expect(parseRequestForm('POST', '/v2/models/m1/infer', {})).toEqual({ form: 'v2', model: 'm1' });
     expect(parseRequestForm('GET', '/v2/models/m%3A1', {})).toEqual({ form: 'v2', model: 'm:1' });
-    expect(parseRequestForm('GET', '/v2/models/m1/versions/2/ready', {})).toEqual({ form: 'v2', model: 'm1' });
+    // A version is a model of its own to place: the key is computed from the path alone.
+    expect(parseRequestForm('GET', '/v2/models/m1/versions/2/ready', {})).toEqual({ form: 'v2', model: 'm1@2' });
+    expect(parseRequestForm('POST', '/v2/models/m1@2/infer', {})).toEqual({ form: 'v2', model: 'm1@2' });
   });
 
   it('routes a repository load like a request for its model, and tells the index and unloads apart for the fan-out', () => {

@@ -1,0 +1,110 @@
+import { CustomObjectsApi, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
+import type { Logger } from '../common/log.js';
+import { ROUTE_PLURAL, parseModelRoute, type ModelRoute } from '../common/model-route.js';
+import { API_GROUP, API_VERSION } from '../common/names.js';
+import type { RoutesByPool } from './route-file.js';
+
+/** How long a dead watch waits before it is started again. */
+const RESTART_MS = 1000;
+/** Changes within this window produce one update: `kubectl apply -f` of many routes at once. */
+const COALESCE_MS = 20;
+
+/** The pool key of a MultiplexedDeployment in kube mode (RouteState.pool). */
+export function kubePoolKey(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
+
+/** Parsed routes by namespace/name, with the resourceVersion they were parsed at. */
+export type ParsedRoutes = Map<string, { resourceVersion: string | undefined; route: ModelRoute | undefined }>;
+
+/**
+ * ModelRoutes as the informer holds them, by the pool key of their deploymentRef (a pool in the
+ * route's own namespace). A route whose spec does not parse is skipped with a warning:
+ * admission refuses most, and the operator's status says why for the rest. `parsed` keeps each
+ * route parsed at its resourceVersion, so a change of one route among thousands parses one, and
+ * the unchanged routes keep their identity (route-table.ts then keeps their pools' indexes).
+ */
+export function routesByPool(objects: readonly KubernetesObject[], log: Logger, parsed: ParsedRoutes = new Map()): RoutesByPool {
+  const out: RoutesByPool = new Map();
+  const seen = new Set<string>();
+  for (const obj of objects) {
+    const namespace = obj.metadata?.namespace ?? '';
+    const id = `${namespace}/${obj.metadata?.name ?? ''}`;
+    const resourceVersion = obj.metadata?.resourceVersion;
+    seen.add(id);
+    let cached = parsed.get(id);
+    if (cached === undefined || resourceVersion === undefined || cached.resourceVersion !== resourceVersion) {
+      const r = parseModelRoute(obj);
+      if (!r.ok) log.warn('skipping ModelRoute with an invalid spec', { route: id, problem: r.message });
+      cached = { resourceVersion, route: r.ok ? r.route : undefined };
+      parsed.set(id, cached);
+    }
+    if (cached.route === undefined) continue;
+    const key = kubePoolKey(namespace, cached.route.spec.deploymentRef.name);
+    const list = out.get(key);
+    if (list === undefined) out.set(key, [cached.route]);
+    else list.push(cached.route);
+  }
+  for (const id of parsed.keys()) if (!seen.has(id)) parsed.delete(id);
+  return out;
+}
+
+/**
+ * An informer on ModelRoutes (across namespaces, or in `namespace`), as kube-discovery.ts
+ * watches pools: relisted on 410 Gone, restarted after an error. Routes never hold up the
+ * router's readiness: without the CRD or the right to list them, requests for plain models are
+ * served and the watch keeps retrying.
+ */
+export class KubeRoutes {
+  private informer: (Informer<KubernetesObject> & ObjectCache<KubernetesObject>) | undefined;
+  private stopped = false;
+  private pending: NodeJS.Timeout | undefined;
+  private readonly parsed: ParsedRoutes = new Map();
+
+  constructor(
+    private readonly namespace: string | undefined,
+    private readonly log: Logger,
+  ) {}
+
+  start(onUpdate: (routes: RoutesByPool) => void): void {
+    const kc = new KubeConfig();
+    kc.loadFromDefault();
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const ns = this.namespace;
+    const path = ns ? `/apis/${API_GROUP}/${API_VERSION}/namespaces/${ns}/${ROUTE_PLURAL}` : `/apis/${API_GROUP}/${API_VERSION}/${ROUTE_PLURAL}`;
+    const inf = makeInformer<KubernetesObject>(
+      kc,
+      path,
+      async () =>
+        (ns
+          ? custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ns, plural: ROUTE_PLURAL })
+          : custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural: ROUTE_PLURAL })) as Promise<{ items: KubernetesObject[]; metadata?: { resourceVersion?: string } }>,
+    );
+    const emit = (): void => {
+      if (this.pending || this.stopped) return;
+      this.pending = setTimeout(() => {
+        this.pending = undefined;
+        if (!this.stopped) onUpdate(routesByPool(inf.list(), this.log, this.parsed));
+      }, COALESCE_MS);
+    };
+    inf.on('add', emit);
+    inf.on('update', emit);
+    inf.on('delete', emit);
+    inf.on('connect', emit);
+    inf.on('error', (err: unknown) => {
+      if (this.stopped) return;
+      this.log.warn('ModelRoute watch failed; restarting', { reason: err instanceof Error ? err.message : String(err) });
+      setTimeout(() => {
+        if (!this.stopped) inf.start().catch((e: unknown) => this.log.warn('ModelRoute watch restart failed', { reason: String(e) }));
+      }, RESTART_MS).unref();
+    });
+    this.informer = inf;
+    inf.start().catch((e: unknown) => this.log.warn('ModelRoute watch failed to start', { reason: String(e) }));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.pending) clearTimeout(this.pending);
+    void this.informer?.stop();
+  }
+}
