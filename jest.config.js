@@ -6,6 +6,8 @@ const common = {
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: { '^.+\\.ts$': tsJest },
   testEnvironment: 'node',
+  // Benchmarks are not a test tier: their self-checks (bench/**/*.test.ts, node:test) run with `npm run bench:check`.
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/bench/', '<rootDir>/dist/'],
 };
 export default {
   projects: [

@@ -4,18 +4,18 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { z } from 'zod';
-import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { type OptionSpecs, intString } from '../common/config.js';
 import { SAMPLE_WINE } from '../common/wine-model.js';
 import { loadFileMapper } from '../replica/file-map.js';
 import { GraphSessions, type OpenKind, type WeightSource } from '../replica/graph-sessions.js';
 import type { ModelSession } from '../replica/onnx-runtime.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { fmt, mdTable } from './lib/markdown.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
+import { fmt } from './lib/markdown.js';
 import { alignedCopyPath, ensureAlignedCopies, modelDirFor } from './lib/model-set.js';
 import { median, rotated } from './lib/stats.js';
 import { REPLICA_TUNING } from './lib/replica-tuning.js';
 import { modelIds } from './lib/traffic.js';
-import { runBenchmark, writeResults } from './lib/entry.js';
+import { writeReport } from './lib/report.js';
 
 /**
  * `npm run bench:cold`: what a run costs over weights not in the CPU's cache, in one process with
@@ -38,7 +38,6 @@ const schema = z.object({
   modelBytes: intString(1000, 1_000_000_000).default(5_000_000),
   runs: intString(1, 1_000_000).default(2000),
   rounds: intString(1, 100).default(5),
-  out: z.string().default('bench/results/cold'),
   child: z.enum(VARIANTS).optional(),
 });
 type Options = z.infer<typeof schema>;
@@ -47,7 +46,6 @@ const specs: OptionSpecs<typeof schema.shape> = {
   modelBytes: { flag: 'model-bytes', help: 'Size of each model file (default 5000000).' },
   runs: { flag: 'runs', help: 'Runs per window; each process measures two hot and two cold windows, alternating (default 2000).' },
   rounds: { flag: 'rounds', help: 'Rounds; each starts a process per variant, in an order rotated by round (default 5).' },
-  out: { flag: 'out', help: 'Results path without extension (default bench/results/cold).' },
   child: { flag: 'child', help: 'Internal: measure this variant in this process and print the result as JSON.' },
 };
 
@@ -123,14 +121,12 @@ function thpMode(): string {
   }
 }
 
-export async function main(argv: string[]): Promise<void> {
-  const o = parseConfig('bench cold', 'A run over weights in the CPU cache against one over weights in memory.', schema, specs, argv, process.env);
+async function main(bench: BenchRun<Options>): Promise<void> {
+  const o = bench.options;
   if (o.child) {
     process.stdout.write(`${JSON.stringify(await measure(o.child, o))}\n`);
     return;
   }
-  const m = machineInfo();
-  const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '../..');
   await ensureAlignedCopies(modelIds(o.models), o.modelBytes);
   const rows: Row[] = [];
   for (let r = 1; r <= o.rounds; r++) {
@@ -144,32 +140,29 @@ export async function main(argv: string[]): Promise<void> {
   if (huge.some((x) => x.anonHugeKiB === 0)) {
     process.stderr.write(`[bench:cold] WARNING: the kernel gave the huge-page variant no huge pages in some rounds (transparent_hugepage: ${thpMode()}); that column then measures 4 kB pages\n`);
   }
-  const command = argv.length > 0 ? `npm run bench:cold -- ${argv.join(' ')}` : 'npm run bench:cold';
   const of = (v: Variant): Row[] => rows.filter((x) => x.variant === v);
   const gap = (x: Row): number => x.coldUs - x.hotUs;
-  const md = [
-    '## A run over weights in the CPU cache against one over weights in memory',
-    '',
-    `Command: \`${command}\``,
-    '',
-    `Machine: ${machineLine(m)}; transparent huge pages: ${thpMode()}`,
-    '',
-    `Setup: ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB, all open in one process through the replica's shared-graph sessions (one row per run). Hot: ${o.runs} runs of one model; cold: ${o.runs} runs going through every model in turn. Two windows of each, alternating, after one run of every model; CPU per run of the whole process, median of its two windows. Each variant in a process of its own per round, the order rotated by round.`,
-    '',
-    mdTable(
-      ['variant', 'hot µs / run', 'cold µs / run', 'cold − hot, µs (by round)', 'cold / hot', 'huge pages, MiB'],
-      VARIANTS.map((v) => [
-        LABEL[v],
-        fmt(median(of(v).map((x) => x.hotUs)), 0),
-        fmt(median(of(v).map((x) => x.coldUs)), 0),
-        `${fmt(median(of(v).map(gap)), 0)} (${of(v).map((x) => fmt(gap(x), 0)).join(', ')})`,
-        fmt(median(of(v).map((x) => x.coldUs / x.hotUs)), 2),
-        fmt(median(of(v).map((x) => x.anonHugeKiB / 1024)), 0),
-      ]),
-    ),
-    '',
-  ].join('\n');
-  await writeResults(repoRoot, o.out, { machine: m, options: o, command, transparentHugePages: thpMode(), rows }, md);
+  await writeReport(bench, {
+    title: 'A run over weights in the CPU cache against one over weights in memory',
+    setup: `${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB, all open in one process through the replica's shared-graph sessions (one row per run). Hot: ${o.runs} runs of one model; cold: ${o.runs} runs going through every model in turn. Two windows of each, alternating, after one run of every model; CPU per run of the whole process, median of its two windows. Each variant in a process of its own per round, the order rotated by round. Transparent huge pages: ${thpMode()}.`,
+    sections: [
+      {
+        headline: true,
+        table: {
+          header: ['variant', 'hot µs / run', 'cold µs / run', 'cold − hot, µs (by round)', 'cold / hot', 'huge pages, MiB'],
+          rows: VARIANTS.map((v) => [
+            LABEL[v],
+            fmt(median(of(v).map((x) => x.hotUs)), 0),
+            fmt(median(of(v).map((x) => x.coldUs)), 0),
+            `${fmt(median(of(v).map(gap)), 0)} (${of(v).map((x) => fmt(gap(x), 0)).join(', ')})`,
+            fmt(median(of(v).map((x) => x.coldUs / x.hotUs)), 2),
+            fmt(median(of(v).map((x) => x.anonHugeKiB / 1024)), 0),
+          ]),
+        },
+      },
+    ],
+    data: { transparentHugePages: thpMode(), rows },
+  });
 }
 
-await runBenchmark(main);
+await runBench({ name: 'cold', summary: 'A run over weights in the CPU cache against one over weights in memory.', schema, specs }, main);

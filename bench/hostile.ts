@@ -1,20 +1,20 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { REJECT_REASONS, TIMEOUT_PHASES } from '../router/metrics.js';
 import { checkAnswer } from './lib/answer-check.js';
 import { startChild, type Child } from './lib/child.js';
 import { HostileClients, type HostileMix, type HostileReport } from './lib/hostile-clients.js';
 import { failureText, runLoad, type LoadResult } from './lib/load-generator.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { fmt, mdTable } from './lib/markdown.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
+import { fmt } from './lib/markdown.js';
 import { ensureModelFiles, modelDirFor } from './lib/model-set.js';
 import { startModelmuxLocal } from './lib/modelmux-local.js';
 import { sumMetric } from './lib/prom-text.js';
 import { median } from './lib/stats.js';
 import { modelIds } from './lib/traffic.js';
-import { runBenchmark, writeResults } from './lib/entry.js';
+import { writeReport, type BenchReport } from './lib/report.js';
 
 /**
  * `npm run bench:hostile`: does good traffic keep its latency while hostile clients run beside
@@ -42,7 +42,6 @@ const schema = z.object({
   slowReaderHoldMs: intString(1, 600_000).default(2000),
   bombsPerSecond: z.coerce.number().min(0).max(10_000).default(20),
   idleConnections: intString(0, 100_000).default(256),
-  out: z.string().default('bench/results/hostile'),
   child: z.string().optional(),
 });
 type Options = z.infer<typeof schema>;
@@ -63,7 +62,6 @@ const specs: OptionSpecs<typeof schema.shape> = {
   slowReaderHoldMs: { flag: 'slow-reader-hold-ms', help: 'How long a slow reader keeps its connection before it starts again (default 2000).' },
   bombsPerSecond: { flag: 'bombs-per-second', help: 'Rows bodies of 30 nested arrays sent per second (default 20).' },
   idleConnections: { flag: 'idle-connections', help: 'Connections that send nothing (default 256).' },
-  out: { flag: 'out', help: 'Results path without extension (default bench/results/hostile).' },
   child: { flag: 'child', help: 'Internal: run the hostile mix described by this JSON until SIGTERM, then print what it got.' },
 };
 
@@ -108,7 +106,7 @@ function errors(r: Omit<LoadResult, 'sequence'>): number {
   return r.requests - r.ok;
 }
 
-function report(o: Options, command: string, windows: readonly Window[], routerMetrics: Map<string, number>, machine: string): { md: string; ratio: number } {
+function report(o: Options, windows: readonly Window[], routerMetrics: Map<string, number>): BenchReport {
   const alone = windows.filter((w) => !w.hostile);
   const mixed = windows.filter((w) => w.hostile);
   const p99 = (ws: readonly Window[]): number => median(ws.map((w) => w.result.latency.p99Ms));
@@ -125,37 +123,35 @@ function report(o: Options, command: string, windows: readonly Window[], routerM
   const answers = new Map<string, number>();
   for (const w of mixed) for (const [k, v] of Object.entries(w.hostileReport?.answers ?? {})) answers.set(k, (answers.get(k) ?? 0) + v);
   const router = [...routerMetrics].filter(([, v]) => v !== 0);
-  const md = [
-    '## Good traffic beside hostile clients',
-    '',
-    `Command: \`${command}\``,
-    '',
-    `Machine: ${machine}`,
-    '',
-    `Setup: \`modelmux local\` with ${o.replicas} replicas, ${o.models} models of ${o.modelBytes === 0 ? 'the small example size' : `${(o.modelBytes / 1e6).toFixed(1)} MB`} all loaded, ` +
+  return {
+    title: 'Good traffic beside hostile clients',
+    setup:
+      `\`modelmux local\` with ${o.replicas} replicas, ${o.models} models of ${o.modelBytes === 0 ? 'the small example size' : `${(o.modelBytes / 1e6).toFixed(1)} MB`} all loaded, ` +
       `\`--max-ongoing-requests ${o.maxOngoingRequests}\`, the router's default limits and timeouts. Good traffic: ${o.concurrency} closed-loop clients from 127.0.0.1, one row per request in the Ray Serve form, ` +
       `models in turn, ${o.durationSeconds} s per window after ${o.warmupSeconds} s unmeasured; ${o.rounds} rounds of a window alone and a window with the hostile mix, which starts ${o.settleSeconds} s before its window and stops after it. ` +
       `Hostile mix, in a process of its own, from ${HOSTILE_ADDRESSES.join(', ')}: ${o.stalledBodies} bodies that stop short (half Content-Length: 1 MiB with 512 KiB sent, half chunked without a last chunk), ` +
       `${o.stalledHeads} heads that stop halfway, ${o.slowReaders} slow readers (${o.slowReaderRows} rows each, never reading the answer, starting again after ${o.slowReaderHoldMs} ms), ` +
       `${o.bombsPerSecond} bodies of 30 nested arrays per second, ${o.idleConnections} idle connections; each client connects again when the router closes it.`,
-    '',
-    mdTable(['round', 'good traffic', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'errors'], rows),
-    '',
-    `**p99 with the hostile mix / alone: ${fmt(ratio, 2)}** (medians of the windows' p99: ${fmt(p99(mixed), 2)} ms / ${fmt(p99(alone), 2)} ms; target ≤ 1.5: ${ratio <= 1.5 ? 'met' : '**missed**'}); ` +
-      `errors of the good traffic: ${alone.reduce((n, w) => n + errors(w.result), 0)} alone, ${mixed.reduce((n, w) => n + errors(w.result), 0)} with the mix.`,
-    '',
-    `What the hostile clients got (connections closed, by kind and status; \`closed\`: no answer): ${[...answers].sort().map(([k, v]) => `${k}: ${v}`).join(', ') || 'nothing'}.`,
-    '',
-    `The router's counters at the end: ${router.map(([k, v]) => `\`${k}\` ${v}`).join(', ') || 'none'}.`,
-    '',
-  ].join('\n');
-  return { md, ratio };
+    sections: [
+      {
+        headline: true,
+        table: { header: ['round', 'good traffic', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'errors'], rows },
+        after:
+          `**p99 with the hostile mix / alone: ${fmt(ratio, 2)}** (medians of the windows' p99: ${fmt(p99(mixed), 2)} ms / ${fmt(p99(alone), 2)} ms; target ≤ 1.5: ${ratio <= 1.5 ? 'met' : '**missed**'}); ` +
+          `errors of the good traffic: ${alone.reduce((n, w) => n + errors(w.result), 0)} alone, ${mixed.reduce((n, w) => n + errors(w.result), 0)} with the mix.`,
+      },
+      {
+        text: `What the hostile clients got (connections closed, by kind and status; \`closed\`: no answer): ${[...answers].sort().map(([k, v]) => `${k}: ${v}`).join(', ') || 'nothing'}.`,
+        after: `The router's counters at the end: ${router.map(([k, v]) => `\`${k}\` ${v}`).join(', ') || 'none'}.`,
+      },
+    ],
+    data: { windows, ratio, routerMetrics: Object.fromEntries(routerMetrics) },
+  };
 }
 
-export async function main(argv: string[]): Promise<void> {
-  const o = parseConfig('bench hostile', 'Good traffic alone and beside hostile clients.', schema, specs, argv, process.env);
+async function main(run: BenchRun<Options>): Promise<void> {
+  const o = run.options;
   if (o.child !== undefined) return runChild(JSON.parse(o.child) as ChildSpec);
-  const m = machineInfo();
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
   const log = (msg: string): void => void process.stderr.write(`[bench:hostile ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
   const ids = modelIds(o.models);
@@ -214,9 +210,7 @@ export async function main(argv: string[]): Promise<void> {
     await hostile?.stop(10_000);
     await pool.stop();
   }
-  const command = argv.length > 0 ? `npm run bench:hostile -- ${argv.join(' ')}` : 'npm run bench:hostile';
-  const { md, ratio } = report(o, command, windows, routerMetrics, machineLine(m));
-  await writeResults(repoRoot, o.out, { machine: m, options: o, command, windows, ratio, routerMetrics: Object.fromEntries(routerMetrics) }, md);
+  await writeReport(run, report(o, windows, routerMetrics));
 }
 
-await runBenchmark(main);
+await runBench({ name: 'hostile', summary: 'Good traffic alone and beside hostile clients.', schema, specs }, main);

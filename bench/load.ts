@@ -1,17 +1,16 @@
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { type OptionSpecs, intString } from '../common/config.js';
 import { SAMPLE_WINE } from '../common/wine-model.js';
 import { loadFileMapper, type FileMapper } from '../replica/file-map.js';
 import { GraphSessions } from '../replica/graph-sessions.js';
 import type { ModelSession } from '../replica/onnx-runtime.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { fmt, mdTable } from './lib/markdown.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
+import { fmt } from './lib/markdown.js';
 import { ensureAlignedCopies, modelDirFor } from './lib/model-set.js';
 import { REPLICA_TUNING } from './lib/replica-tuning.js';
 import { modelIds } from './lib/traffic.js';
-import { runBenchmark, writeResults } from './lib/entry.js';
+import { writeReport } from './lib/report.js';
 
 /**
  * `npm run bench:load`: the replica's load path alone, in one process. The same model files (page
@@ -27,7 +26,6 @@ const schema = z.object({
   keep: intString(1, 1000).default(8),
   steps: intString(1, 1_000_000).default(300),
   rounds: intString(1, 100).default(3),
-  out: z.string().default('bench/results/load'),
 });
 type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
@@ -36,7 +34,6 @@ const specs: OptionSpecs<typeof schema.shape> = {
   keep: { flag: 'keep', help: 'Models kept open, like --max-models; the oldest is released at each step (default 8).' },
   steps: { flag: 'steps', help: 'Loads per variant per round (default 300).' },
   rounds: { flag: 'rounds', help: 'Alternating rounds of the two variants (default 3).' },
-  out: { flag: 'out', help: 'Results path without extension (default bench/results/load).' },
 };
 
 const VARIANTS = ['own_session', 'shared_graph', 'mapped'] as const;
@@ -69,10 +66,8 @@ async function round(variant: Variant, o: Options, path: (i: number) => string, 
   return { cpu: (cpu.user + cpu.system) / 1000 / o.steps, wall: wall / o.steps };
 }
 
-export async function main(argv: string[]): Promise<void> {
-  const o = parseConfig('bench load', 'Replica load path: a session per model vs shared-graph sessions.', schema, specs, argv, process.env);
-  const m = machineInfo();
-  const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '../..');
+async function main(run: BenchRun<Options>): Promise<void> {
+  const o = run.options;
   const ids = modelIds(o.models);
   const mapper = loadFileMapper();
   if ('unavailable' in mapper) throw new Error(`the mapped variant needs the file mapper: ${mapper.unavailable}`);
@@ -88,29 +83,26 @@ export async function main(argv: string[]): Promise<void> {
       process.stderr.write(`[bench:load] round ${r} ${variant}: ${cpu.toFixed(2)} ms CPU, ${wall.toFixed(2)} ms wall per load\n`);
     }
   }
-  const command = argv.length > 0 ? `npm run bench:load -- ${argv.join(' ')}` : 'npm run bench:load';
   const cell = (v: Variant, r: number): Row => rows.find((x) => x.variant === v && x.round === r) as Row;
-  const md = [
-    '## Load path: a session per model vs shared-graph sessions, reading or mapping the file',
-    '',
-    `Command: \`${command}\``,
-    '',
-    `Machine: ${machineLine(m)}`,
-    '',
-    `Setup: ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB read from local disk (page cache warm; the mapped variant opens copies with their weights aligned, as the S3 store writes them), ${o.keep} kept open; each step opens the next model, runs one row and releases the oldest; ${o.steps} steps per variant per round, variants alternating; one process, sessions with the replica's default options.`,
-    '',
-    mdTable(
-      ['round', ...VARIANTS.map((v) => `${LABEL[v]}: CPU ms / load`), 'mapped / read (CPU)', ...VARIANTS.map((v) => `${LABEL[v]}: wall ms / load`)],
-      Array.from({ length: o.rounds }, (_, i) => [
-        String(i + 1),
-        ...VARIANTS.map((v) => fmt(cell(v, i + 1).cpuMsPerLoad, 2)),
-        fmt(cell('mapped', i + 1).cpuMsPerLoad / cell('shared_graph', i + 1).cpuMsPerLoad, 2),
-        ...VARIANTS.map((v) => fmt(cell(v, i + 1).wallMsPerLoad, 2)),
-      ]),
-    ),
-    '',
-  ].join('\n');
-  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows }, md);
+  await writeReport(run, {
+    title: 'Load path: a session per model vs shared-graph sessions, reading or mapping the file',
+    setup: `${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB read from local disk (page cache warm; the mapped variant opens copies with their weights aligned, as the S3 store writes them), ${o.keep} kept open; each step opens the next model, runs one row and releases the oldest; ${o.steps} steps per variant per round, variants alternating; one process, sessions with the replica's default options.`,
+    sections: [
+      {
+        headline: true,
+        table: {
+          header: ['round', ...VARIANTS.map((v) => `${LABEL[v]}: CPU ms / load`), 'mapped / read (CPU)', ...VARIANTS.map((v) => `${LABEL[v]}: wall ms / load`)],
+          rows: Array.from({ length: o.rounds }, (_, i) => [
+            String(i + 1),
+            ...VARIANTS.map((v) => fmt(cell(v, i + 1).cpuMsPerLoad, 2)),
+            fmt(cell('mapped', i + 1).cpuMsPerLoad / cell('shared_graph', i + 1).cpuMsPerLoad, 2),
+            ...VARIANTS.map((v) => fmt(cell(v, i + 1).wallMsPerLoad, 2)),
+          ]),
+        },
+      },
+    ],
+    data: { rows },
+  });
 }
 
-await runBenchmark(main);
+await runBench({ name: 'load', summary: 'Replica load path: a session per model vs shared-graph sessions.', schema, specs }, main);

@@ -3,21 +3,21 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts } from '../cli/local-processes.js';
 import { checkAnswer } from './lib/answer-check.js';
 import { startChild, type Child } from './lib/child.js';
 import { failureText, runLoad, type LoadResult } from './lib/load-generator.js';
-import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
-import { fmt, mdTable } from './lib/markdown.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
+import { fmt } from './lib/markdown.js';
 import { medianBy, rotated } from './lib/stats.js';
 import { ensureModelFiles } from './lib/model-set.js';
 import { replicaLoads } from './lib/modelmux-local.js';
 import { startNginx } from './lib/nginx.js';
 import { ROUTE, routerUrl, startBenchReplica, startBenchRouter } from './lib/proxy-targets.js';
 import { totalCpuSeconds } from './lib/proc-cpu.js';
-import { runBenchmark, writeResults } from './lib/entry.js';
+import { writeReport, type BenchReport } from './lib/report.js';
 
 /**
  * `npm run bench:proxy`: what the router adds in front of one replica, against nginx doing the
@@ -35,7 +35,6 @@ const schema = z.object({
   modelBytes: intString(0, 1_000_000_000).default(0),
   nginxWorkers: intString(1, 64).default(1),
   targets: z.string().default('direct,router,router-node,node-relay,nginx,nginx-work'),
-  out: z.string().default('bench/results/proxy'),
 });
 type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
@@ -56,7 +55,6 @@ const specs: OptionSpecs<typeof schema.shape> = {
     help:
       "Comma list of direct, router, router-node (the router with --fast-path false), node-relay (a Node byte relay without HTTP: the floor of a Node proxy), nginx, nginx-work (nginx doing the router's per-request work too: JSON access log, request id, X-Forwarded-For) (default all six).",
   },
-  out: { flag: 'out', help: 'Results path without extension (default bench/results/proxy).' },
 };
 
 const HOT = 'm000';
@@ -118,7 +116,7 @@ function byRound(router: readonly Row[], nginx: readonly Row[]): string {
   return ratios.length > 0 ? ratios.join(', ') : 'n/a';
 }
 
-function report(o: Options, m: MachineInfo, rows: readonly Row[], command: string): string {
+function report(o: Options, rows: readonly Row[]): BenchReport {
   const levels = [...new Set(rows.map((r) => r.concurrency))];
   const rounds = (t: Target, c: number): Row[] => rows.filter((r) => r.target === t && r.concurrency === c).sort((a, b) => a.round - b.round);
   // The direct path has no proxy CPU: its median round is by throughput.
@@ -127,9 +125,9 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], command: strin
   const targets = (Object.keys(PATH_NAMES) as Target[]).filter((t) => rows.some((r) => r.target === t));
   const shown = levels.flatMap((c) => targets.map((t) => get(t, c)).filter((r): r is Row => r !== undefined));
   const everyRound = (t: Target, c: number): string => rounds(t, c).map((r) => fmt(rank(r), 0)).join(', ');
-  const table = mdTable(
-    ['concurrency', 'path', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'added p50 ms', 'added p99 ms', 'proxy CPU s', 'proxy CPU %', 'req per proxy CPU-second', 'every round (direct: req/s)'],
-    shown.map((r) => {
+  const table = {
+    header: ['concurrency', 'path', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'added p50 ms', 'added p99 ms', 'proxy CPU s', 'proxy CPU %', 'req per proxy CPU-second', 'every round (direct: req/s)'],
+    rows: shown.map((r) => {
       const d = get('direct', r.concurrency);
       const direct = r.target === 'direct';
       return [
@@ -148,9 +146,9 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], command: strin
         everyRound(r.target, r.concurrency),
       ];
     }),
-  );
-  const ratios = mdTable(
-    [
+  };
+  const ratios = {
+    header: [
       'concurrency',
       'router/nginx throughput',
       'router/nginx req per proxy CPU-second (target ≥ 0.5)',
@@ -161,7 +159,7 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], command: strin
       'router with node:http reader/nginx req per proxy CPU-second',
       'Node byte relay/nginx req per proxy CPU-second',
     ],
-    levels.map((c) => {
+    rows: levels.map((c) => {
       const r = get('router', c);
       const n = get('nginx', c);
       const d = get('direct', c);
@@ -188,15 +186,11 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], command: strin
         ratioCell(relay, pn),
       ];
     }),
-  );
-  return [
-    '## Router overhead: replica directly vs modelmux router vs nginx',
-    '',
-    `Command: \`${command}\``,
-    '',
-    `Machine: ${machineLine(m)}`,
-    '',
-    `Setup: one \`modelmux replica\` (file store, hot model ${HOT} of ${o.modelBytes === 0 ? 'the small example size' : `${(o.modelBytes / 1e6).toFixed(1)} MB`} loaded before measuring); ` +
+  };
+  return {
+    title: 'Router overhead: replica directly vs modelmux router vs nginx',
+    setup:
+      `one \`modelmux replica\` (file store, hot model ${HOT} of ${o.modelBytes === 0 ? 'the small example size' : `${(o.modelBytes / 1e6).toFixed(1)} MB`} loaded before measuring); ` +
       `\`modelmux router --discovery static\` with that one replica (also with \`--fast-path false\`: node:http reads every request, ADR 0019); Debian nginx (${o.nginxWorkers} worker, upstream keep-alive) proxying ${ROUTE}/ to it, ` +
       "plain (no access log, no added headers: the target's reference) and doing the router's per-request work as well (a JSON access log line per request, buffered like the router's to 64 KB or 50 ms, into a file; a request id to the replica and back; X-Forwarded-For). " +
       `A Node byte relay (bench/node-relay.ts: one upstream connection per client connection, no HTTP read) as the floor of any Node proxy. ` +
@@ -204,17 +198,13 @@ function report(o: Options, m: MachineInfo, rows: readonly Row[], command: strin
       `${o.rounds} round${o.rounds === 1 ? '' : 's'} of every target per concurrency in a rotated order, each row the target's median round by requests per proxy CPU-second (the direct path's by throughput), the ratios from those rows. ` +
       'Load generator, proxy and replica share the same cores, so absolute throughput is the machine\'s; ' +
       '"req per proxy CPU-second" = successful requests / (user+system CPU seconds of the proxy processes from /proc), the throughput per core.',
-    '',
-    table,
-    '',
-    ratios,
-    '',
-  ].join('\n');
+    sections: [{ table }, { headline: true, table: ratios }],
+    data: { rows },
+  };
 }
 
-export async function main(argv: string[]): Promise<void> {
-  const o = parseConfig('bench proxy', 'Router overhead: replica directly vs modelmux router vs nginx.', schema, specs, argv, process.env);
-  const m = machineInfo();
+async function main(run: BenchRun<Options>): Promise<void> {
+  const o = run.options;
   const levels = o.concurrency.split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
   const cli = join(repoRoot, 'dist/cli/main.js');
@@ -281,9 +271,7 @@ export async function main(argv: string[]): Promise<void> {
   } finally {
     for (const c of children.reverse()) await c.stop(10_000);
   }
-  const command = argv.length > 0 ? `npm run bench:proxy -- ${argv.join(' ')}` : 'npm run bench:proxy';
-  const md = report(o, m, rows, command);
-  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows }, md);
+  await writeReport(run, report(o, rows));
 }
 
-await runBenchmark(main);
+await runBench({ name: 'proxy', summary: 'Router overhead: replica directly vs modelmux router vs nginx.', schema, specs }, main);

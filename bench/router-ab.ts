@@ -2,27 +2,26 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts } from '../cli/local-processes.js';
 import { checkAnswer } from './lib/answer-check.js';
 import type { Child } from './lib/child.js';
 import { runLoad, type LoadResult } from './lib/load-generator.js';
-import { machineInfo, machineLine, type MachineInfo } from './lib/machine.js';
-import { fmt, mdTable } from './lib/markdown.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
+import { fmt } from './lib/markdown.js';
 import { ensureModelFiles } from './lib/model-set.js';
 import { median } from './lib/stats.js';
 import { startNginx } from './lib/nginx.js';
 import { totalCpuSeconds } from './lib/proc-cpu.js';
 import { ROUTE, routerUrl, startBenchReplica, startBenchRouter } from './lib/proxy-targets.js';
-import { runBenchmark, writeResults } from './lib/entry.js';
+import { writeReport, type BenchReport } from './lib/report.js';
 
 /**
  * `npm run bench:router-ab -- --b <other build>/dist/cli/main.js` (or `--b nginx`, `--b
  * nginx-work`): the router's CPU per request, this build (A) against another build or nginx
  * (B), both proxying to one replica under the same load at the same time. Rows of `bench:proxy`
- * taken one after the other move with the machine's phases by 25% (bench/RESULTS.md, section
- * 2), more than most changes to the router; two proxies loaded side by side share every phase,
+ * taken one after the other moved with this 2-core VM's phases by 25%, more than most changes to the router; two proxies loaded side by side share every phase,
  * so their ratio shows a change of a few percent. Writes bench/results/router-ab.{json,md}.
  */
 
@@ -33,7 +32,6 @@ const schema = z.object({
   rows: intString(1, 100).default(6),
   rowSeconds: z.coerce.number().min(0.5).max(600).default(3),
   warmupSeconds: z.coerce.number().min(0).max(600).default(8),
-  out: z.string().default('bench/results/router-ab'),
 });
 type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
@@ -47,7 +45,6 @@ const specs: OptionSpecs<typeof schema.shape> = {
   rows: { flag: 'rows', help: 'Measured rows per run (default 6).' },
   rowSeconds: { flag: 'row-seconds', help: 'Seconds per row (default 3).' },
   warmupSeconds: { flag: 'warmup-seconds', help: 'Unmeasured seconds of the same load first, for V8 to compile both routers (default 8).' },
-  out: { flag: 'out', help: 'Results path without extension (default bench/results/router-ab).' },
 };
 
 const HOT = 'm000';
@@ -102,42 +99,34 @@ function describeB(b: string): string {
   return `\`modelmux router\` from \`${b}\``;
 }
 
-function report(o: Options, m: MachineInfo, rows: readonly Row[], command: string): string {
+function report(o: Options, rows: readonly Row[]): BenchReport {
   const ratio = (r: Row): number => cost(r.a) / cost(r.b);
   const runs = [...new Set(rows.map((r) => r.run))].map((run) => rows.filter((r) => r.run === run));
   const runRatios = runs.map((rs) => median(rs.map(ratio)));
-  const table = mdTable(
-    ['run', 'row', 'A requests', 'A CPU µs / request', 'B requests', 'B CPU µs / request', 'A/B CPU per request'],
-    rows.map((r, i) => [String(r.run + 1), String(i + 1), String(r.a.ok), fmt(cost(r.a), 1), String(r.b.ok), fmt(cost(r.b), 1), fmt(ratio(r), 3)]),
-  );
-  const summary = mdTable(
-    ['run', 'A median CPU µs / request', 'B median CPU µs / request', 'A/B, median of the rows', 'rows where A costs less'],
-    [
+  const table = {
+    header: ['run', 'row', 'A requests', 'A CPU µs / request', 'B requests', 'B CPU µs / request', 'A/B CPU per request'],
+    rows: rows.map((r, i) => [String(r.run + 1), String(i + 1), String(r.a.ok), fmt(cost(r.a), 1), String(r.b.ok), fmt(cost(r.b), 1), fmt(ratio(r), 3)]),
+  };
+  const summary = {
+    header: ['run', 'A median CPU µs / request', 'B median CPU µs / request', 'A/B, median of the rows', 'rows where A costs less'],
+    rows: [
       ...runs.map((rs, i) => [String(i + 1), fmt(median(rs.map((r) => cost(r.a))), 1), fmt(median(rs.map((r) => cost(r.b))), 1), fmt(runRatios[i], 3), `${rs.filter((r) => ratio(r) < 1).length} of ${rs.length}`]),
       ['all', fmt(median(rows.map((r) => cost(r.a))), 1), fmt(median(rows.map((r) => cost(r.b))), 1), `**${fmt(median(runRatios), 3)}** (median of the runs; runs ${fmt(Math.min(...runRatios), 3)}–${fmt(Math.max(...runRatios), 3)})`, `${rows.filter((r) => ratio(r) < 1).length} of ${rows.length}`],
     ],
-  );
-  return [
-    '## Router A/B: CPU per request of the router and another build or nginx, under the same load at the same time',
-    '',
-    `Command: \`${command}\``,
-    '',
-    `Machine: ${machineLine(m)}`,
-    '',
-    `Setup: one \`modelmux replica\` (file store, hot model ${HOT} of the small example size loaded); in front of it \`modelmux router --discovery static\` from this checkout (A) and ${describeB(o.b)} (B); ` +
+  };
+  return {
+    title: 'Router A/B: CPU per request of the router and another build or nginx, under the same load at the same time',
+    setup:
+      `one \`modelmux replica\` (file store, hot model ${HOT} of the small example size loaded); in front of it \`modelmux router --discovery static\` from this checkout (A) and ${describeB(o.b)} (B); ` +
       `${o.concurrency} closed-loop clients on each at once (one load generator process, the Ray Serve form); ${o.runs} runs, each with both proxies newly started, ${o.warmupSeconds} s unmeasured, then ${o.rows} rows of ${o.rowSeconds} s; ` +
       'CPU per request = user+system CPU of the proxy\'s processes from /proc over the row / its successful requests. Both share every phase of the machine, so the ratio A/B of each row is what to read, and processes differ for their whole life, so each run starts new ones; below 1, A costs less.',
-    '',
-    summary,
-    '',
-    table,
-    '',
-  ].join('\n');
+    sections: [{ headline: true, table: summary }, { table }],
+    data: { rows },
+  };
 }
 
-export async function main(argv: string[]): Promise<void> {
-  const o = parseConfig('bench router-ab', 'Router A/B: CPU per request of the router and another build or nginx, under the same load at the same time.', schema, specs, argv, process.env);
-  const m = machineInfo();
+async function main(bench: BenchRun<Options>): Promise<void> {
+  const o = bench.options;
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
   const cliA = join(repoRoot, 'dist/cli/main.js');
   const log = (msg: string): void => void process.stderr.write(`[bench:router-ab ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -150,7 +139,7 @@ export async function main(argv: string[]): Promise<void> {
   try {
     for (let run = 0; run < o.runs; run++) {
       // Fresh processes each run: two processes of one build differ by up to 10% for their
-      // whole life (bench/RESULTS.md, section 2), more than rows within a run do.
+      // whole life on this VM, more than rows within a run do.
       log(`run ${run + 1}: starting both proxies`);
       const children: Child[] = [];
       try {
@@ -174,8 +163,7 @@ export async function main(argv: string[]): Promise<void> {
   } finally {
     await replica.stop(10_000);
   }
-  const command = `npm run bench:router-ab -- ${argv.join(' ')}`;
-  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows }, report(o, m, rows, command));
+  await writeReport(bench, report(o, rows));
 }
 
-await runBenchmark(main);
+await runBench({ name: 'router-ab', summary: 'Router A/B: CPU per request of the router and another build or nginx, under the same load at the same time.', schema, specs }, main);

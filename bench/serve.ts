@@ -1,7 +1,5 @@
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { intString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { intString, type OptionSpecs } from '../common/config.js';
 import { systemClock } from '../common/clock.js';
 import { createLogger } from '../common/log.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
@@ -14,9 +12,9 @@ import type { LocalModelFile, ModelStore } from '../replica/model-store.js';
 import { parseReplicaConfig } from '../replica/config.js';
 import { ReplicaService, serviceTuning } from '../replica/replica-service.js';
 import { commaList, slotList } from './lib/comma-list.js';
-import { runBenchmark, writeResults } from './lib/entry.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { fmt, mdTable } from './lib/markdown.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
+import { fmt } from './lib/markdown.js';
+import { writeReport, type ReportSection } from './lib/report.js';
 import { ensureAlignedCopies } from './lib/model-set.js';
 import { mean, median, rotated } from './lib/stats.js';
 import { idSampler, modelIds, PATTERNS, type PatternName } from './lib/traffic.js';
@@ -45,7 +43,6 @@ const schema = z.object({
   seed: intString(0, 2 ** 31).default(42),
   alternatingSeconds: z.coerce.number().min(0).max(600).default(10),
   ...logOptionsShape,
-  out: z.string().default('bench/results/serve'),
 });
 type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
@@ -59,7 +56,6 @@ const specs: OptionSpecs<typeof schema.shape> = {
   seed: { flag: 'seed', help: 'Seed of the model sequences (default 42).' },
   alternatingSeconds: { flag: 'alternating-seconds', help: 'Seconds of uniform traffic one request at a time, the fewest and most slots taking turns; 0 skips it (default 10).' },
   ...logOptionSpecs,
-  out: { flag: 'out', help: 'Results path without extension (default bench/results/serve).' },
 };
 
 interface Row {
@@ -180,11 +176,9 @@ async function alternating(o: Options, slotCounts: readonly number[], store: Mod
   }
 }
 
-export async function main(argv: string[]): Promise<void> {
-  const o = parseConfig('bench serve', "One replica's serving path by traffic pattern, with and without loads.", schema, specs, argv, process.env);
-  const patterns = commaList('bench serve', o.patterns, PATTERNS, 'pattern');
-  const m = machineInfo();
-  const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '../..');
+async function main(run: BenchRun<Options>): Promise<void> {
+  const o = run.options;
+  const patterns = commaList('bench:serve', o.patterns, PATTERNS, 'pattern');
   const mapper = loadFileMapper();
   if ('unavailable' in mapper) throw new Error(`bench:serve maps models as a replica does and needs the file mapper: ${mapper.unavailable}`);
   const ids = modelIds(o.models) as ModelId[];
@@ -203,7 +197,6 @@ export async function main(argv: string[]): Promise<void> {
   const med = (slots: number, p: PatternName, key: 'cpuUsPerRequest' | 'loadsPer1000'): number => median(rows.filter((r) => r.slots === slots && r.pattern === p).map((r) => r[key]));
   // Throughput on a CPU-bound machine is 1 / CPU per request: the spread is the cheapest pattern's CPU over the dearest's.
   const spread = (slots: number): number => 1 - Math.min(...patterns.map((p) => med(slots, p, 'cpuUsPerRequest'))) / Math.max(...patterns.map((p) => med(slots, p, 'cpuUsPerRequest')));
-  const command = argv.length > 0 ? `npm run bench:serve -- ${argv.join(' ')}` : 'npm run bench:serve';
   const fewest = Math.min(...o.slots);
   const most = Math.max(...o.slots);
   const loadsAdded = (p: PatternName): number => (med(fewest, p, 'loadsPer1000') - med(most, p, 'loadsPer1000')) / 1000;
@@ -213,45 +206,42 @@ export async function main(argv: string[]): Promise<void> {
   const alt = o.alternatingSeconds > 0 && o.slots.length > 1 ? await alternating(o, [fewest, most], store, mapper, ids) : [];
   for (const a of alt) process.stderr.write(`[bench:serve] one at a time, ${a.slots} slots: ${a.cpuUsPerRequest.toFixed(0)} µs CPU per request, ${a.loadsPer1000.toFixed(0)} loads per 1000\n`);
   const [altFew, altMost] = alt;
-  const md = [
-    "## One replica's serving path by traffic pattern, with and without loads",
-    '',
-    `Command: \`${command}\``,
-    '',
-    `Machine: ${machineLine(m)}`,
-    '',
-    `Setup: one process, one ReplicaService as \`modelmux replica\` builds it (frequency policy, shared graphs, mapped weights, idle mappings, log lines at level ${o.logLevel} built and dropped), no HTTP; ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB, aligned copies on local disk (page cache warm) as the S3 store leaves them; ${o.concurrency} requests in flight; per cell every model once, 1 s of the pattern, then ${o.seconds} s measured; ${o.rounds} rounds, patterns rotated each round; medians over rounds.`,
-    '',
-    mdTable(
-      ['slots (--max-models)', ...patterns.map((p) => `${p}: CPU µs / request`), ...patterns.map((p) => `${p}: loads / 1000`), 'spread (1 − cheapest / dearest)'],
-      o.slots.map((s) => [String(s), ...patterns.map((p) => fmt(med(s, p, 'cpuUsPerRequest'), 0)), ...patterns.map((p) => fmt(med(s, p, 'loadsPer1000'), 0)), `${fmt(100 * spread(s), 1)}%`]),
-    ),
-    '',
-    ...(o.slots.length > 1 && loadsAdded(churned) > 0
-      ? [`CPU per load, ${churned} traffic (the most loads added): ${fmt(perLoad, 0)} µs (${fewest} slots against ${most}, by the difference in CPU per request over the difference in loads).`, '']
-      : []),
-    mdTable(
-      ['round', 'slots', ...patterns.map((p) => `${p}: CPU µs / request`)],
-      rows
-        .filter((r) => r.pattern === patterns[0])
-        .map((r) => [String(r.round), String(r.slots), ...patterns.map((p) => fmt(rows.find((x) => x.round === r.round && x.slots === r.slots && x.pattern === p)?.cpuUsPerRequest, 0))]),
-    ),
-    '',
-    ...(altFew && altMost
-      ? [
-          `### One request at a time, ${fewest} and ${most} slots taking turns (uniform, ${o.alternatingSeconds} s)`,
-          '',
-          mdTable(
-            ['slots', 'requests', 'loads / 1000', 'CPU µs / request', 'model loaded: CPU µs / request', 'waited for its load: CPU µs / request'],
-            alt.map((a) => [String(a.slots), String(a.requests), fmt(a.loadsPer1000, 0), fmt(a.cpuUsPerRequest, 0), fmt(a.hitCpuUs, 0), fmt(a.missCpuUs, 0)]),
-          ),
-          '',
-          `A load in the serving path, one request at a time: ${fmt(altFew.missCpuUs - altMost.hitCpuUs, 0)} µs of CPU (a request that waited for its load with ${fewest} slots, less one whose model was loaded with ${most}; the weights are out of the CPU's cache in both).`,
-          '',
-        ]
-      : []),
-  ].join('\n');
-  await writeResults(repoRoot, o.out, { machine: m, options: o, command, rows, alternating: alt }, md);
+  const sections: ReportSection[] = [
+    {
+      headline: true,
+      table: {
+        header: ['slots (--max-models)', ...patterns.map((p) => `${p}: CPU µs / request`), ...patterns.map((p) => `${p}: loads / 1000`), 'spread (1 − cheapest / dearest)'],
+        rows: o.slots.map((s) => [String(s), ...patterns.map((p) => fmt(med(s, p, 'cpuUsPerRequest'), 0)), ...patterns.map((p) => fmt(med(s, p, 'loadsPer1000'), 0)), `${fmt(100 * spread(s), 1)}%`]),
+      },
+      ...(o.slots.length > 1 && loadsAdded(churned) > 0
+        ? { after: `CPU per load, ${churned} traffic (the most loads added): ${fmt(perLoad, 0)} µs (${fewest} slots against ${most}, by the difference in CPU per request over the difference in loads).` }
+        : {}),
+    },
+    {
+      table: {
+        header: ['round', 'slots', ...patterns.map((p) => `${p}: CPU µs / request`)],
+        rows: rows
+          .filter((r) => r.pattern === patterns[0])
+          .map((r) => [String(r.round), String(r.slots), ...patterns.map((p) => fmt(rows.find((x) => x.round === r.round && x.slots === r.slots && x.pattern === p)?.cpuUsPerRequest, 0))]),
+      },
+    },
+  ];
+  if (altFew && altMost) {
+    sections.push({
+      heading: `One request at a time, ${fewest} and ${most} slots taking turns (uniform, ${o.alternatingSeconds} s)`,
+      table: {
+        header: ['slots', 'requests', 'loads / 1000', 'CPU µs / request', 'model loaded: CPU µs / request', 'waited for its load: CPU µs / request'],
+        rows: alt.map((a) => [String(a.slots), String(a.requests), fmt(a.loadsPer1000, 0), fmt(a.cpuUsPerRequest, 0), fmt(a.hitCpuUs, 0), fmt(a.missCpuUs, 0)]),
+      },
+      after: `A load in the serving path, one request at a time: ${fmt(altFew.missCpuUs - altMost.hitCpuUs, 0)} µs of CPU (a request that waited for its load with ${fewest} slots, less one whose model was loaded with ${most}; the weights are out of the CPU's cache in both).`,
+    });
+  }
+  await writeReport(run, {
+    title: "One replica's serving path by traffic pattern, with and without loads",
+    setup: `one process, one ReplicaService as \`modelmux replica\` builds it (frequency policy, shared graphs, mapped weights, idle mappings, log lines at level ${o.logLevel} built and dropped), no HTTP; ${o.models} wine models of ${(o.modelBytes / 1e6).toFixed(1)} MB, aligned copies on local disk (page cache warm) as the S3 store leaves them; ${o.concurrency} requests in flight; per cell every model once, 1 s of the pattern, then ${o.seconds} s measured; ${o.rounds} rounds, patterns rotated each round; medians over rounds.`,
+    sections,
+    data: { rows, alternating: alt },
+  });
 }
 
-await runBenchmark(main);
+await runBench({ name: 'serve', summary: "One replica's serving path by traffic pattern, with and without loads.", schema, specs }, main);

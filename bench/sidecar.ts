@@ -2,17 +2,16 @@ import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Pool } from 'undici';
 import { z } from 'zod';
-import { intString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { intString, type OptionSpecs } from '../common/config.js';
 import { freePorts } from '../cli/local-processes.js';
 import { startChild, type Child } from './lib/child.js';
-import { runBenchmark, writeResults } from './lib/entry.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
 import { waitHttpReady } from './lib/http-ready.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { fmt, mdTable } from './lib/markdown.js';
+import { fmt } from './lib/markdown.js';
+import { repoRoot, writeReport } from './lib/report.js';
 import { median, summarize } from './lib/stats.js';
 
 /**
@@ -23,22 +22,21 @@ import { median, summarize } from './lib/stats.js';
  */
 
 const run = promisify(execFile);
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const ROOT = repoRoot();
 
 const schema = z.object({
   clients: intString(1, 256).default(8),
   seconds: intString(1, 600).default(10),
   rounds: intString(1, 20).default(3),
   models: intString(1, 100).default(8),
-  out: z.string().min(1).default('bench/results/sidecar'),
 });
+type Options = z.infer<typeof schema>;
 
 const specs: OptionSpecs<typeof schema.shape> = {
   clients: { flag: 'clients', help: 'Concurrent closed-loop clients (default 8).' },
   seconds: { flag: 'seconds', help: 'Seconds of load per path per round (default 10).' },
   rounds: { flag: 'rounds', help: 'Rounds, the two paths interleaved (default 3).' },
   models: { flag: 'models', help: 'Models trained and loaded for the load-time split (default 8).' },
-  out: { flag: 'out', help: 'Results file stem (default bench/results/sidecar).' },
 };
 
 interface PathResult {
@@ -67,8 +65,8 @@ async function closedLoop(url: string, path: string, body: string, clients: numb
   return { rps: s.count / seconds, p50Ms: s.p50Ms, p99Ms: s.p99Ms };
 }
 
-async function main(argv: string[]): Promise<void> {
-  const config = parseConfig('bench:sidecar', 'Sidecar hop and load split over MLServer.', schema, specs, argv, process.env);
+async function main(bench: BenchRun<Options>): Promise<void> {
+  const config = bench.options;
   const { stdout } = await run('bash', [join(ROOT, 'test/tools/install-mlserver.sh')], { maxBuffer: 16 * 1024 * 1024 });
   const bin = stdout.trim().split('\n').pop() ?? '';
   const work = await mkdtemp(join(tmpdir(), 'modelmux-bench-sidecar-'));
@@ -123,30 +121,28 @@ async function main(argv: string[]): Promise<void> {
       .filter((l) => l.includes('"runtime-load"'))
       .map((l) => JSON.parse(l) as { downloadMs: number; runtimeLoadMs: number });
     const med = (rs: PathResult[], k: keyof PathResult): number => median(rs.map((r) => r[k]));
-    const machine = machineInfo();
-    const md = [
-      `# Sidecar mode over MLServer`,
-      '',
-      machineLine(machine),
-      '',
-      `One scikit-learn model (\`${id}\`, one row per request), ${config.clients} closed-loop clients, ${config.seconds} s per path, ${config.rounds} interleaved rounds (medians).`,
-      '',
-      mdTable(
-        ['path', 'requests/s', 'p50 ms', 'p99 ms'],
-        [
-          ['client → MLServer', fmt(med(direct, 'rps'), 0), fmt(med(direct, 'p50Ms'), 2), fmt(med(direct, 'p99Ms'), 2)],
-          ['client → replica (sidecar) → MLServer', fmt(med(hop, 'rps'), 0), fmt(med(hop, 'p50Ms'), 2), fmt(med(hop, 'p99Ms'), 2)],
-        ],
-      ),
-      '',
-      `Loads of ${loads.length} models (scikit-learn and XGBoost alternating, file store): copy of the folder median ${fmt(median(loads.map((l) => l.downloadMs)), 1)} ms, MLServer's load median ${fmt(median(loads.map((l) => l.runtimeLoadMs)), 1)} ms (first load ${fmt(loads[0]?.runtimeLoadMs, 1)} ms, importing the library).`,
-      '',
-    ].join('\n');
-    await writeResults(ROOT, config.out, { machine, config, direct, hop, loads }, md);
+    await writeReport(bench, {
+      title: 'Sidecar mode over MLServer',
+      setup: `One scikit-learn model (\`${id}\`, one row per request), ${config.clients} closed-loop clients, ${config.seconds} s per path, ${config.rounds} interleaved rounds (medians).`,
+      sections: [
+        {
+          headline: true,
+          table: {
+            header: ['path', 'requests/s', 'p50 ms', 'p99 ms'],
+            rows: [
+              ['client → MLServer', fmt(med(direct, 'rps'), 0), fmt(med(direct, 'p50Ms'), 2), fmt(med(direct, 'p99Ms'), 2)],
+              ['client → replica (sidecar) → MLServer', fmt(med(hop, 'rps'), 0), fmt(med(hop, 'p50Ms'), 2), fmt(med(hop, 'p99Ms'), 2)],
+            ],
+          },
+          after: `Loads of ${loads.length} models (scikit-learn and XGBoost alternating, file store): copy of the folder median ${fmt(median(loads.map((l) => l.downloadMs)), 1)} ms, MLServer's load median ${fmt(median(loads.map((l) => l.runtimeLoadMs)), 1)} ms (first load ${fmt(loads[0]?.runtimeLoadMs, 1)} ms, importing the library).`,
+        },
+      ],
+      data: { direct, hop, loads },
+    });
   } finally {
     for (const c of children.reverse()) await c.stop(10_000);
     await rm(work, { recursive: true, force: true });
   }
 }
 
-await runBenchmark(main);
+await runBench({ name: 'sidecar', summary: 'Sidecar hop and load split over MLServer.', schema, specs }, main);

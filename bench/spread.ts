@@ -1,19 +1,19 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { intString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { intString, type OptionSpecs } from '../common/config.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { SAMPLE_WINE } from '../common/wine-model.js';
 import { openBenchStore } from './lib/bench-store.js';
 import { commaList, slotList } from './lib/comma-list.js';
-import { runBenchmark, writeResults } from './lib/entry.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
 import { everyModelOnce, failureText, runLoad } from './lib/load-generator.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { fmt, mdTable } from './lib/markdown.js';
+import { fmt } from './lib/markdown.js';
 import { ensureModelFiles, modelDirFor } from './lib/model-set.js';
 import { startModelmuxLocal, type ModelmuxLocal } from './lib/modelmux-local.js';
 import { totalCpuSeconds } from './lib/proc-cpu.js';
 import { pairedDifference, perGroup, PROCESS_GROUPS, spreadOf, summarizeCell, totalCpuUs, type Cell, type ProcessGroup, type SpreadWindow } from './lib/spread-parts.js';
+import { writeReport, type BenchReport } from './lib/report.js';
 import { rotated } from './lib/stats.js';
 import { idSampler, modelIds, PATTERNS, type PatternName } from './lib/traffic.js';
 
@@ -43,7 +43,6 @@ const schema = z.object({
   seed: intString(0, 2 ** 31).default(42),
   modelDir: z.string().optional(),
   ...logOptionsShape,
-  out: z.string().default('bench/results/spread'),
 });
 type Options = z.infer<typeof schema>;
 
@@ -61,7 +60,6 @@ const specs: OptionSpecs<typeof schema.shape> = {
   seed: { flag: 'seed', help: 'Seed of the model sequences (default 42).' },
   modelDir: { flag: 'model-dir', help: 'Where generated models are kept between runs (default ~/.cache/modelmux/bench-models/<bytes>).' },
   ...logOptionSpecs,
-  out: { flag: 'out', help: 'Results path without extension (default bench/results/spread).' },
 };
 
 /** The processes of a pool and its store; the load generator is this process. */
@@ -114,7 +112,7 @@ const GROUP_LABELS: Record<ProcessGroup, string> = {
   loadGenerator: 'load generator',
 };
 
-function report(o: Options, slots: readonly number[], patterns: readonly PatternName[], windows: readonly SpreadWindow[], command: string, machine: string): string {
+function report(o: Options, slots: readonly number[], patterns: readonly PatternName[], windows: readonly SpreadWindow[]): BenchReport {
   const cells: Cell[] = slots.flatMap((s) => patterns.map((pattern) => ({ slots: s, pattern })));
   const fewest = Math.min(...slots);
   const most = Math.max(...slots);
@@ -126,55 +124,56 @@ function report(o: Options, slots: readonly number[], patterns: readonly Pattern
   if (fewest !== most) {
     for (const p of patterns) pairs.push({ label: `${p}, ${fewest} slots against ${most}: its loads`, a: { slots: fewest, pattern: p }, b: { slots: most, pattern: p } });
   }
-  return [
-    "## The spread's parts: loads and weights out of the CPU's cache, side by side",
-    '',
-    `Command: \`${command}\``,
-    '',
-    `Machine: ${machine}`,
-    '',
-    `Setup: ${slots.length} \`modelmux local\` pools side by side (--max-models ${slots.join(' and ')}), each ${o.replicas} replicas at log level ${o.logLevel}, on one SeaweedFS S3 bucket of ${o.models} models of ${(o.modelBytes / 1e6).toFixed(1)} MB; every model asked for once per pool first; then ${o.rounds} rounds, each one window of every pool under every pattern in an order rotated each round: ${o.warmupSeconds} s unmeasured, then ${o.seconds} s measured, ${o.concurrency} clients. CPU per request from /proc of each process, the load generator being this process. Medians over rounds.`,
-    '',
-    mdTable(
-      ['slots', 'pattern', 'req/s', 'failed requests', 'loads / 1000', ...PROCESS_GROUPS.map((g) => `${GROUP_LABELS[g]}: CPU µs / req`), 'all: CPU µs / req'],
-      cells.flatMap((c) => {
-        const s = summarizeCell(windows, c);
-        return s ? [[String(c.slots), c.pattern, fmt(s.throughputRps, 0), String(s.failed), fmt(s.loadsPer1000, 1), ...PROCESS_GROUPS.map((g) => fmt(s.cpuUs[g], 0)), fmt(s.totalCpuUs, 0)]] : [];
-      }),
-    ),
-    '',
-    mdTable(
-      ['slots', 'spread across patterns (1 − slowest / fastest median req/s)', 'slowest', 'fastest', 'by CPU (1 − cheapest / dearest median CPU µs / req)'],
-      slots.map((s) => {
-        const sp = spreadOf(windows, s, patterns);
-        return sp ? [String(s), `${fmt(sp.percent, 1)}%`, sp.slowest, sp.fastest, `${fmt(sp.cpuPercent, 1)}%`] : [String(s), 'n/a', 'n/a', 'n/a', 'n/a'];
-      }),
-    ),
-    '',
-    'Round by round (the two cells of a row measured in the same round, minutes apart at most), medians over rounds:',
-    '',
-    mdTable(
-      ['difference', 'rounds', 'req/s ratio', 'all: CPU µs / req more', ...PROCESS_GROUPS.map((g) => GROUP_LABELS[g])],
-      pairs.flatMap(({ label, a, b }) => {
-        const d = pairedDifference(windows, a, b);
-        return d ? [[label, String(d.rounds), fmt(d.throughputRatio, 3), fmt(d.totalCpuUs, 0), ...PROCESS_GROUPS.map((g) => fmt(d.cpuUs[g], 0))]] : [];
-      }),
-    ),
-    '',
-    mdTable(
-      ['round', ...cells.map((c) => `${c.pattern} @ ${c.slots}: req/s`)],
-      [...new Set(windows.map((w) => w.round))].map((r) => [String(r), ...cells.map((c) => fmt(windows.find((w) => w.round === r && w.slots === c.slots && w.pattern === c.pattern)?.throughputRps, 0))]),
-    ),
-    '',
-  ].join('\n');
+  return {
+    title: "The spread's parts: loads and weights out of the CPU's cache, side by side",
+    setup: `${slots.length} \`modelmux local\` pools side by side (--max-models ${slots.join(' and ')}), each ${o.replicas} replicas at log level ${o.logLevel}, on one SeaweedFS S3 bucket of ${o.models} models of ${(o.modelBytes / 1e6).toFixed(1)} MB; every model asked for once per pool first; then ${o.rounds} rounds, each one window of every pool under every pattern in an order rotated each round: ${o.warmupSeconds} s unmeasured, then ${o.seconds} s measured, ${o.concurrency} clients. CPU per request from /proc of each process, the load generator being this process. Medians over rounds.`,
+    sections: [
+      {
+        table: {
+          header: ['slots', 'pattern', 'req/s', 'failed requests', 'loads / 1000', ...PROCESS_GROUPS.map((g) => `${GROUP_LABELS[g]}: CPU µs / req`), 'all: CPU µs / req'],
+          rows: cells.flatMap((c) => {
+            const s = summarizeCell(windows, c);
+            return s ? [[String(c.slots), c.pattern, fmt(s.throughputRps, 0), String(s.failed), fmt(s.loadsPer1000, 1), ...PROCESS_GROUPS.map((g) => fmt(s.cpuUs[g], 0)), fmt(s.totalCpuUs, 0)]] : [];
+          }),
+        },
+      },
+      {
+        headline: true,
+        table: {
+          header: ['slots', 'spread across patterns (1 − slowest / fastest median req/s)', 'slowest', 'fastest', 'by CPU (1 − cheapest / dearest median CPU µs / req)'],
+          rows: slots.map((s) => {
+            const sp = spreadOf(windows, s, patterns);
+            return sp ? [String(s), `${fmt(sp.percent, 1)}%`, sp.slowest, sp.fastest, `${fmt(sp.cpuPercent, 1)}%`] : [String(s), 'n/a', 'n/a', 'n/a', 'n/a'];
+          }),
+        },
+      },
+      {
+        text: 'Round by round (the two cells of a row measured in the same round, minutes apart at most), medians over rounds:',
+        headline: true,
+        table: {
+          header: ['difference', 'rounds', 'req/s ratio', 'all: CPU µs / req more', ...PROCESS_GROUPS.map((g) => GROUP_LABELS[g])],
+          rows: pairs.flatMap(({ label, a, b }) => {
+            const d = pairedDifference(windows, a, b);
+            return d ? [[label, String(d.rounds), fmt(d.throughputRatio, 3), fmt(d.totalCpuUs, 0), ...PROCESS_GROUPS.map((g) => fmt(d.cpuUs[g], 0))]] : [];
+          }),
+        },
+      },
+      {
+        table: {
+          header: ['round', ...cells.map((c) => `${c.pattern} @ ${c.slots}: req/s`)],
+          rows: [...new Set(windows.map((w) => w.round))].map((r) => [String(r), ...cells.map((c) => fmt(windows.find((w) => w.round === r && w.slots === c.slots && w.pattern === c.pattern)?.throughputRps, 0))]),
+        },
+      },
+    ],
+    data: { windows },
+  };
 }
 
-export async function main(argv: string[]): Promise<void> {
-  const o = parseConfig('bench spread', "The spread's parts: modelmux pools with few and with every slot, side by side.", schema, specs, argv, process.env);
+async function main(run: BenchRun<Options>): Promise<void> {
+  const o = run.options;
   const slots = o.slots;
-  const patterns = commaList('bench spread', o.patterns, PATTERNS, 'pattern');
+  const patterns = commaList('bench:spread', o.patterns, PATTERNS, 'pattern');
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
-  const m = machineInfo();
   const log = (msg: string): void => void process.stderr.write(`[bench:spread ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 
   const ids = modelIds(o.models);
@@ -215,9 +214,7 @@ export async function main(argv: string[]): Promise<void> {
     for (const pool of pools) await pool.mux.stop();
     await store.stop();
   }
-  const command = argv.length > 0 ? `npm run bench:spread -- ${argv.join(' ')}` : 'npm run bench:spread';
-  const md = report(o, slots, patterns, windows, command, machineLine(m));
-  await writeResults(repoRoot, o.out, { machine: m, options: o, command, windows }, md);
+  await writeReport(run, report(o, slots, patterns, windows));
 }
 
-await runBenchmark(main);
+await runBench({ name: 'spread', summary: "The spread's parts: modelmux pools with few and with every slot, side by side.", schema, specs }, main);

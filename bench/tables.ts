@@ -4,18 +4,18 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { parse as parseYaml } from 'yaml';
-import { intString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { intString, type OptionSpecs } from '../common/config.js';
 import { CRD_FILE } from '../common/crd.js';
 import { API_GROUP, API_VERSION, KIND, LABEL_DEPLOYMENT, MODELS_ANNOTATION } from '../common/names.js';
 import { parseTableAnnotation } from '../common/table-annotation.js';
 import { slotList } from './lib/comma-list.js';
 import { startCountingRelay, type CountingRelay } from './lib/counting-relay.js';
-import { runBenchmark, writeResults } from './lib/entry.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
 import { startBenchControlPlane, type BenchControlPlane } from './lib/kube-control-plane.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { fmt, mdTable } from './lib/markdown.js';
+import { fmt } from './lib/markdown.js';
 import { cpuSeconds } from './lib/proc-cpu.js';
 import { sumMetric } from './lib/prom-text.js';
+import { writeReport, type BenchReport } from './lib/report.js';
 import { summarize, type LatencySummary } from './lib/stats.js';
 import { propagation } from './lib/table-propagation.js';
 import { runPublishers, type ChangeLog, type PublishersConfig, type PublishersResult, type PublishersState } from './lib/table-publishers.js';
@@ -46,7 +46,6 @@ const schema = z.object({
   warmupSeconds: z.coerce.number().min(0).max(600).default(5),
   seconds: z.coerce.number().min(1).max(3600).default(20),
   publisherProcesses: intString(1, 16).default(4),
-  out: z.string().default('bench/results/tables'),
   role: z.enum(['publishers', 'watcher']).optional(),
 });
 type Options = z.infer<typeof schema>;
@@ -59,7 +58,6 @@ const specs: OptionSpecs<typeof schema.shape> = {
   warmupSeconds: { flag: 'warmup-seconds', help: 'Seconds of churn before measuring (default 5).' },
   seconds: { flag: 'seconds', help: 'Measured seconds of churn per size (default 20).' },
   publisherProcesses: { flag: 'publisher-processes', help: 'Processes the lightweight replicas are spread over (default 4).' },
-  out: { flag: 'out', help: 'Results path without extension (default bench/results/tables).' },
   role: { flag: 'role', help: 'Internal: run as a publishers or watcher child process.' },
 };
 
@@ -331,10 +329,10 @@ async function measureSize(n: number, o: Options, log: (s: string) => void): Pro
   }
 }
 
-function report(rows: readonly Row[], o: Options, machine: string, command: string): string {
-  const table = mdTable(
-    ['replicas', 'pod patches/s', 'PATCH mean ms', 'new connections/s', 'etcd writes/s', 'etcd growth KB/s', 'API server + etcd cores', 'watch KB/s per router', 'GET /models KB/s per router', 'router CPU (cores)', 'change → both routers p50 / p99 / max ms', 'unseen'],
-    rows.map((r) => [
+function report(rows: readonly Row[], o: Options): BenchReport {
+  const table = {
+    header: ['replicas', 'pod patches/s', 'PATCH mean ms', 'new connections/s', 'etcd writes/s', 'etcd growth KB/s', 'API server + etcd cores', 'watch KB/s per router', 'GET /models KB/s per router', 'router CPU (cores)', 'change → both routers p50 / p99 / max ms', 'unseen'],
+    rows: rows.map((r) => [
       String(r.replicas),
       fmt(r.patchesPerSecond, 1),
       fmt(r.patchMeanMs, 1),
@@ -348,40 +346,37 @@ function report(rows: readonly Row[], o: Options, machine: string, command: stri
       `${fmt(r.propagation.p50Ms, 0)} / ${fmt(r.propagation.p99Ms, 0)} / ${fmt(r.propagation.maxMs, 0)}`,
       String(r.unseen),
     ]),
-  );
+  };
   const first = rows[0];
-  return [
-    '# Model tables at scale (bench:tables)',
-    '',
-    `Machine: ${machine}`,
-    '',
-    `Command: \`${command}\``,
-    '',
-    `Each replica holds ${o.models} models of ${o.idLength}-character ids and loads ${o.loadsPerSecond} a second (${o.loadsPerSecond * 3} table changes a second), publishing at most every ${o.publishIntervalMs} ms; ` +
+  return {
+    title: 'Model tables at scale',
+    setup:
+      `Each replica holds ${o.models} models of ${o.idLength}-character ids and loads ${o.loadsPerSecond} a second (${o.loadsPerSecond * 3} table changes a second), publishing at most every ${o.publishIntervalMs} ms; ` +
       `${first ? `annotation ${first.annotationForm}, ${first.annotationBytes} bytes, pod object ${Math.round(first.podBytes)} bytes` : ''}. ` +
       `Lightweight replicas (the replica's coalescer, encoding and patcher; no models) in ${o.publisherProcesses} processes at most, two routers' discovery (KubeDiscovery and RouteTable) in a process each. ` +
       `${o.seconds} s measured after ${o.warmupSeconds} s of churn, per size on a fresh etcd and kube-apiserver.`,
-    '',
-    table,
-    '',
-    `"change → both routers": from a load's end in a lightweight replica to the moment both routers' balancers hold a table of that version or newer. etcd growth is of its database file before compaction (the API server compacts every 5 minutes).`,
-    '',
-  ].join('\n');
+    sections: [
+      {
+        headline: true,
+        table,
+        after: `"change → both routers": from a load's end in a lightweight replica to the moment both routers' balancers hold a table of that version or newer. etcd growth is of its database file before compaction (the API server compacts every 5 minutes).`,
+      },
+    ],
+    data: { rows },
+  };
 }
 
-async function main(argv: string[]): Promise<void> {
-  const o = parseConfig('bench:tables', 'Measure what model tables cost the control plane against the pool size.', schema, specs, argv, process.env);
+async function main(run: BenchRun<Options>): Promise<void> {
+  const o = run.options;
   if (o.role === 'publishers') return runPublishers((m) => process.send?.(m), parentMessages() as AsyncIterable<{ type: string; config?: PublishersConfig }>).then(() => process.exit(0));
   if (o.role === 'watcher') return runWatcher(ROUTE, (m) => process.send?.(m), parentMessages()).then(() => process.exit(0));
-  const machine = machineLine(machineInfo());
-  const command = `npm run bench:tables -- ${argv.join(' ')}`.trim();
   const rows: Row[] = [];
   for (const n of o.sizes) {
     rows.push(await measureSize(n, o, (s) => process.stderr.write(`${s}\n`)));
     const r = rows.at(-1) as Row;
     process.stderr.write(`${n} replicas: ${fmt(r.patchesPerSecond)} patches/s, watch ${fmt(r.watchBytesPerRouterPerSecond / 1024)} KB/s per router, router ${fmt(r.routerCores, 3)} cores, p99 ${fmt(r.propagation.p99Ms, 0)} ms\n`);
   }
-  await writeResults(process.cwd(), o.out, { machine, command, options: o, rows }, report(rows, o, machine, command));
+  await writeReport(run, report(rows, o));
 }
 
-await runBenchmark(main);
+await runBench({ name: 'tables', summary: 'Measure what model tables cost the control plane against the pool size.', schema, specs }, main);

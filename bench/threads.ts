@@ -1,16 +1,16 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { intString, parseConfig, type OptionSpecs } from '../common/config.js';
+import { intString, type OptionSpecs } from '../common/config.js';
 import { encodeOnnxModel, type OnnxGraph, type OnnxTensor } from '../common/onnx-writer.js';
 import { createSession } from '../replica/onnx-runtime.js';
 import { startChild } from './lib/child.js';
-import { runBenchmark, writeResults } from './lib/entry.js';
-import { machineInfo, machineLine } from './lib/machine.js';
-import { fmt, mdTable } from './lib/markdown.js';
+import { runBench, type BenchRun } from './lib/cli-options.js';
+import { fmt } from './lib/markdown.js';
 import { REPLICA_TUNING } from './lib/replica-tuning.js';
+import { repoRoot, writeReport } from './lib/report.js';
 import { median, percentile } from './lib/stats.js';
 import ort from 'onnxruntime-node';
 
@@ -27,13 +27,12 @@ const schema = z.object({
   threads: intString(1, 256).default(2),
   requests: intString(5, 10_000).default(40),
   warmup: intString(0, 100).default(3),
-  out: z.string().default('bench/results/threads'),
 });
+type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
   threads: { flag: 'threads', help: 'Intra-op threads of both sessions (default 2).' },
   requests: { flag: 'requests', help: 'Measured runs of each (default 40).' },
   warmup: { flag: 'warmup', help: 'Runs of each before measuring (default 3).' },
-  out: { flag: 'out', help: 'Results path without extension (default bench/results/threads).' },
 };
 
 const SIZE = 224;
@@ -71,12 +70,10 @@ function cnn(): Uint8Array {
   return encodeOnnxModel(g);
 }
 
-async function main(argv: string[]): Promise<void> {
-  const o = parseConfig('bench threads', 'A real-size CNN at one client: a replica against onnxruntime in process, same threads.', schema, specs, argv, process.env);
-  const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+async function main(bench: BenchRun<Options>): Promise<void> {
+  const o = bench.options;
   const dir = await mkdtemp(join(tmpdir(), 'modelmux-bench-threads-'));
-  const machine = machineInfo();
-  const replica = await startChild(process.execPath, [join(repoRoot, 'dist/cli/main.js'), 'replica', '--host', '127.0.0.1', '--port', '0', '--model-source', pathToFileURL(dir).href, '--intra-op-threads', String(o.threads)], {
+  const replica = await startChild(process.execPath, [join(repoRoot(), 'dist/cli/main.js'), 'replica', '--host', '127.0.0.1', '--port', '0', '--model-source', pathToFileURL(dir).href, '--intra-op-threads', String(o.threads)], {
     ready: /"event":"listening"[^\n]*"port":(\d+)/,
     readyTimeoutMs: 30_000,
   });
@@ -120,23 +117,18 @@ async function main(argv: string[]): Promise<void> {
     }
     for (const s of samples) s.sort((a, b) => a - b);
     const rows = ways.map(([name], k) => ({ name, p50: median(samples[k]!), p90: percentile(samples[k]!, 90), ratio: median(samples[k]!) / median(samples[0]!) }));
-    const results = { machine, options: o, gflopPerRun: GFLOP, rows };
-    const md = [
-      '# Threads: a real-size CNN at one client',
-      '',
-      machineLine(machine),
-      '',
-      `${o.requests} runs each, taking turns, ${o.threads} intra-op thread(s) in both; the replica over HTTP with binary tensors.`,
-      '',
-      mdTable(
-        ['', 'p50 ms', 'p90 ms', 'p50 / in process'],
-        rows.map((r) => [r.name, fmt(r.p50), fmt(r.p90), fmt(r.ratio, 3)]),
-      ),
-      '',
-      'Goal: the replica at most 1.1× onnxruntime in process at p50.',
-      '',
-    ].join('\n');
-    await writeResults(repoRoot, o.out, results, md);
+    await writeReport(bench, {
+      title: 'Threads: a real-size CNN at one client',
+      setup: `${o.requests} runs each, taking turns, ${o.threads} intra-op thread(s) in both; the replica over HTTP with binary tensors; ${fmt(GFLOP, 1)} GFLOP a run.`,
+      sections: [
+        {
+          headline: true,
+          table: { header: ['', 'p50 ms', 'p90 ms', 'p50 / in process'], rows: rows.map((r) => [r.name, fmt(r.p50), fmt(r.p90), fmt(r.ratio, 3)]) },
+          after: 'Goal: the replica at most 1.1× onnxruntime in process at p50.',
+        },
+      ],
+      data: { gflopPerRun: GFLOP, rows },
+    });
   } finally {
     await session.release();
     await replica.stop();
@@ -144,4 +136,4 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
-await runBenchmark(main);
+await runBench({ name: 'threads', summary: 'A real-size CNN at one client: a replica against onnxruntime in process, same threads.', schema, specs }, main);

@@ -16,12 +16,17 @@ export const ERROR_CATALOGUE = {
   request_timeout: { status: 408, summary: 'The request head or body did not arrive within its timeout; the router closes the connection.' },
   body_too_large: { status: 413, summary: 'The request body is larger than the configured limit.' },
   unsupported_media_type: { status: 415, summary: 'The body is not JSON.' },
+  composite_binary_unsupported: { status: 415, summary: 'An ensemble or sequence route was sent the binary tensor data extension; it takes JSON tensors only.' },
   client_connection_limit: { status: 429, summary: "The client's address has as many connections open to the router as it may; retry after the Retry-After seconds." },
   model_load_failed: { status: 422, summary: 'The model file exists but onnxruntime cannot load it (corrupt or unsupported); it is not cached and the next request tries again.' },
   model_too_large: { status: 422, summary: 'The model file is larger than the replica may cache.' },
   headers_too_large: { status: 431, summary: 'The request head is larger than the router reads (16 KiB).' },
   inference_failed: { status: 500, summary: 'onnxruntime failed while running the model.' },
   internal: { status: 500, summary: 'An unexpected error; the log line with the same request id says more.' },
+  ensemble_quorum: { status: 502, summary: "Too many of an ensemble route's members failed for its quorum; the message lists each member's error." },
+  ensemble_mismatch: { status: 502, summary: "An ensemble route's members answered outputs that cannot be combined (a missing output, another shape or datatype, a datatype the combiner does not take)." },
+  sequence_mapping: { status: 502, summary: "A sequence route's step cannot be given its inputs: a tensor its mapping names is missing, or has another datatype or shape; the message names the step and the tensor." },
+  sequence_step_failed: { status: 502, summary: 'A later step of a sequence route refused the request the router built for it, or answered no V2 outputs; the message names the step.' },
   upstream_unavailable: { status: 502, summary: 'The router could not reach a replica, even after a retry on another one.' },
   store_unavailable: { status: 503, summary: 'The model store cannot be reached or refused access.' },
   overloaded: { status: 503, summary: 'The replica is at maxOngoingRequests; a router retries elsewhere.' },
@@ -32,7 +37,9 @@ export const ERROR_CATALOGUE = {
   connection_limit: { status: 503, summary: 'The router has as many client connections open as it may; retry after the Retry-After seconds.' },
   buffer_full: { status: 503, summary: 'The router holds as many request and answer bytes as it may; retry after the Retry-After seconds.' },
   timeout: { status: 504, summary: 'The request did not finish within its deadline.' },
+  ensemble_deadline: { status: 504, summary: "Fewer of an ensemble route's members than its quorum answered before its deadline." },
   cache_full: { status: 507, summary: "The replica's disk is full while writing a model file, even after dropping the files of models it does not hold loaded; nothing is cached." },
+  route_cycle: { status: 508, summary: 'The model name is a ModelRoute that refers back to itself through other routes (or passes through more than 8); its status says ResolvedRefs=False.' },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -97,7 +97,11 @@ const hpaScalingRulesSchema = z
 
 export const autoscalingSchema = z
   .object({
-    minReplicas: z.number().int().min(1).max(1000).default(1),
+    /**
+     * 0 lets the HPA take the pool to zero and back on the requests the routers hold for it
+     * (operator/resources/hpa.ts; needs Kubernetes' HPAScaleToZero feature gate).
+     */
+    minReplicas: z.number().int().min(0).max(1000).default(1),
     maxReplicas: z.number().int().min(1).max(1000),
     /** Average ongoing requests per replica the HPA aims for. */
     targetOngoingRequests: z.number().positive().max(10000).default(8),

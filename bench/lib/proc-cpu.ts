@@ -46,3 +46,14 @@ export async function treePids(pid: number): Promise<number[]> {
   }
   return out;
 }
+
+/** The nice values of `pids` (field 19 of /proc/<pid>/stat), each once: which priorities a system ran at. */
+export async function niceValues(pids: readonly number[]): Promise<number[]> {
+  const each = await Promise.all(
+    pids.map(async (p) => {
+      const stat = await readFile(`/proc/${p}/stat`, 'utf8').catch(() => '');
+      return stat ? Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]) : Number.NaN;
+    }),
+  );
+  return [...new Set(each.filter((x) => !Number.isNaN(x)))].sort((a, b) => a - b);
+}

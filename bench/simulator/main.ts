@@ -1,25 +1,32 @@
-import { writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { z } from 'zod';
+import type { OptionSpecs } from '../../common/config.js';
+import { runBench, type BenchRun } from '../lib/cli-options.js';
+import { writeReport, type ReportSection, type ReportTable } from '../lib/report.js';
 import { PATTERNS } from './patterns.js';
 import { SCENARIOS, SEEDS, type Scenario } from './scenarios.js';
 import { DEFAULT_PARAMS, simulate, type PolicyName, type SimParams, type SimResult } from './simulate.js';
 import { targets } from './targets.js';
 
 /**
- * `npm run bench:sim [-- --seed 42,7] [-- --write]`: runs every policy on every traffic
- * pattern, for each pool shape (scenarios.ts) and seed, and prints Markdown tables; with
- * --write also records them in bench/SIMULATOR.md with the command, the date and the machine.
+ * `npm run bench:sim [-- --seed 42,7]`: runs every policy on every traffic pattern, for each
+ * pool shape (scenarios.ts) and seed. Writes bench/results/sim.{json,md}.
  */
 const POLICIES: readonly PolicyName[] = ['modelmux', 'ray-like', 'ideal'];
 
-function seedsFromArgs(argv: readonly string[]): readonly number[] {
-  const i = argv.indexOf('--seed');
-  const raw = i === -1 ? undefined : argv[i + 1];
-  if (raw === undefined) return SEEDS;
-  const seeds = raw.split(',').map(Number);
-  if (seeds.some((s) => !Number.isInteger(s))) throw new Error(`--seed takes integers separated by commas, got "${raw}"`);
-  return seeds;
-}
+const schema = z.object({
+  seed: z
+    .string()
+    .default(SEEDS.join(','))
+    .transform((s, ctx) => {
+      const seeds = s.split(',').map((x) => Number(x.trim()));
+      if (seeds.some((n) => !Number.isInteger(n))) ctx.addIssue({ code: 'custom', message: 'integers separated by commas' });
+      return seeds;
+    }),
+});
+type Options = z.infer<typeof schema>;
+const specs: OptionSpecs<typeof schema.shape> = {
+  seed: { flag: 'seed', help: `Comma list of seeds; each runs every scenario (default ${SEEDS.join(',')}).` },
+};
 
 interface SeedRun {
   seed: number;
@@ -37,42 +44,45 @@ function runScenario(scenario: Scenario, seeds: readonly number[]): SeedRun[] {
 
 const mark = (b: boolean): string => (b ? 'yes' : '**no**');
 
-function table(runs: readonly SeedRun[]): string {
-  const rows = runs.flatMap(({ seed, results }) =>
-    results.map(
-      (r) => `| ${seed} | ${r.pattern} | ${r.policy} | ${r.requests} | ${r.loadsPer1000.toFixed(1)} | ${r.p99WaitMs.toFixed(1)} | ${r.throughputPerS.toFixed(1)} | ${r.retries} |`,
+function table(runs: readonly SeedRun[]): ReportTable {
+  return {
+    header: ['seed', 'pattern', 'policy', 'requests', 'loads / 1000 req', 'p99 wait (ms)', 'throughput (req/s)', 'replica 503 retries'],
+    rows: runs.flatMap(({ seed, results }) =>
+      results.map((r) => [String(seed), r.pattern, r.policy, String(r.requests), r.loadsPer1000.toFixed(1), r.p99WaitMs.toFixed(1), r.throughputPerS.toFixed(1), String(r.retries)]),
     ),
-  );
-  return ['| seed | pattern | policy | requests | loads / 1000 req | p99 wait (ms) | throughput (req/s) | replica 503 retries |', '|---|---|---|---|---|---|---|---|', ...rows].join('\n');
+  };
 }
 
-function targetTable(runs: readonly SeedRun[]): string {
-  const rows = runs.flatMap(({ seed, results }) => targets(results).map((t) => `| ${seed} | ${t.pattern} | ${mark(t.loadsVsIdeal)} | ${mark(t.loadsVsRay)} | ${mark(t.p99VsRay)} |`));
-  return ['| seed | pattern | loads ≤ 1.2 × ideal | loads ≤ ray-like | p99 wait < ray-like |', '|---|---|---|---|---|', ...rows].join('\n');
+function targetTable(runs: readonly SeedRun[]): ReportTable {
+  return {
+    header: ['seed', 'pattern', 'loads ≤ 1.2 × ideal', 'loads ≤ ray-like', 'p99 wait < ray-like'],
+    rows: runs.flatMap(({ seed, results }) => targets(results).map((t) => [String(seed), t.pattern, mark(t.loadsVsIdeal), mark(t.loadsVsRay), mark(t.p99VsRay)])),
+  };
 }
 
-const started = Date.now();
-const seeds = seedsFromArgs(process.argv);
-const sections = SCENARIOS.map((s, i) => {
-  const runs = runScenario(s, seeds);
-  const heading = i === 0 ? `## ${s.title}` : `## Extra: ${s.title}`;
-  return `${heading}\n\nWhy: ${s.why}.\n\n${table(runs)}\n\nTargets of issue 3, modelmux against the baselines:\n\n${targetTable(runs)}\n`;
-});
-const p = DEFAULT_PARAMS;
-const report = `# Placement simulator
-
-Command: \`npm run bench:sim -- --write\` (bench/simulator/main.ts)
-Date: ${new Date().toISOString()}
-Machine: ${cpus()[0]?.model ?? 'unknown CPU'} × ${cpus().length}, Node ${process.version}; ran in ${((Date.now() - started) / 1000).toFixed(1)} s of wall time.
-
-Setup, unless a section says otherwise: ${p.replicas} replicas × ${p.slots} model slots, maxOngoingRequests ${p.maxOngoingRequests}, inference ${p.inferMs} ms on one compute unit per replica,
+async function main(run: BenchRun<Options>): Promise<void> {
+  const seeds = run.options.seed;
+  const scenarios = SCENARIOS.map((scenario) => ({ scenario, runs: runScenario(scenario, seeds) }));
+  const sections = scenarios.flatMap(({ scenario: s, runs }, i): ReportSection[] => {
+    const heading = i === 0 ? s.title : `Extra: ${s.title}`;
+    return [
+      { heading, text: `Why: ${s.why}.`, table: table(runs) },
+      { text: 'Targets of issue 3, modelmux against the baselines:', table: targetTable(runs), headline: i === 0 },
+    ];
+  });
+  const p = DEFAULT_PARAMS;
+  await writeReport(run, {
+    title: 'Placement simulator',
+    setup: `Unless a section says otherwise: ${p.replicas} replicas × ${p.slots} model slots, maxOngoingRequests ${p.maxOngoingRequests}, inference ${p.inferMs} ms on one compute unit per replica,
 model load ${p.loadMs} ms (parallel), ${p.models} models, Poisson arrivals keeping the pool's compute ${p.busy * 100}% busy,
 ${p.routers} router instances (each request goes to one at random) whose table views are published every ${p.publishEveryMs} ms
 and arrive ${p.viewDelayMs} ms × (router index + 1) late, matching timeout ${p.matchTimeoutMs} ms (drawn in [t, 2t]),
 ${p.durationMs / 1000} s simulated of which the first ${p.warmupMs / 1000} s warm up and are not counted; seeds ${seeds.join(', ')}.
 Wait = time from arrival to completion minus the inference itself (router queue, model load, replica queue).
-"ideal" is one global LRU over all slots with no concurrency: its loads are the floor, its wait counts only loads.
+"ideal" is one global LRU over all slots with no concurrency: its loads are the floor, its wait counts only loads.`,
+    sections,
+    data: { scenarios },
+  });
+}
 
-${sections.join('\n')}`;
-process.stdout.write(report);
-if (process.argv.includes('--write')) writeFileSync(new URL('../../../bench/SIMULATOR.md', import.meta.url), report);
+await runBench({ name: 'sim', summary: 'The placement simulator: every policy on every traffic pattern and pool shape.', schema, specs }, main);

@@ -11,7 +11,7 @@ export interface Scenario {
 /** The issue's setup first (the targets); then the shape of the real benchmark (bench/mux.ts). */
 export const SCENARIOS: readonly Scenario[] = [
   { title: '8 replicas × 4 slots, 1000 models', why: "issue 3's setup: the targets are checked here", params: {} },
-  { title: '2 replicas × 8 slots, 200 models', why: 'the pool of the real benchmark, bench/mux.ts (bench/RESULTS.md)', params: { replicas: 2, slots: 8, models: 200 } },
+  { title: '2 replicas × 8 slots, 200 models', why: 'the pool of the real benchmark, bench/mux.ts', params: { replicas: 2, slots: 8, models: 200 } },
   {
     title: '2 replicas × 100 slots, 200 models',
     why: 'slots ≥ models: once every model is loaded somewhere nothing needs loading again, so loads should be the compulsory ones',

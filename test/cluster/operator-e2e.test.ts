@@ -4,9 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { jest } from '@jest/globals';
+import { credentials } from '@grpc/grpc-js';
 import type { V1Pod } from '@kubernetes/client-node';
+import { inferenceClient } from '../../common/grpc/inference-service.js';
 import { parseModelTable } from '../../common/model-table.js';
 import { DELETION_COST_ANNOTATION, MODELS_ANNOTATION } from '../../common/names.js';
+import { WINE_FEATURES, WINE_INPUT } from '../../common/wine-model.js';
 import type { MultiplexedDeploymentStatus } from '../../common/resource.js';
 import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
 import { eventually } from '../helpers/eventually.js';
@@ -111,7 +114,7 @@ describe('replicas made by the operator, end to end', () => {
 
   it('answers requests in all three forms through a router with kube discovery', async () => {
     const logFile = join(await mkdtemp(join(tmpdir(), 'modelmux-router-')), 'router.log');
-    const router = spawnManaged(process.execPath, ['dist/cli/main.js', 'router', '--discovery', 'kube', '--host', '127.0.0.1', '--port', '0'], {
+    const router = spawnManaged(process.execPath, ['dist/cli/main.js', 'router', '--discovery', 'kube', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0'], {
       cwd: process.cwd(),
       env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', KUBECONFIG: cp.kubeconfigPath },
       logFile,
@@ -137,6 +140,21 @@ describe('replicas made by the operator, end to end', () => {
         const a = await send();
         expect(a.status).toBe(200);
         expectClose(v2Outputs(a), expected('wine-3', rows));
+      }
+      // gRPC too: the router found each pod's gRPC port by the container port the operator named `grpc`.
+      const grpcPort = /"router listening".*?"grpcPort":(\d+)/.exec(await readFile(logFile, 'utf8'))?.[1];
+      const client = new (inferenceClient())(`127.0.0.1:${grpcPort ?? ''}`, credentials.createInsecure());
+      try {
+        const answer = await new Promise<{ outputs: { contents: { fp32_contents: number[] } }[] }>((resolve, reject) =>
+          (client as unknown as Record<string, (req: unknown, cb: (err: Error | null, res: never) => void) => void>)['ModelInfer']?.call(
+            client,
+            { model_name: 'wine-3', inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [rows.length, WINE_FEATURES], contents: { fp32_contents: rows.flat() } }] },
+            (err, res) => (err ? reject(err) : resolve(res)),
+          ),
+        );
+        expectClose(answer.outputs[0]?.contents.fp32_contents ?? [], expected('wine-3', rows));
+      } finally {
+        client.close();
       }
     } finally {
       await router.stop(10_000);

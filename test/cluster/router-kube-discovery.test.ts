@@ -112,7 +112,7 @@ describe('router with Kubernetes discovery', () => {
     expect(saKubeconfig).toContain(cp.server);
     const late = join(dir, 'late-kubeconfig');
     await writeFile(late, saKubeconfig.replaceAll(cp.server, `https://127.0.0.1:${relayPort}`));
-    const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', String(routerPort), '--discovery', 'kube'], { KUBECONFIG: late });
+    const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', String(routerPort), '--grpc-port', '0', '--discovery', 'kube'], { KUBECONFIG: late });
     let relay: Server | undefined;
     try {
       await eventually(async () => expect(p.logLines().some((l) => l['msg'] === 'watch failed; restarting')).toBe(true));

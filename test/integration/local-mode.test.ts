@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { HEADER_RAY_MODEL_ID, HEADER_SAGEMAKER_MODEL } from '../../common/names.js';
-import { SAMPLE_WINE, wineForward, wineWeights } from '../../common/wine-model.js';
+import { credentials } from '@grpc/grpc-js';
+import { inferenceClient } from '../../common/grpc/inference-service.js';
+import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT, wineForward, wineWeights } from '../../common/wine-model.js';
 import { eventually } from '../helpers/eventually.js';
 
 const run = promisify(execFile);
@@ -105,7 +107,7 @@ describe('modelmux local', () => {
     dir = await mkdtemp(join(tmpdir(), 'modelmux-local-'));
     // --verbose shows every line the children write, so the log level test below can see that
     // --log-level reached them.
-    const args = ['--port', '0', '--replicas', '2', '--max-models', '2', '--example-models', '4', '--model-source', `file://${dir}`, '--log-level', 'warn', '--verbose'];
+    const args = ['--port', '0', '--grpc-port', '0', '--replicas', '2', '--max-models', '2', '--example-models', '4', '--model-source', `file://${dir}`, '--log-level', 'warn', '--verbose'];
     local = spawn(process.execPath, [MAIN, 'local', ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -149,6 +151,27 @@ describe('modelmux local', () => {
       }
     }
   }, 120_000);
+
+  it('serves the Open Inference Protocol over gRPC on the printed port, for the model the Triton line names', async () => {
+    const grpcAddress = /^\s+grpc\s+(\S+)$/m.exec(stdout)?.[1] ?? '';
+    const triton = stdout.split('\n').find((l) => l.trim().startsWith('python3 -c ')) ?? '';
+    expect(triton).toContain(`g.InferenceServerClient("${grpcAddress}")`);
+    const model = /c\.infer\("([^"]+)"/.exec(triton)?.[1] ?? '';
+    const client = new (inferenceClient())(grpcAddress, credentials.createInsecure());
+    try {
+      const answer = await new Promise<{ outputs: { contents: { fp32_contents: number[] } }[] }>((resolve, reject) =>
+        (client as unknown as Record<string, (req: unknown, cb: (err: Error | null, res: never) => void) => void>)['ModelInfer']?.call(
+          client,
+          { model_name: model, inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [1, WINE_FEATURES], contents: { fp32_contents: [...SAMPLE_WINE] } }] },
+          (err, res) => (err ? reject(err) : resolve(res)),
+        ),
+      );
+      const [expected] = wineForward(wineWeights(model), [SAMPLE_WINE]);
+      expect(answer.outputs[0]?.contents.fp32_contents[0]).toBeCloseTo(expected ?? NaN, 4);
+    } finally {
+      client.close();
+    }
+  }, 60_000);
 
   it('answers an unknown model with the model_not_found code through the printed route', async () => {
     const res = await fetch(`${routeUrl()}/v2/models/no-such-model/infer`, {

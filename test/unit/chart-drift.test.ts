@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
-import { crdYaml, CRD_FILE } from '../../common/crd.js';
+import { CRDS } from '../../common/crd.js';
+import { crdYamlFrom } from '../../common/crd-generator.js';
 import { OPERATOR_CLUSTER_RULES, OPERATOR_LEADER_ELECTION_RULES } from '../../operator/rbac-rules.js';
 import { helmPath } from '../helpers/kube-tools.js';
 
@@ -30,10 +31,10 @@ function normalise(rules: unknown): string[] {
 }
 
 describe('the helm chart and the plain manifests', () => {
-  it("holds an exact copy of the generated CRD in the chart's crds/ folder", async () => {
-    const copy = await readFile(join(CHART, 'crds', 'modelmux.io_multiplexeddeployments.yaml'), 'utf8');
-    expect(copy).toBe(await readFile(CRD_FILE, 'utf8'));
-    expect(copy).toBe(crdYaml());
+  it.each(CRDS.map((def) => [def.kind, def] as const))("holds an exact copy of the generated %s CRD in the chart's crds/ folder", async (_kind, def) => {
+    const copy = await readFile(join(CHART, def.file), 'utf8');
+    expect(copy).toBe(await readFile(def.file, 'utf8'));
+    expect(copy).toBe(crdYamlFrom(def));
   }, HELM_TIMEOUT_MS);
 
   it("grants the operator exactly the rules operator/rbac-rules.ts declares", async () => {
@@ -44,13 +45,14 @@ describe('the helm chart and the plain manifests', () => {
     expect(normalise(role?.rules)).toEqual(normalise(OPERATOR_LEADER_ELECTION_RULES));
   }, HELM_TIMEOUT_MS);
 
-  it('lets the router only read pods and MultiplexedDeployments', async () => {
+  it('lets the router only read pods, MultiplexedDeployments and ModelRoutes', async () => {
     const docs = await render();
     const clusterRole = docs.find((d) => d.kind === 'ClusterRole' && d.metadata?.name === 'modelmux-router');
     expect(normalise(clusterRole?.rules)).toEqual(
       normalise([
         { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
         { apiGroups: ['modelmux.io'], resources: ['multiplexeddeployments'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: ['modelmux.io'], resources: ['modelroutes'], verbs: ['list', 'watch'] },
       ]),
     );
   }, HELM_TIMEOUT_MS);

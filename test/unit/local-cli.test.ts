@@ -1,5 +1,5 @@
 import { exampleModelIds, parseDestination } from '../../cli/example-models.js';
-import { bannerText, curlCommands } from '../../cli/local-banner.js';
+import { bannerText, curlCommands, tritonGrpcCommand } from '../../cli/local-banner.js';
 import { worthShowing } from '../../cli/local-processes.js';
 import { createLogger } from '../../common/log.js';
 import { AccessLog } from '../../router/access-log.js';
@@ -40,6 +40,15 @@ describe('the local mode banner', () => {
     const text = bannerText(input);
     for (const cmd of Object.values(c)) expect(text).toContain(`  ${cmd}\n`);
     expect(text).toContain('  replicas http://127.0.0.1:9001 http://127.0.0.1:9002');
+  });
+
+  it('prints a Triton gRPC client line against the router’s gRPC port when it serves one', () => {
+    const line = tritonGrpcCommand('127.0.0.1:8001', 'wine-1');
+    expect(line).toMatch(/^python3 -c '.*'$/);
+    expect(line).toContain('g.InferenceServerClient("127.0.0.1:8001")');
+    expect(line).toContain('c.infer("wine-1", [x]).as_numpy("quality")');
+    expect(bannerText({ ...input, routerGrpc: '127.0.0.1:8001' })).toContain(`  ${line}\n`);
+    expect(bannerText(input)).not.toContain('tritonclient');
   });
 
   it('says that a process that dies is restarted, with the backoff, and how to stop', () => {

@@ -102,7 +102,11 @@ describe('buildDeployment', () => {
     const c = container(mxd());
     expect(c.readinessProbe?.httpGet).toEqual({ path: '/v2/health/ready', port: 'http' });
     expect(c.livenessProbe?.httpGet).toEqual({ path: '/v2/health/live', port: 'http' });
-    expect(c.ports).toEqual([{ name: 'http', containerPort: 8080, protocol: 'TCP' }]);
+    expect(c.ports).toEqual([
+      { name: 'http', containerPort: 8080, protocol: 'TCP' },
+      { name: 'grpc', containerPort: 8033, protocol: 'TCP' },
+    ]);
+    expect(c.env).toContainEqual({ name: 'MODELMUX_GRPC_PORT', value: '8033' });
   });
 
   it('caches models in a size-limited emptyDir mounted where MODELMUX_CACHE_DIR points', () => {
@@ -153,11 +157,14 @@ describe('containerResources', () => {
 });
 
 describe('the other owned objects', () => {
-  it('a headless Service on the replica port', () => {
+  it('a headless Service on the replica’s HTTP and gRPC ports', () => {
     const s = buildService(mxd());
     expect(s.spec?.clusterIP).toBe('None');
     expect(s.spec?.selector).toEqual({ 'modelmux.io/deployment': 'wine' });
-    expect(s.spec?.ports).toEqual([{ name: 'http', port: 8080, targetPort: 'http', protocol: 'TCP' }]);
+    expect(s.spec?.ports).toEqual([
+      { name: 'http', port: 8080, targetPort: 'http', protocol: 'TCP' },
+      { name: 'grpc', port: 8033, targetPort: 'grpc', protocol: 'TCP' },
+    ]);
   });
 
   it('a Role that lets replicas get and patch pods, nothing more, bound to their ServiceAccount', () => {
@@ -176,6 +183,20 @@ describe('the other owned objects', () => {
     expect(hpa?.spec?.maxReplicas).toBe(10);
     expect(hpa?.spec?.metrics?.[0]?.pods?.metric.name).toBe('modelmux_replica_ongoing_requests');
     expect(hpa?.spec?.metrics?.[0]?.pods?.target).toEqual({ type: 'AverageValue', averageValue: '8' });
+  });
+
+  it('with minReplicas 0, also reads the requests the routers hold for the route (an External metric), sized like in-flight ones', () => {
+    const hpa = buildHpa(mxd({ autoscaling: { minReplicas: 0, maxReplicas: 4, targetOngoingRequests: 2 } }));
+    expect(hpa?.spec?.minReplicas).toBe(0);
+    expect(hpa?.spec?.metrics).toEqual([
+      { type: 'Pods', pods: { metric: { name: 'modelmux_replica_ongoing_requests' }, target: { type: 'AverageValue', averageValue: '2' } } },
+      {
+        type: 'External',
+        external: { metric: { name: 'modelmux_router_held_requests', selector: { matchLabels: { route: 'wine' } } }, target: { type: 'AverageValue', averageValue: '2' } },
+      },
+    ]);
+    // Not with a floor of one: a router Prometheus does not scrape would then block scale-down.
+    expect(buildHpa(mxd({ autoscaling: { minReplicas: 1, maxReplicas: 4, targetOngoingRequests: 2 } }))?.spec?.metrics).toHaveLength(1);
   });
 
   it('writes fractional targets as milli-quantities', () => {
