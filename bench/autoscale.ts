@@ -4,9 +4,9 @@ import { API_GROUP, API_VERSION } from '../common/names.js';
 import { type OptionSpecs, intString } from '../common/config.js';
 import {
   answered,
+  autoscalingSpec,
   growUnderLoad,
   HEAVY_CLIENTS,
-  isReady,
   livePods,
   MAX_REPLICAS,
   shrinkOnLightLoad,
@@ -15,8 +15,9 @@ import {
   wineManifest,
   type AutoscalingCluster,
   type WineMxd,
-} from '../test/helpers/autoscaling-pool.js';
-import { startPrometheusAdapter, type PrometheusAdapter } from '../test/helpers/prometheus-adapter.js';
+} from '../harness/autoscaling-pool.js';
+import { startPrometheusAdapter, type PrometheusAdapter } from '../harness/prometheus-adapter.js';
+import { isReady } from '../harness/s3-pool.js';
 import { runBench, type BenchRun } from './lib/cli-options.js';
 import { fmt } from './lib/markdown.js';
 import { writeReport, type BenchReport } from './lib/report.js';
@@ -24,10 +25,10 @@ import { writeReport, type BenchReport } from './lib/report.js';
 /**
  * `npm run bench:autoscale`: how fast the operator's own HPA (spec.autoscaling, read through
  * prometheus-adapter with the chart's rules) follows a step load, and what it costs clients.
- * The cluster is the cluster tests' (test/helpers/autoscaling-pool.ts: control plane with a 2 s
+ * The cluster is the cluster tests' (harness/autoscaling-pool.ts: control plane with a 2 s
  * HPA sync period, node agent running the replica pods, Prometheus scraping them every second,
- * a router with kube discovery): it is what this measures, so it is shared, not rebuilt here,
- * though bench code otherwise keeps to bench/lib. Each round: HEAVY_CLIENTS closed-loop clients
+ * a router with kube discovery): it is what this measures, so it is shared from harness/, not
+ * rebuilt here. Each round: HEAVY_CLIENTS closed-loop clients
  * from one replica to MAX_REPLICAS, then one client until the pool is back to one. Not part of
  * any test run. Writes bench/results/autoscale.{json,md}.
  */
@@ -125,18 +126,7 @@ async function main(run: BenchRun<Options>): Promise<void> {
     const logs = adapter.logs;
     const diagnose = (): Promise<string> => cluster.describe('wine', logs);
     await cluster.cp.kubectl(['apply', '-f', '-'], {
-      input: wineManifest(
-        cluster.s3,
-        `  autoscaling:
-    minReplicas: 1
-    maxReplicas: ${MAX_REPLICAS}
-    targetOngoingRequests: ${o.targetOngoingRequests}
-    behavior:
-      scaleDown:
-        stabilizationWindowSeconds: ${o.scaleDownWindowSeconds}
-        policies: [{ type: Percent, value: 100, periodSeconds: 5 }]
-`,
-      ),
+      input: wineManifest(cluster.s3, autoscalingSpec({ minReplicas: 1, targetOngoingRequests: o.targetOngoingRequests, scaleDownWindowSeconds: o.scaleDownWindowSeconds })),
     });
     await waitForReadyPods(cluster.cp, 1, 120_000, diagnose);
     const rounds: Round[] = [];

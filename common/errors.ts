@@ -27,6 +27,7 @@ export const ERROR_CATALOGUE = {
   ensemble_mismatch: { status: 502, summary: "An ensemble route's members answered outputs that cannot be combined (a missing output, another shape or datatype, a datatype the combiner does not take)." },
   sequence_mapping: { status: 502, summary: "A sequence route's step cannot be given its inputs: a tensor its mapping names is missing, or has another datatype or shape; the message names the step and the tensor." },
   sequence_step_failed: { status: 502, summary: 'A later step of a sequence route refused the request the router built for it, or answered no V2 outputs; the message names the step.' },
+  route_kind_not_served: { status: 501, summary: "The model is an ensemble or sequence ModelRoute and the call came over gRPC: the router serves those over HTTP only." },
   upstream_unavailable: { status: 502, summary: 'The router could not reach a replica, even after a retry on another one.' },
   store_unavailable: { status: 503, summary: 'The model store cannot be reached or refused access.' },
   overloaded: { status: 503, summary: 'The replica is at maxOngoingRequests; a router retries elsewhere.' },

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Metadata, Server, ServerCredentials, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { Metadata, Server, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { ModelmuxError, toModelmuxError } from '../common/errors.js';
 import { inferenceServiceDefinition, type ModelInferRequest } from '../common/grpc/inference-service.js';
 import { grpcError } from '../common/grpc/status.js';
@@ -144,26 +144,4 @@ export function createGrpcServer(opts: GrpcServerOptions): Server {
   const server = new Server(grpcServerOptions(opts));
   server.addService(inferenceServiceDefinition(), implementation);
   return server;
-}
-
-/** Binds `server` on host:port (0: any free port) and resolves with the port. */
-export function listenGrpc(server: Server, host: string, port: number): Promise<number> {
-  const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-  return new Promise((resolve, reject) => {
-    server.bindAsync(address, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(new Error(`cannot serve gRPC on ${address} (--grpc-port): ${err.message}`, { cause: err })) : resolve(bound)));
-  });
-}
-
-/** Lets calls in progress finish, for `graceMs` at most, then cuts the rest. */
-export function closeGrpc(server: Server, graceMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    const force = setTimeout(() => {
-      server.forceShutdown();
-      resolve();
-    }, graceMs);
-    server.tryShutdown(() => {
-      clearTimeout(force);
-      resolve();
-    });
-  });
 }

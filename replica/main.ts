@@ -4,13 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { systemClock } from '../common/clock.js';
 import { ConfigError } from '../common/config.js';
+import { GrpcListener } from '../common/grpc/grpc-listener.js';
 import { createLogger, stdoutSink } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { parseReplicaConfig } from './config.js';
 import { alignFileWeights, loadFileMapper } from './file-map.js';
 import { IdleMappings } from './idle-mappings.js';
 import { FileModelStore } from './file-model-store.js';
-import { closeGrpc, createGrpcServer, listenGrpc } from './grpc-server.js';
+import { createGrpcServer } from './grpc-server.js';
 import { HotnessMeter } from './hotness.js';
 import { createReplicaMetrics } from './metrics.js';
 import { LoadedRevalidator } from './loaded-revalidation.js';
@@ -175,20 +176,22 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const grpc =
     config.grpcPort === -1
       ? undefined
-      : createGrpcServer({
-          service,
-          metrics,
-          log: baseLog,
-          state,
-          replicaName: () => replicaName,
-          maxOngoingRequests: config.maxOngoingRequests,
-          maxBodyBytes: config.maxBodyBytes,
-          requestTimeoutMs: config.requestTimeoutMs,
-          testHooks: config.testHooks,
-          onServed: () => hotness.hit(),
-          binaryInputs: engine !== undefined,
-        });
-  const grpcPort = grpc === undefined ? undefined : await listenGrpc(grpc, config.host, config.grpcPort);
+      : new GrpcListener(
+          createGrpcServer({
+            service,
+            metrics,
+            log: baseLog,
+            state,
+            replicaName: () => replicaName,
+            maxOngoingRequests: config.maxOngoingRequests,
+            maxBodyBytes: config.maxBodyBytes,
+            requestTimeoutMs: config.requestTimeoutMs,
+            testHooks: config.testHooks,
+            onServed: () => hotness.hit(),
+            binaryInputs: engine !== undefined,
+          }),
+        );
+  const grpcPort = grpc === undefined ? undefined : await grpc.listen(config.grpcPort, config.host);
   baseLog.info('replica listening', {
     event: 'listening',
     host: addr.address,
@@ -214,7 +217,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     const idle = setInterval(() => server.closeIdleConnections(), 100);
     server.closeIdleConnections();
-    await Promise.all([closed, grpc !== undefined ? closeGrpc(grpc, config.requestTimeoutMs) : undefined]);
+    await Promise.all([closed, grpc?.drain(config.requestTimeoutMs)]);
     clearInterval(idle);
     await service.close();
     await coalescer?.flush();

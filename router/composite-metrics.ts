@@ -1,4 +1,5 @@
 import { BoundCounter, BoundHistogram } from '../common/bound-metrics.js';
+import { oncePer } from '../common/once-per.js';
 import type { RouterMetrics } from './metrics.js';
 
 /**
@@ -34,17 +35,8 @@ export class CompositeMetrics {
     );
   }
 
-  private static readonly of = new WeakMap<RouterMetrics, CompositeMetrics>();
-
   /** The one instance registered on `metrics`' registry. */
-  static for(metrics: RouterMetrics): CompositeMetrics {
-    let m = CompositeMetrics.of.get(metrics);
-    if (m === undefined) {
-      m = new CompositeMetrics(metrics);
-      CompositeMetrics.of.set(metrics, m);
-    }
-    return m;
-  }
+  static readonly for = oncePer((metrics: RouterMetrics) => new CompositeMetrics(metrics));
 
   member(route: string, composite: string, member: string, outcome: MemberOutcome, seconds: number | undefined): void {
     this.members.labels({ route, composite, member, outcome }).inc();

@@ -1,9 +1,8 @@
 import { ModelmuxError, toModelmuxError, type ErrorBody, type ErrorCode } from '../common/errors.js';
 import type { MirrorSpec } from '../common/model-route.js';
 import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
-import { NO_EXCLUDE, type AcquireResult, type Lease, type TryWatcher } from './balancer.js';
+import type { Lease } from './balancer.js';
 import { serveComposite } from './composite-route.js';
-import type { Expiring } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { endToEndFields, scanRequestHeaders } from './hop-headers.js';
 import { fieldValue } from './http1-syntax.js';
@@ -15,7 +14,7 @@ import { ModelRouteMetrics } from './route-metrics.js';
 import { RouteMirrors } from './route-mirror.js';
 import { rewriteForBackend } from './route-rewrite.js';
 import type { Route } from './route-table.js';
-import { adaptiveTryTimeoutMs } from './try-timeout.js';
+import { TryAttempts } from './try-attempts.js';
 import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
 
 export interface ExchangeOptions {
@@ -52,31 +51,21 @@ function describe(err: Error): string {
 }
 
 /**
- * - body: reading the request body (buffered up to the limit, timed by the body timeouts).
- * - waiting: asked the balancer for a slot, not placed yet.
- * - upstream: a try is in flight, no response header sent to the client yet.
- * - responding: the replica's response is streaming to the client.
- * - done: answered (or given up); late upstream callbacks only give the slot back.
- */
-type Phase = 'body' | 'waiting' | 'upstream' | 'responding' | 'done';
-
-/**
  * One proxied request, start to end, as a callback state machine that is also the upstream
  * handler of its tries. Its body, request, try and slow-reader deadlines are one entry in the
  * proxy's shared `Deadlines` (no timer of its own). One `close` listener per request notices a
  * client that goes away. A try without response headers yet is watched by the balancer, which
  * tells it when its replica is marked down; it is then given up and the request retried
- * elsewhere, as when it outlives its adaptive timeout (ADR 0030).
+ * elsewhere, as when it outlives its adaptive timeout (ADR 0030). The deadline the sweep checks
+ * (`deadlineAt`) is, while the body comes, the earlier of the body's idle and total deadlines;
+ * then the request deadline (set when the body is in), or while a try waits for its response
+ * headers the earlier of that and the try's own deadline, or while a slow client holds the
+ * replica's answer the earlier of that and the hold's end.
  */
-export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
-  private readonly started: number;
-  private phase: Phase = 'body';
+export class Exchange extends TryAttempts implements UpstreamHandler {
   private requestId = '';
   private path = '/';
   private upstreamPath = '/';
-  private route: Route | undefined;
-  private routeMetrics: RouteMetrics | undefined;
-  private model: string | undefined;
   private form: RequestForm | undefined;
   private headers: string[] = [];
   private chunks: Buffer[] = [];
@@ -87,54 +76,29 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
   /** When the body began (the head was read) and when its last bytes came. */
   private bodyStart = 0;
   private bodyAt = 0;
-  /** Set when the body is in: covers waiting, the tries and the response. */
-  private requestDeadline = Number.POSITIVE_INFINITY;
   /** What is held of the answer for a client that reads it slowly; made at the first sign of one. */
   private backlog: ResponseBacklog | undefined;
   /** While the replica's answer is paused for a slow client: when the exchange ends (ADR 0026). */
   private holdUntil = Number.POSITIVE_INFINITY;
-  /**
-   * What the shared `Deadlines` sweep checks: while the body comes, the earlier of the body's
-   * idle and total deadlines; then the request deadline, or while a try waits for its response
-   * headers the earlier of that and the try's own deadline, or while a slow client holds the
-   * replica's answer the earlier of that and the hold's end.
-   */
-  deadlineAt = Number.POSITIVE_INFINITY;
-  private cancelWait: (() => void) | undefined;
-  private lease: Lease | undefined;
   private controller: UpstreamController | undefined;
   /** A try was handed to the pool and has not ended: its end gives the slot back, not `fail`. */
   private dispatched = false;
-  private exclude: ReadonlySet<string> = NO_EXCLUDE;
-  private tries = 0;
-  private tryStart = 0;
-  /** When the try in flight is given up for another replica if it may be (the adaptive try timeout)… */
-  private tryDeadline = Number.POSITIVE_INFINITY;
-  /** …and when it fails for good (--try-timeout-ms). */
-  private tryCapAt = Number.POSITIVE_INFINITY;
-  /** The adaptive try timeout is earlier than the cap and has not fired yet. */
-  private adaptivePending = false;
-  /** The try is being given up for this reason, its retry already granted: its end retries. */
-  private abandoning: RetryReason | undefined;
   /** The replica refused (503 overloaded) or a gateway failed: its body is discarded before the retry. */
   private discarding: RetryReason | undefined;
   private status = 500;
   private error: ErrorCode | undefined;
-  private replica: string | undefined;
-  private placement: string | undefined;
-  private waitedMs: number | undefined;
   /** The request named a split ModelRoute: its public name and the model that serves it. */
   private routed: { route: string; backend: string } | undefined;
   /** Mirrors the request is copied to once its body is in, and how to name them. */
   private mirrors: { to: MirrorSpec[]; form: RequestForm; prefix: string; rest: string; query: string } | undefined;
 
   constructor(
-    private readonly proxy: RouterProxy,
+    proxy: RouterProxy,
     private readonly req: DownstreamRequest,
     private readonly res: DownstreamResponse,
     private readonly options: ExchangeOptions = CLIENT_REQUEST,
   ) {
-    this.started = proxy.clock.now();
+    super(proxy, 'body');
   }
 
   start(): void {
@@ -260,53 +224,15 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
 
   // --- placement ----------------------------------------------------------------------------
 
-  private place(): void {
-    this.phase = 'waiting';
-    const cancel = (this.route as Route).balancer.acquire(this.model, this.onPlaced, this.exclude);
-    // `onPlaced` may already have run (a free replica): only a request still waiting keeps it.
-    if (this.phase === 'waiting') this.cancelWait = cancel;
-  }
-
-  private readonly onPlaced = (r: AcquireResult): void => {
-    this.cancelWait = undefined;
-    if (!r.ok) return this.fail(r.error);
-    const lease = r.lease;
-    if (this.phase !== 'waiting') {
-      (this.route as Route).balancer.release(lease);
-      return;
-    }
-    // Also runs inside another request's release (the balancer's queue): nothing may escape.
-    try {
-      this.dispatch(lease);
-    } catch (err) {
-      this.guard(err);
-    }
-  };
-
-  private dispatch(lease: Lease): void {
+  protected dispatch(lease: Lease): void {
     const route = this.route as Route;
-    this.lease = lease;
-    if (this.tries === 0) route.balancer.requested();
-    this.tries++;
-    this.replica = lease.replica;
-    this.placement = lease.kind;
-    this.waitedMs = Math.round(lease.waitedMs);
-    (this.routeMetrics as RouteMetrics).placed(lease.kind, lease.waitedMs);
+    this.beginTry(lease);
     const pool = route.pools.get(lease.replica);
     if (pool === undefined) return this.fail(new ModelmuxError('upstream_unavailable', `replica ${lease.replica} has no connection pool`));
     this.phase = 'upstream';
     this.discarding = undefined;
     this.controller = undefined;
-    const now = this.proxy.clock.now();
-    const policy = this.proxy.tryTimeouts;
-    // A try that loads its model takes what the load takes: only a warm one is judged by latency.
-    const timeout = lease.warm ? adaptiveTryTimeoutMs(route.balancer.recentP99(lease.model), policy) : policy.capMs;
-    (this.routeMetrics as RouteMetrics).tryTimeoutSet(timeout);
-    this.tryStart = now;
-    this.tryDeadline = now + timeout;
-    this.tryCapAt = now + policy.capMs;
-    this.adaptivePending = timeout < policy.capMs;
-    this.deadlineAt = Math.min(this.requestDeadline, this.tryDeadline);
+    this.timeTry(lease);
     route.balancer.watch(lease, this);
     const method = this.req.method ?? 'GET';
     this.dispatched = true;
@@ -314,59 +240,24 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
   }
 
   /** The try is over (answered, failed or aborted): its slot goes back to the balancer. */
-  private endTry(): void {
+  protected endTry(): void {
     this.controller = undefined;
     this.dispatched = false;
-    const lease = this.lease;
-    if (lease === undefined) return;
-    this.lease = undefined;
-    const balancer = (this.route as Route).balancer;
-    balancer.unwatch(lease, this);
-    balancer.release(lease);
+    this.releaseLease();
   }
 
-  /**
-   * Whether the request may try another replica: within its own retries, with another replica
-   * in placement, and within the route's retry budget, which this takes a retry from.
-   */
-  private mayRetry(): boolean {
-    if (this.tries > this.proxy.limits.maxRetries) return false;
-    const taken = (this.route as Route).balancer.takeRetry(this.replica as string, this.exclude);
-    if (taken === 'budget_spent') (this.routeMetrics as RouteMetrics).retryRefused();
-    return taken === 'taken';
-  }
-
-  /** Tells outlier detection that the try at the current replica failed; an ejection is counted and logged. */
-  private report(outcome: 'refused' | 'failed'): void {
-    const replica = this.replica as string;
-    const ms = (this.route as Route).balancer.reportTry(replica, this.model, outcome);
-    if (ms === 0) return;
-    (this.routeMetrics as RouteMetrics).ejected(outcome);
-    this.proxy.log.warn('replica ejected', { route: (this.route as Route).prefix, replica, outcome, ejectedMs: ms });
-  }
-
-  /** Sends the request to another replica; the retry was granted by `mayRetry`. */
-  private retry(reason: RetryReason): void {
-    const replica = this.replica as string;
-    this.abandoning = undefined;
+  /** A granted retry also drops the refused answer it discarded. */
+  protected override retry(reason: RetryReason): void {
     this.discarding = undefined;
-    this.adaptivePending = false;
-    this.deadlineAt = this.requestDeadline;
-    // A try given up by its deadline was taken out of the sweep: the request deadline goes on.
-    this.proxy.deadlines.add(this);
-    (this.routeMetrics as RouteMetrics).retried(reason);
-    this.exclude = new Set([...this.exclude, replica]);
-    this.endTry();
-    this.place();
+    super.retry(reason);
   }
 
   /** Gives up the try in flight, closing its connection; its end (onResponseError) retries. */
-  private abandon(reason: RetryReason): void {
+  protected abandon(reason: RetryReason): void {
     this.abandoning = reason;
     (this.controller as UpstreamController).abort(new ModelmuxError('timeout', `the try at replica ${this.replica ?? '?'} was given up (${reason})`));
   }
 
-  /** The balancer says the replica of the try in flight was marked down (TryWatcher). */
   replicaDown(): void {
     if (this.phase !== 'upstream' || this.abandoning !== undefined) return;
     try {
@@ -374,22 +265,6 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
     } catch (err) {
       this.guard(err);
     }
-  }
-
-  /**
-   * The try outlived its adaptive timeout: the replica counts a failure, and the request goes
-   * elsewhere if it may; if not, this try waits on up to the cap, which a try always had.
-   */
-  private tryTimedOut(): void {
-    this.adaptivePending = false;
-    const lease = this.lease as Lease;
-    const balancer = (this.route as Route).balancer;
-    balancer.unwatch(lease, this);
-    this.report('failed');
-    if (this.mayRetry()) return this.abandon('timeout');
-    balancer.watch(lease, this);
-    this.deadlineAt = Math.min(this.requestDeadline, this.tryCapAt);
-    this.proxy.deadlines.add(this);
   }
 
   // --- upstream handler ----------------------------------------------------------------------
@@ -562,7 +437,7 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
    * The last guard of a callback: an unexpected throw answers `internal` (or cuts the
    * response) instead of escaping into the upstream pool, the balancer's queue or the event loop.
    */
-  private guard(err: unknown): void {
+  protected guard(err: unknown): void {
     try {
       if (this.phase !== 'done') return this.fail(err);
     } catch {
@@ -576,17 +451,12 @@ export class Exchange implements UpstreamHandler, Expiring, TryWatcher {
   }
 
   /** Answers with the error (or cuts a response already under way), stops any wait or try. */
-  private fail(err: unknown): void {
+  protected fail(err: unknown): void {
     if (this.phase === 'done') return;
-    const was = this.phase;
-    this.phase = 'done';
+    const was = this.markDone();
     const e = toModelmuxError(err);
     this.error = e.code;
     if (e.code === 'buffer_full') this.proxy.metrics.rejected('buffered_bytes');
-    if (was === 'waiting' && this.cancelWait !== undefined) {
-      this.cancelWait();
-      this.cancelWait = undefined;
-    }
     // The pool then calls onResponseError, which gives the slot back.
     if (this.controller !== undefined) this.controller.abort(e);
     else if (!this.dispatched) this.endTry();

@@ -2,17 +2,17 @@ import { Metadata, status as GrpcStatus, type ClientUnaryCall, type sendUnaryDat
 import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorCode } from '../common/errors.js';
 import { ERROR_CODE_TRAILER } from '../common/grpc/inference-service.js';
 import { grpcError, grpcStatus } from '../common/grpc/status.js';
-import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
+import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
 import { versionedModel } from '../common/request-grammar.js';
-import { NO_EXCLUDE, type AcquireResult, type Lease, type TryWatcher } from './balancer.js';
-import type { Expiring } from './deadlines.js';
+import type { Lease } from './balancer.js';
 import { REQUEST_ID } from './exchange.js';
-import { passThrough, type ForwardedMessage } from './grpc-head.js';
+import { addressedTo, passThrough, type ForwardedMessage } from './grpc-head.js';
 import type { GrpcUpstreams } from './grpc-upstreams.js';
 import type { RetryReason, RouteMetrics } from './metrics.js';
 import type { RouterProxy } from './proxy.js';
+import { ModelRouteMetrics } from './route-metrics.js';
 import type { Route } from './route-table.js';
-import { adaptiveTryTimeoutMs } from './try-timeout.js';
+import { TryAttempts } from './try-attempts.js';
 
 /** The calls the router forwards to a replica; ServerLive and ServerReady it answers itself. */
 export type ForwardedMethod = 'ModelInfer' | 'ModelMetadata' | 'ModelReady' | 'ServerMetadata';
@@ -51,6 +51,13 @@ function firstString(md: Metadata | undefined, key: string): string | undefined 
   return typeof v === 'string' ? v : undefined;
 }
 
+/** The call's text metadata as HTTP's flat raw header list, where a split looks up its sticky header. */
+function metadataPairs(md: Metadata): string[] {
+  const out: string[] = [];
+  for (const [key, value] of Object.entries(md.getMap())) if (typeof value === 'string') out.push(key, value);
+  return out;
+}
+
 /**
  * One forwarded gRPC call, placed exactly as an HTTP request is (route, model key, the route's
  * balancer: holders, loads, hot copies, matching timeout, queue bound, outlier detection, retry
@@ -61,34 +68,18 @@ function firstString(md: Metadata | undefined, key: string): string | undefined 
  * (UNAVAILABLE without an error code of the replica's), refused it at once (overloaded,
  * shutting_down), outlived its adaptive timeout, or was marked down while it waited.
  */
-export class GrpcExchange implements Expiring, TryWatcher {
-  private readonly started: number;
-  private phase: 'waiting' | 'upstream' | 'done' = 'waiting';
+export class GrpcExchange extends TryAttempts {
   private requestId = '';
-  private route: Route | undefined;
-  private routeMetrics: RouteMetrics | undefined;
-  private model: string | undefined;
   private metadata: Metadata | undefined;
+  /** The request message forwarded: as received, or renamed for a ModelRoute's backend. */
+  private message: Buffer | undefined;
   private budgeted = 0;
-  private requestDeadline = Number.POSITIVE_INFINITY;
-  deadlineAt = Number.POSITIVE_INFINITY;
-  private cancelWait: (() => void) | undefined;
-  private lease: Lease | undefined;
   private upstream: ClientUnaryCall | undefined;
-  private exclude: ReadonlySet<string> = NO_EXCLUDE;
-  private tries = 0;
-  private tryStart = 0;
-  private tryDeadline = Number.POSITIVE_INFINITY;
-  private tryCapAt = Number.POSITIVE_INFINITY;
-  private adaptivePending = false;
-  /** The try is being given up for this reason, its retry granted: its end retries. */
-  private abandoning: RetryReason | undefined;
-  private replica: string | undefined;
-  private placement: string | undefined;
-  private waitedMs: number | undefined;
   private grpcCode: GrpcStatus = GrpcStatus.OK;
   private httpStatus = 200;
   private error: ErrorCode | undefined;
+  /** The call named a split ModelRoute: its public name and the model that serves it. */
+  private routed: { route: string; backend: string } | undefined;
 
   constructor(
     private readonly ctx: GrpcContext,
@@ -96,7 +87,7 @@ export class GrpcExchange implements Expiring, TryWatcher {
     private readonly call: ServerUnaryCall<ForwardedMessage, Buffer>,
     private readonly answer: sendUnaryData<Buffer>,
   ) {
-    this.started = ctx.proxy.clock.now();
+    super(ctx.proxy, 'waiting');
   }
 
   start(): void {
@@ -115,8 +106,11 @@ export class GrpcExchange implements Expiring, TryWatcher {
         if (head.name === '') throw new ModelmuxError('missing_model_id', `the ${this.method} request names no model`);
         this.model = versionedModel(head.name, head.version === '' ? undefined : head.version);
       }
-      if (!proxy.buffered.take(raw.length)) throw new ModelmuxError('buffer_full', `the router holds ${proxy.buffered.limit} bytes of requests and answers, its limit`);
-      this.budgeted = raw.length;
+      // One lookup for a plain model, as over HTTP.
+      const message = this.model !== undefined && route.models.has(this.model) ? this.resolveRoute(route, raw) : raw;
+      if (!proxy.buffered.take(message.length)) throw new ModelmuxError('buffer_full', `the router holds ${proxy.buffered.limit} bytes of requests and answers, its limit`);
+      this.budgeted = message.length;
+      this.message = message;
       const md = call.metadata.clone();
       for (const key of OWN_METADATA) md.remove(key);
       md.set(HEADER_REQUEST_ID, this.requestId);
@@ -132,6 +126,22 @@ export class GrpcExchange implements Expiring, TryWatcher {
     } catch (err) {
       this.fail(err);
     }
+  }
+
+  /**
+   * The model is a ModelRoute's public name: the call goes to the backend the route picks (by
+   * weight, or by the value of the split's stickyHeader in the call's metadata), renamed so in
+   * its message. Mirrors are HTTP's only; ensembles and sequences, which combine JSON tensors,
+   * are served over HTTP only (ADR 0037).
+   */
+  private resolveRoute(route: Route, raw: Buffer): Buffer {
+    const model = this.model as string;
+    const r = route.models.resolve(model, metadataPairs(this.call.metadata));
+    if (r.kind === 'refused') throw new ModelmuxError('route_cycle', `model ${model} is a ModelRoute that cannot serve: ${r.problem.message}`);
+    if (r.kind !== 'model') throw new ModelmuxError('route_kind_not_served', `model ${model} is ${r.kind === 'ensemble' ? 'an ensemble' : 'a sequence'} ModelRoute, which the router serves over HTTP only`);
+    this.routed = { route: r.routes[0] as string, backend: r.model };
+    this.model = r.model;
+    return addressedTo(raw, r.model);
   }
 
   private selectRoute(): Route {
@@ -150,47 +160,13 @@ export class GrpcExchange implements Expiring, TryWatcher {
 
   // --- placement ----------------------------------------------------------------------------
 
-  private place(): void {
-    this.phase = 'waiting';
-    const cancel = (this.route as Route).balancer.acquire(this.model, this.onPlaced, this.exclude);
-    if (this.phase === 'waiting') this.cancelWait = cancel;
-  }
-
-  private readonly onPlaced = (r: AcquireResult): void => {
-    this.cancelWait = undefined;
-    if (!r.ok) return this.fail(r.error);
-    if (this.phase !== 'waiting') {
-      (this.route as Route).balancer.release(r.lease);
-      return;
-    }
-    try {
-      this.dispatch(r.lease);
-    } catch (err) {
-      this.fail(err);
-    }
-  };
-
-  private dispatch(lease: Lease): void {
-    const { proxy, upstreams } = this.ctx;
+  protected dispatch(lease: Lease): void {
     const route = this.route as Route;
-    this.lease = lease;
-    if (this.tries === 0) route.balancer.requested();
-    this.tries++;
-    this.replica = lease.replica;
-    this.placement = lease.kind;
-    this.waitedMs = Math.round(lease.waitedMs);
-    (this.routeMetrics as RouteMetrics).placed(lease.kind, lease.waitedMs);
+    this.beginTry(lease);
     this.phase = 'upstream';
-    const now = proxy.clock.now();
-    const policy = proxy.tryTimeouts;
-    const timeout = lease.warm ? adaptiveTryTimeoutMs(route.balancer.recentP99(lease.model), policy) : policy.capMs;
-    (this.routeMetrics as RouteMetrics).tryTimeoutSet(timeout);
-    this.tryStart = now;
-    this.tryDeadline = now + timeout;
-    this.tryCapAt = now + policy.capMs;
-    this.adaptivePending = timeout < policy.capMs;
-    this.deadlineAt = Math.min(this.requestDeadline, this.tryDeadline);
-    const client = upstreams.get(lease.replica);
+    this.timeTry(lease);
+    const now = this.tryStart;
+    const client = this.ctx.upstreams.get(lease.replica);
     if (client === undefined) {
       // A replica that serves no gRPC (an older image, or its port unknown) is no place for the call.
       return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${lease.replica} serves no gRPC port`), 'refused');
@@ -206,7 +182,7 @@ export class GrpcExchange implements Expiring, TryWatcher {
         `/inference.GRPCInferenceService/${this.method}`,
         passThrough,
         passThrough,
-        this.call.request.raw,
+        this.message as Buffer,
         this.metadata as Metadata,
         { deadline },
         (_err, value) => {
@@ -227,41 +203,9 @@ export class GrpcExchange implements Expiring, TryWatcher {
     this.upstream = upstream;
   }
 
-  private endTry(): void {
+  protected endTry(): void {
     this.upstream = undefined;
-    const lease = this.lease;
-    if (lease === undefined) return;
-    this.lease = undefined;
-    const balancer = (this.route as Route).balancer;
-    balancer.unwatch(lease, this);
-    balancer.release(lease);
-  }
-
-  private mayRetry(): boolean {
-    if (this.tries > this.ctx.proxy.limits.maxRetries) return false;
-    const taken = (this.route as Route).balancer.takeRetry(this.replica as string, this.exclude);
-    if (taken === 'budget_spent') (this.routeMetrics as RouteMetrics).retryRefused();
-    return taken === 'taken';
-  }
-
-  private report(outcome: 'refused' | 'failed'): void {
-    const replica = this.replica as string;
-    const ms = (this.route as Route).balancer.reportTry(replica, this.model, outcome);
-    if (ms === 0) return;
-    (this.routeMetrics as RouteMetrics).ejected(outcome);
-    this.ctx.proxy.log.warn('replica ejected', { route: (this.route as Route).prefix, replica, outcome, ejectedMs: ms });
-  }
-
-  private retry(reason: RetryReason): void {
-    const replica = this.replica as string;
-    this.abandoning = undefined;
-    this.adaptivePending = false;
-    this.deadlineAt = this.requestDeadline;
-    this.ctx.proxy.deadlines.add(this);
-    (this.routeMetrics as RouteMetrics).retried(reason);
-    this.exclude = new Set([...this.exclude, replica]);
-    this.endTry();
-    this.place();
+    this.releaseLease();
   }
 
   /** A try that never reached a replica's application: retried if it may be, else the call fails with `err`. */
@@ -277,7 +221,7 @@ export class GrpcExchange implements Expiring, TryWatcher {
     if (this.mayRetry()) this.abandon('replica_down');
   }
 
-  private abandon(reason: RetryReason): void {
+  protected abandon(reason: RetryReason): void {
     this.abandoning = reason;
     // The call ends with CANCELLED, and its status retries.
     this.upstream?.cancel();
@@ -330,6 +274,7 @@ export class GrpcExchange implements Expiring, TryWatcher {
     const md = head ?? new Metadata();
     for (const key of TRANSPORT_METADATA) md.remove(key);
     md.set(HEADER_REQUEST_ID, this.requestId);
+    if (this.routed !== undefined) md.set(HEADER_BACKEND, this.routed.backend);
     this.grpcCode = s.code;
     const code = catalogueCode(s.metadata.get(ERROR_CODE_TRAILER)[0]);
     this.httpStatus = s.code === GrpcStatus.OK ? 200 : code !== undefined ? ERROR_CATALOGUE[code].status : 502;
@@ -339,6 +284,10 @@ export class GrpcExchange implements Expiring, TryWatcher {
       else this.answer({ code: s.code, details: s.details, metadata: s.metadata }, null);
     }
     this.finish();
+  }
+
+  protected guard(err: unknown): void {
+    this.fail(err);
   }
 
   // --- endings ----------------------------------------------------------------------------------
@@ -359,18 +308,6 @@ export class GrpcExchange implements Expiring, TryWatcher {
     }
   }
 
-  private tryTimedOut(): void {
-    this.adaptivePending = false;
-    const lease = this.lease as Lease;
-    const balancer = (this.route as Route).balancer;
-    balancer.unwatch(lease, this);
-    this.report('failed');
-    if (this.mayRetry()) return this.abandon('timeout');
-    balancer.watch(lease, this);
-    this.deadlineAt = Math.min(this.requestDeadline, this.tryCapAt);
-    this.ctx.proxy.deadlines.add(this);
-  }
-
   /** The client cancelled the call or its deadline passed: no work for nobody. */
   private readonly onCancelled = (): void => {
     if (this.phase === 'done') return;
@@ -378,17 +315,12 @@ export class GrpcExchange implements Expiring, TryWatcher {
   };
 
   /** Answers the router's own error with its gRPC status and code trailer, stops any wait or try. */
-  private fail(err: unknown): void {
+  protected fail(err: unknown): void {
     if (this.phase === 'done') return;
-    const was = this.phase;
-    this.phase = 'done';
+    this.markDone();
     const e = toModelmuxError(err);
     this.error = e.code;
     this.httpStatus = e.status;
-    if (was === 'waiting' && this.cancelWait !== undefined) {
-      this.cancelWait();
-      this.cancelWait = undefined;
-    }
     const upstream = this.upstream;
     this.endTry();
     upstream?.cancel();
@@ -398,6 +330,7 @@ export class GrpcExchange implements Expiring, TryWatcher {
       try {
         const trailers = new Metadata();
         trailers.set(HEADER_REQUEST_ID, this.requestId);
+        if (this.routed !== undefined) trailers.set(HEADER_BACKEND, this.routed.backend);
         this.answer(grpcError(e, trailers), null);
       } catch (again) {
         // The last guard: the call is answered whatever broke, never left to its deadline.
@@ -418,6 +351,7 @@ export class GrpcExchange implements Expiring, TryWatcher {
     const route = this.route === undefined ? 'none' : this.route.prefix;
     proxy.metrics.grpcRequests.labels({ route, method: this.method, code: GrpcStatus[this.grpcCode] ?? String(this.grpcCode) }).inc();
     proxy.metrics.grpcRequestDuration.labels({ route, method: this.method }).observe(ms / 1000);
+    if (this.routed !== undefined) ModelRouteMetrics.for(proxy.metrics).answered(this.routed.route, this.routed.backend, this.httpStatus);
     proxy.access.request({
       requestId: this.requestId,
       method: 'GRPC',

@@ -1,4 +1,5 @@
 import protobuf from 'protobufjs';
+import { splitModelId } from '../common/model-version.js';
 
 /**
  * The head of a ModelInferRequest, ModelMetadataRequest or ModelReadyRequest: the three share
@@ -24,6 +25,19 @@ export function decodeGrpcHead(bytes: Uint8Array): GrpcHead | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * `raw` sent to `model` (`id` or `id@v`) in place of the model it names: `model_name` and
+ * `model_version` (empty for an unversioned model, so no version of the message's is left) are
+ * appended, re-encoded. A protobuf parser keeps the last value of a non-repeated scalar field,
+ * so the replica reads the new name and version and every other field as the bytes received.
+ */
+export function addressedTo(raw: Buffer, model: string): Buffer {
+  const { base, version } = splitModelId(model);
+  // protobufjs writes a field that is set even when it holds the default (an empty version).
+  const tail = HEAD.encode({ name: base, version: version ?? '' }).finish();
+  return Buffer.concat([raw, tail], raw.length + tail.length);
 }
 
 /** A request message as the router's gRPC server receives it: its head and all of its bytes. */

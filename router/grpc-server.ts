@@ -1,5 +1,6 @@
-import { createServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
-import { Server, ServerCredentials, type ConnectionInjector, type sendUnaryData, type ServerUnaryCall, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import type { Socket } from 'node:net';
+import { Server, type sendUnaryData, type ServerUnaryCall, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { GrpcListener } from '../common/grpc/grpc-listener.js';
 import { inferenceServiceDefinition } from '../common/grpc/inference-service.js';
 import type { Logger } from '../common/log.js';
 import { refusal } from './client-connections.js';
@@ -17,17 +18,13 @@ const FORWARDED: readonly ForwardedMethod[] = ['ModelInfer', 'ModelMetadata', 'M
  * as far as the model name and version (grpc-head.ts) and sent on as the bytes that came, the
  * answers likewise. ServerLive and ServerReady are the router's own, as /healthz and /readyz.
  *
- * The router accepts the connections itself and hands them to grpc-js (its connection
- * injector): so that they are counted against --max-connections and --max-connections-per-client
- * as HTTP's are (a connection past them is closed at once), and so that they send without
- * Nagle's delay, which grpc-js does not turn off on a server's sockets and which, with delayed
- * ACKs, held a call's answer tens of milliseconds.
+ * Its connections are accepted by a `GrpcListener` (without Nagle's delay) and counted against
+ * --max-connections and --max-connections-per-client as HTTP's are (a connection past them is
+ * closed at once).
  */
 export class RouterGrpcServer {
   private readonly server: Server;
-  private readonly injector: ConnectionInjector;
-  private readonly listener: NetServer;
-  private readonly sockets = new Set<Socket>();
+  private readonly listener: GrpcListener;
   private readonly byClient = new Map<string, number>();
 
   constructor(
@@ -60,50 +57,35 @@ export class RouterGrpcServer {
       };
     }
     this.server.addService(service, impl);
-    this.injector = this.server.createConnectionInjector(ServerCredentials.createInsecure());
-    this.listener = createServer({ noDelay: true }, (socket) => this.accept(socket, proxy.metrics.rejected.bind(proxy.metrics)));
+    const rejected = proxy.metrics.rejected.bind(proxy.metrics);
+    this.listener = new GrpcListener(this.server, (socket, open) => this.admit(socket, open, rejected));
   }
 
-  private accept(socket: Socket, rejected: (reason: 'connections' | 'client_connections') => void): void {
+  private admit(socket: Socket, open: number, rejected: (reason: 'connections' | 'client_connections') => void): boolean {
     const client = socket.remoteAddress ?? '';
     const fromClient = this.byClient.get(client) ?? 0;
-    const refused = refusal(this.sockets.size, fromClient, this.connections);
+    const refused = refusal(open, fromClient, this.connections);
     if (refused !== undefined) {
       // Before any HTTP/2 frame: there is no call to answer a status on, only the connection to close.
       rejected(refused);
-      socket.destroy();
-      return;
+      return false;
     }
-    this.sockets.add(socket);
     this.byClient.set(client, fromClient + 1);
     socket.once('close', () => {
-      this.sockets.delete(socket);
       const left = (this.byClient.get(client) ?? 1) - 1;
       if (left === 0) this.byClient.delete(client);
       else this.byClient.set(client, left);
     });
-    this.injector.injectConnection(socket);
+    return true;
   }
 
   /** Listens on `host:port` (0: a free port); resolves to the bound port. */
-  async listen(port: number, host: string): Promise<number> {
-    await new Promise<void>((resolve, reject) => {
-      this.listener.once('error', reject);
-      this.listener.listen(port, host, () => {
-        this.listener.off('error', reject);
-        resolve();
-      });
-    });
-    return (this.listener.address() as AddressInfo).port;
+  listen(port: number, host: string): Promise<number> {
+    return this.listener.listen(port, host);
   }
 
   /** Takes no new connections, sends the open ones GOAWAY and waits for their calls, at most `graceMs`. */
-  async drain(graceMs: number): Promise<void> {
-    this.listener.close();
-    this.injector.drain(graceMs);
-    const deadline = Date.now() + graceMs;
-    while (this.sockets.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    this.injector.destroy();
-    for (const s of this.sockets) s.destroy();
+  drain(graceMs: number): Promise<void> {
+    return this.listener.drain(graceMs);
   }
 }

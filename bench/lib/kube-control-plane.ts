@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { freePorts } from '../../cli/local-processes.js';
+import { etcdArgs } from '../../harness/control-plane.js';
 import { startChild, type Child } from './child.js';
 
 const run = promisify(execFile);
@@ -18,7 +19,7 @@ const run = promisify(execFile);
  * manager or scheduler: the benchmark's pods are never scheduled, their status is written by
  * the benchmark. One static admin token, a serving certificate the API server makes itself
  * (clients skip verification: loopback only), and ServiceAccount admission off since no
- * controller makes service accounts. Not the test tier's helper: bench code never imports tests.
+ * controller makes service accounts. Lighter than harness/control-plane.ts, whose etcd flags it shares.
  */
 export interface BenchControlPlane {
   /** https://127.0.0.1:<port> */
@@ -76,18 +77,7 @@ export async function startBenchControlPlane(): Promise<BenchControlPlane> {
     await writeFile(join(dir, 'tokens.csv'), `${token},admin,admin,"system:masters"\n`, { mode: 0o600 });
     const etcd = await startChild(
       join(bin, 'etcd'),
-      [
-        '--name=default',
-        `--data-dir=${join(dir, 'etcd')}`,
-        `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
-        `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
-        `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
-        `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
-        // As the test control plane: fsync is most of etcd's latency, and this is a loopback bench.
-        '--unsafe-no-fsync=true',
-        '--log-level=warn',
-      ],
+      etcdArgs(join(dir, 'etcd'), etcdPort, peerPort),
       { readyTimeoutMs: 0 },
     );
     children.push(etcd);

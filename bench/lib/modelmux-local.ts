@@ -53,6 +53,7 @@ export async function startModelmuxLocal(repoRoot: string, o: ModelmuxLocalOptio
     join(repoRoot, 'dist/cli/main.js'),
     'local',
     '--port', String(o.port),
+    '--grpc-port', '0',
     '--route-prefix', routePrefix,
     ...poolArgs(o),
     '--example-models', '0',

@@ -11,6 +11,10 @@ so both systems can be given the same batch size and wait.
 
 Every model load appends one line to the load log (O_APPEND from every replica process), so the load
 generator counts Ray's loads the way it reads modelmux's load counters from /metrics.
+
+With a cache folder, the loader keeps every downloaded file there (one folder for all replicas of the
+machine, as modelmux's replicas share theirs) and a later load of the same model reads it from disk
+instead of the store: the same on-disk download cache modelmux has, so the two differ by architecture.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class Settings:
     batch_wait_timeout_s: float
     session_options: str  # "modelmux" (the replica's own) or "default" (onnxruntime's)
     load_log: Optional[str]
+    cache_dir: Optional[str]  # on-disk download cache shared by the replicas; None downloads on every load
+    log_level: str  # Serve's logging_config log_level of the replicas, e.g. "WARNING"
+    access_log: bool  # Serve's enable_access_log of the replicas
 
 
 def _session_options(kind: str) -> ort.SessionOptions:
@@ -82,7 +89,27 @@ class ModelNotFound(Exception):
     pass
 
 
-def _fetch(settings: Settings, s3_client: Any, model_id: str) -> bytes:
+def _fetch(settings: Settings, s3_client: Any, model_id: str) -> tuple[bytes, bool]:
+    """The model file's bytes, and whether they came from the store (False: the disk cache)."""
+    if settings.cache_dir:
+        cached = os.path.join(settings.cache_dir, model_id, "model.onnx")
+        try:
+            with open(cached, "rb") as f:
+                return f.read(), False
+        except FileNotFoundError:
+            pass
+        data = _download(settings, s3_client, model_id)
+        os.makedirs(os.path.dirname(cached), exist_ok=True)
+        # Write then rename: another replica never reads a torn file.
+        tmp = f"{cached}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, cached)
+        return data, True
+    return _download(settings, s3_client, model_id), True
+
+
+def _download(settings: Settings, s3_client: Any, model_id: str) -> bytes:
     url = urlparse(settings.model_source)
     if url.scheme == "file":
         path = os.path.join(url.path, model_id, "model.onnx")
@@ -115,6 +142,8 @@ def build_app(settings: Settings):
         num_replicas=settings.replicas,
         max_ongoing_requests=settings.max_ongoing_requests,
         ray_actor_options={"num_cpus": 0},
+        # The same log level and access-log setting as modelmux's processes in the benchmark.
+        logging_config={"log_level": settings.log_level, "enable_access_log": settings.access_log},
     )
     class WineMux:
         def __init__(self, s: dict) -> None:
@@ -136,11 +165,12 @@ def build_app(settings: Settings):
         async def get_model(self, model_id: str) -> LoadedModel:
             started = time.monotonic()
             # Download and session creation block: off the replica's event loop, as aioboto3 is in the guide.
-            data = await asyncio.to_thread(_fetch, self.settings, self.s3, model_id)
+            data, downloaded = await asyncio.to_thread(_fetch, self.settings, self.s3, model_id)
             model = await asyncio.to_thread(LoadedModel, model_id, data, self.settings.session_options)
             self.loads += 1
             if self.settings.load_log:
-                line = json.dumps({"model": model_id, "ms": round((time.monotonic() - started) * 1000, 1), "pid": os.getpid()}) + "\n"
+                ms = round((time.monotonic() - started) * 1000, 1)
+                line = json.dumps({"model": model_id, "ms": ms, "downloaded": downloaded, "pid": os.getpid()}) + "\n"
                 fd = os.open(self.settings.load_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
                     os.write(fd, line.encode())

@@ -1,7 +1,9 @@
 """Starts a local Ray cluster (no network beyond 127.0.0.1) and the multiplexing app of app.py on it.
 
-Prints one line `READY <url>` on stdout when the app answers, then serves until SIGTERM/SIGINT, and
-shuts Serve and Ray down. Run with the bench venv's python (test/tools/install-bench.sh):
+Prints one line `MODE ...` (Serve's HAProxy, throughput-optimised and direct-ingress switches as
+Serve read them from the environment: RAY_SERVE_ENABLE_HA_PROXY=1 and RAY_SERVE_THROUGHPUT_OPTIMIZED=1
+turn on its high-throughput ingress), then `READY <url>` on stdout when the app answers, then serves
+until SIGTERM/SIGINT, and shuts Serve and Ray down. Run with the bench venv's python (test/tools/install-bench.sh):
 
   ~/.cache/modelmux/bench-venv/bin/python bench/ray/run_ray.py --port 8000 --replicas 2 \
       --max-models 8 --model-source s3://models/wine --s3-endpoint http://127.0.0.1:PORT --load-log /tmp/loads
@@ -47,6 +49,10 @@ def main() -> None:
     p.add_argument("--s3-region", default="us-east-1")
     p.add_argument("--load-log", default=None, help="file that gets one line per model load")
     p.add_argument("--num-cpus", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--cache-dir", default=None, help="on-disk download cache shared by the replicas (default: none, download on every load)")
+    p.add_argument("--log-level", default="WARNING", help="Serve's log level for the replicas, proxy and controller")
+    p.add_argument("--access-log", choices=["true", "false"], default="false", help="Serve's per-request access log")
+    p.add_argument("--temp-dir", default=None, help="Ray's session folder, so two clusters can run side by side")
     a = p.parse_args()
 
     settings = app_module.Settings(
@@ -60,11 +66,32 @@ def main() -> None:
         batch_wait_timeout_s=a.batch_wait_ms / 1000.0,
         session_options=a.session_options,
         load_log=a.load_log,
+        cache_dir=a.cache_dir,
+        log_level=a.log_level,
+        access_log=a.access_log == "true",
+    )
+    from ray.serve._private import constants
+
+    print(
+        f"MODE ha_proxy={int(constants.RAY_SERVE_ENABLE_HA_PROXY)} throughput_optimized={int(constants.RAY_SERVE_THROUGHPUT_OPTIMIZED)} "
+        f"direct_ingress={int(constants.RAY_SERVE_ENABLE_DIRECT_INGRESS)}",
+        flush=True,
     )
 
     # Every Ray process binds to loopback: the benchmark never listens on a public interface.
-    ray.init(num_cpus=a.num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False, _node_ip_address="127.0.0.1")
-    serve.start(http_options={"host": a.host, "port": a.port}, logging_config={"log_level": "WARNING"})
+    ray.init(
+        num_cpus=a.num_cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        address="local",  # always a cluster of its own, never one found on the machine
+        _node_ip_address="127.0.0.1",
+        **({"_temp_dir": a.temp_dir} if a.temp_dir else {}),
+    )
+    serve.start(
+        http_options={"host": a.host, "port": a.port},
+        logging_config={"log_level": a.log_level, "enable_access_log": a.access_log == "true"},
+    )
     serve.run(app_module.build_app(settings), name="wine", route_prefix=a.route_prefix)
 
     url = f"http://{a.host}:{a.port}{a.route_prefix.rstrip('/')}/"

@@ -6,10 +6,10 @@ import { promisify } from 'node:util';
 import { MODELS_ANNOTATION } from '../../common/names.js';
 import { parseModelTable } from '../../common/model-table.js';
 import { SAMPLE_WINE, WINE_INPUT, wineForward, wineWeights } from '../../common/wine-model.js';
-import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
-import { eventually } from '../helpers/eventually.js';
-import { helmPath } from '../helpers/kube-tools.js';
-import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
+import { startControlPlane, type ControlPlane } from '../../harness/control-plane.js';
+import { eventually } from '../../harness/eventually.js';
+import { helmPath } from '../../harness/kube-tools.js';
+import { startNodeAgent, type NodeAgent } from '../../harness/node-agent.js';
 
 // The harness's own tests: a real control plane, the node agent as its kubelet, and kubectl.
 const NS = 'harness';

@@ -5,11 +5,11 @@ import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { HEADER_RAY_MODEL_ID, HEADER_SAGEMAKER_MODEL, KIND } from '../../common/names.js';
 import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT, wineForward, wineWeights } from '../../common/wine-model.js';
-import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
-import { eventually } from '../helpers/eventually.js';
-import { helmPath } from '../helpers/kube-tools.js';
-import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
-import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { startControlPlane, type ControlPlane } from '../../harness/control-plane.js';
+import { eventually } from '../../harness/eventually.js';
+import { helmPath } from '../../harness/kube-tools.js';
+import { startNodeAgent, type NodeAgent } from '../../harness/node-agent.js';
+import { startS3Server, type S3Server } from '../../harness/s3-server.js';
 
 // The chart as a platform engineer installs it: rendered and dry-run against a real API server,
 // then `helm install`ed; the node agent runs its operator and router pods as local processes,

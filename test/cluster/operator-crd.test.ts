@@ -1,4 +1,4 @@
-import { KubectlError, startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
+import { KubectlError, startControlPlane, type ControlPlane } from '../../harness/control-plane.js';
 
 const sample = (name: string, spec: string): string => `apiVersion: modelmux.io/v1alpha1
 kind: MultiplexedDeployment

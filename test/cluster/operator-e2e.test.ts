@@ -11,13 +11,13 @@ import { parseModelTable } from '../../common/model-table.js';
 import { DELETION_COST_ANNOTATION, MODELS_ANNOTATION } from '../../common/names.js';
 import { WINE_FEATURES, WINE_INPUT } from '../../common/wine-model.js';
 import type { MultiplexedDeploymentStatus } from '../../common/resource.js';
-import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
-import { eventually } from '../helpers/eventually.js';
-import { getItems, getJson } from '../helpers/kube-json.js';
-import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
-import { startOperator, type OperatorProcess } from '../helpers/operator-process.js';
-import { spawnManaged } from '../helpers/process-reaper.js';
-import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { startControlPlane, type ControlPlane } from '../../harness/control-plane.js';
+import { eventually } from '../../harness/eventually.js';
+import { getItems, getJson } from '../../harness/kube-json.js';
+import { startNodeAgent, type NodeAgent } from '../../harness/node-agent.js';
+import { startOperator, type OperatorProcess } from '../../harness/operator-process.js';
+import { spawnManaged } from '../../harness/process-reaper.js';
+import { startS3Server, type S3Server } from '../../harness/s3-server.js';
 import { expectClose, expected, post, v2Body, v2Outputs, wineRows } from '../integration/replica/wine-fixtures.js';
 
 // The whole chain in a real control plane: the operator makes pods, the node agent runs

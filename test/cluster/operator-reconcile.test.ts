@@ -1,11 +1,11 @@
 import { jest } from '@jest/globals';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import type { MultiplexedDeploymentStatus } from '../../common/resource.js';
-import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
-import { eventually } from '../helpers/eventually.js';
-import { getItems, getJson } from '../helpers/kube-json.js';
-import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
-import { startOperator, type OperatorProcess } from '../helpers/operator-process.js';
+import { startControlPlane, type ControlPlane } from '../../harness/control-plane.js';
+import { eventually } from '../../harness/eventually.js';
+import { getItems, getJson } from '../../harness/kube-json.js';
+import { startNodeAgent, type NodeAgent } from '../../harness/node-agent.js';
+import { startOperator, type OperatorProcess } from '../../harness/operator-process.js';
 import { operatorRbac } from '../helpers/operator-rbac.js';
 
 // The operator against a real control plane: owned objects, status, scheduling, scale,

@@ -1,19 +1,16 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import { jest } from '@jest/globals';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import type { MultiplexedDeploymentStatus } from '../../common/resource.js';
-import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
-import { eventually } from '../helpers/eventually.js';
-import { getItems, getJson } from '../helpers/kube-json.js';
-import { startLoad, type LoadGenerator, type LoadTally } from '../helpers/load-generator.js';
-import { parsePrometheus } from '../helpers/modelmux-process.js';
-import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
-import { startOperator, type OperatorProcess } from '../helpers/operator-process.js';
-import { startRouter, type RouterProcess } from '../helpers/router-process.js';
-import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import type { ControlPlane } from '../../harness/control-plane.js';
+import { eventually } from '../../harness/eventually.js';
+import { getItems, getJson } from '../../harness/kube-json.js';
+import { startLoad, type LoadGenerator, type LoadTally } from '../../harness/load-generator.js';
+import { parsePrometheus } from '../../harness/modelmux-process.js';
+import type { NodeAgent } from '../../harness/node-agent.js';
+import { startOperator, type OperatorProcess } from '../../harness/operator-process.js';
+import type { RouterProcess } from '../../harness/router-process.js';
+import { isReady, s3PoolManifest, startS3PoolCluster, uploadWineModels, type S3PoolCluster } from '../../harness/s3-pool.js';
 
 // Issue 35 in a real control plane: replica pods made by the operator and run by the node
 // agent, a router with kube discovery in front, steady load through it, and pods going away
@@ -24,37 +21,26 @@ import { startS3Server, type S3Server } from '../helpers/s3-server.js';
 // request of the load may fail.
 
 jest.setTimeout(300_000);
-const run = promisify(execFile);
 
 const MODELS = Array.from({ length: 6 }, (_, i) => `wine-${i}`);
 const CLIENTS = 6;
 /** Each test's own bound; the cluster starts in beforeAll. */
 const TEST_MS = 90_000;
 
-const manifest = (s3: S3Server, maxModels: number): string => `apiVersion: modelmux.io/v1alpha1
-kind: MultiplexedDeployment
-metadata: { name: wine, namespace: default }
-spec:
-  replicas: 3
-  routePrefix: /wine
-  modelSource: { uri: "s3://${s3.bucket}/wine", endpoint: "${s3.endpoint}", credentialsSecret: s3-creds }
-  maxModelsPerReplica: ${maxModels}
-`;
-
 interface Mxd {
   metadata: { generation: number };
   status?: MultiplexedDeploymentStatus;
 }
 
-const isReady = (p: V1Pod): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 const maxModelsOf = (p: V1Pod): string | undefined => p.spec?.containers[0]?.env?.find((e) => e.name === 'MODELMUX_MAX_MODELS')?.value;
 
 describe('replica pods going away under load, behind a router with kube discovery', () => {
+  let cluster: S3PoolCluster;
   let cp: ControlPlane;
-  let s3: S3Server;
   let agent: NodeAgent;
-  let operator: OperatorProcess;
   let router: RouterProcess;
+  /** The cluster's operator, then the one started after it is killed. */
+  let operator: OperatorProcess;
   let load: LoadGenerator | undefined;
 
   const pods = async (): Promise<V1Pod[]> => getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine']);
@@ -88,18 +74,14 @@ describe('replica pods going away under load, behind a router with kube discover
     return Object.fromEntries([...m].filter(([k]) => k.startsWith('modelmux_router_retries_total{')).map(([k, v]) => [/reason="([^"]+)"/.exec(k)?.[1] ?? k, v]));
   };
 
+  /** The pool: three replicas, `maxModels` slots each. */
+  const manifest = (maxModels: number): string => s3PoolManifest(cluster.s3, { name: 'wine', replicas: 3, maxModelsPerReplica: maxModels });
+
   beforeAll(async () => {
-    [cp, s3] = await Promise.all([startControlPlane(), startS3Server({ bucket: 'models' })]);
-    await run(process.execPath, [join(process.cwd(), 'dist/cli/main.js'), 'models', '--out', `s3://${s3.bucket}/wine`, '--count', String(MODELS.length), '--s3-endpoint', s3.endpoint], {
-      env: { ...process.env, ...s3.awsEnv },
-    });
-    await cp.kubectl(['apply', '-f', 'crds/']);
-    await cp.kubectl(['wait', '--for=condition=Established', 'crd/multiplexeddeployments.modelmux.io', '--timeout=60s']);
-    await cp.kubectl(['create', 'secret', 'generic', 's3-creds', `--from-literal=AWS_ACCESS_KEY_ID=${s3.accessKeyId}`, `--from-literal=AWS_SECRET_ACCESS_KEY=${s3.secretAccessKey}`]);
-    agent = await startNodeAgent(cp);
-    operator = await startOperator(cp.kubeconfigPath);
-    router = await startRouter(['--discovery', 'kube'], { KUBECONFIG: cp.kubeconfigPath });
-    await cp.kubectl(['apply', '-f', '-'], { input: manifest(s3, 6) });
+    const started = await startS3PoolCluster({ router: true, fill: (s3) => uploadWineModels(s3, 'wine', MODELS.length) });
+    cluster = started;
+    ({ cp, agent, router, operator } = started);
+    await cp.kubectl(['apply', '-f', '-'], { input: manifest(6) });
     await settled(6);
   }, 300_000);
 
@@ -109,10 +91,8 @@ describe('replica pods going away under load, behind a router with kube discover
   });
 
   afterAll(async () => {
-    await router?.stop();
-    await operator?.stop();
-    await agent?.stop();
-    await Promise.all([cp?.stop(), s3?.stop()]);
+    if (operator !== cluster?.operator) await operator?.stop();
+    await cluster?.stop();
   }, 60_000);
 
   it(
@@ -142,7 +122,7 @@ describe('replica pods going away under load, behind a router with kube discover
     'loses no request when the operator is killed during a rollout, which completes once another operator leads',
     async () => {
       const running = await loadFor(2000);
-      await cp.kubectl(['apply', '-f', '-'], { input: manifest(s3, 5) });
+      await cp.kubectl(['apply', '-f', '-'], { input: manifest(5) });
       // The rollout is under way: a pod of the new template exists, not all are updated yet.
       const midway = await eventually(async () => {
         const d = (await getItems<V1Deployment>(cp, ['deployments', '-l', 'modelmux.io/deployment=wine']))[0];

@@ -6,13 +6,12 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { freePorts } from '../../cli/local-processes.js';
 import { parseModelTable } from '../../common/model-table.js';
 import { MODELS_ANNOTATION } from '../../common/names.js';
-import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
-import { eventually } from '../helpers/eventually.js';
-import { getItems, getJson } from '../helpers/kube-json.js';
+import type { ControlPlane } from '../../harness/control-plane.js';
+import { eventually } from '../../harness/eventually.js';
+import { getItems, getJson } from '../../harness/kube-json.js';
 import { closeTo, firstOutput, mlserverBin, trainWineModels, v2Rows, type Expected } from '../helpers/mlserver.js';
-import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
-import { startOperator, type OperatorProcess } from '../helpers/operator-process.js';
-import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import type { NodeAgent } from '../../harness/node-agent.js';
+import { s3PoolManifest, startS3PoolCluster, type S3PoolCluster } from '../../harness/s3-pool.js';
 
 // Sidecar mode in a real control plane: the operator renders the replica and an MLServer
 // container in one pod, the node agent runs both as processes (MLServer from its venv, the
@@ -22,38 +21,25 @@ import { startS3Server, type S3Server } from '../helpers/s3-server.js';
 jest.setTimeout(300_000);
 
 describe('spec.runtime: MLServer beside the replica in a pod', () => {
+  let cluster: S3PoolCluster;
   let cp: ControlPlane;
   let agent: NodeAgent;
-  let operator: OperatorProcess;
-  let s3: S3Server;
   let work: string;
   let expected: Record<string, Expected>;
 
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'modelmux-sidecar-cluster-'));
     let bin: string;
-    [cp, s3, bin] = await Promise.all([startControlPlane(), startS3Server({ bucket: 'models' }), mlserverBin()]);
+    [cluster, bin] = await Promise.all([startS3PoolCluster({ capacity: { gpus: 2 }, router: false }), mlserverBin()]);
+    ({ cp, agent } = cluster);
     const trained = join(work, 'trained');
     expected = await trainWineModels(bin, trained, ['red-sk:sklearn', 'red-xgb:xgboost']);
     for (const e of await readdir(trained, { recursive: true, withFileTypes: true })) {
-      if (e.isFile()) await s3.put(`wine/${relative(trained, join(e.parentPath, e.name))}`, await readFile(join(e.parentPath, e.name)));
+      if (e.isFile()) await cluster.s3.put(`wine/${relative(trained, join(e.parentPath, e.name))}`, await readFile(join(e.parentPath, e.name)));
     }
-    await cp.kubectl(['apply', '-f', 'crds/']);
-    await cp.kubectl(['wait', '--for=condition=Established', 'crd/multiplexeddeployments.modelmux.io', '--timeout=60s']);
-    await cp.kubectl(['create', 'secret', 'generic', 's3-creds', `--from-literal=AWS_ACCESS_KEY_ID=${s3.accessKeyId}`, `--from-literal=AWS_SECRET_ACCESS_KEY=${s3.secretAccessKey}`]);
-    agent = await startNodeAgent(cp, { capacity: { gpus: 2 } });
-    operator = await startOperator(cp.kubeconfigPath);
     // The node agent runs every pod on the machine's ports: the runtime's must be free ones.
     const [http, grpc, metrics] = await freePorts(3);
-    const manifest = `apiVersion: modelmux.io/v1alpha1
-kind: MultiplexedDeployment
-metadata: { name: wine, namespace: default }
-spec:
-  replicas: 1
-  routePrefix: /wine
-  modelSource: { uri: "s3://${s3.bucket}/wine", endpoint: "${s3.endpoint}", credentialsSecret: s3-creds }
-  maxModelsPerReplica: 1
-  cachePolicy: lru
+    const manifest = `${s3PoolManifest(cluster.s3, { name: 'wine', replicas: 1, maxModelsPerReplica: 1 })}  cachePolicy: lru
   runtime:
     image: seldonio/mlserver:1.7.1
     command: ["${join(bin, 'mlserver')}", start, /mnt/models]
@@ -72,9 +58,7 @@ spec:
   }, 900_000);
 
   afterAll(async () => {
-    await operator?.stop();
-    await agent?.stop();
-    await Promise.all([cp?.stop(), s3?.stop()]);
+    await cluster?.stop();
     if (work !== undefined) await rm(work, { recursive: true, force: true });
   }, 60_000);
 

@@ -1,15 +1,14 @@
 import { jest } from '@jest/globals';
 import type { V1Pod } from '@kubernetes/client-node';
-import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
-import { eventually } from '../helpers/eventually.js';
-import { getItems } from '../helpers/kube-json.js';
+import type { ControlPlane } from '../../harness/control-plane.js';
+import { eventually } from '../../harness/eventually.js';
+import { getItems } from '../../harness/kube-json.js';
 import { WINE_INPUT } from '../../common/wine-model.js';
 import { bucketListings, FLEET_SIZE, FLEET_WIDTHS, fleetId, fleetSample, fleetWidth, uploadFleet, wrongAnswers } from '../helpers/model-fleet.js';
-import { parsePrometheus } from '../helpers/modelmux-process.js';
-import { startNodeAgent, type NodeAgent } from '../helpers/node-agent.js';
-import { startOperator, type OperatorProcess } from '../helpers/operator-process.js';
-import { startRouter, type RouterProcess } from '../helpers/router-process.js';
-import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { parsePrometheus } from '../../harness/modelmux-process.js';
+import type { RouterProcess } from '../../harness/router-process.js';
+import type { S3Server } from '../../harness/s3-server.js';
+import { isReady, s3PoolManifest, startS3PoolCluster, type S3PoolCluster } from '../../harness/s3-pool.js';
 
 // Issue 37 in a real control plane: the 10,000-model bucket served by a MultiplexedDeployment
 // whose replica pods the operator makes and the node agent runs, behind a router with kube
@@ -18,16 +17,6 @@ import { startS3Server, type S3Server } from '../helpers/s3-server.js';
 jest.setTimeout(300_000);
 
 const PREFIX = 'fleet';
-
-const manifest = (s3: S3Server): string => `apiVersion: modelmux.io/v1alpha1
-kind: MultiplexedDeployment
-metadata: { name: fleet, namespace: default }
-spec:
-  replicas: 2
-  routePrefix: /fleet
-  modelSource: { uri: "s3://${s3.bucket}/${PREFIX}", endpoint: "${s3.endpoint}", credentialsSecret: s3-creds }
-  maxModelsPerReplica: 100
-`;
 
 /** Successful loads over the pool's replica pods, read from their own metrics. */
 async function successfulLoads(cp: ControlPlane): Promise<number> {
@@ -38,26 +27,23 @@ async function successfulLoads(cp: ControlPlane): Promise<number> {
   return n;
 }
 
-const isReady = (p: V1Pod): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-
 describe('a store of 10,000 models of five graphs, served by a MultiplexedDeployment', () => {
+  let cluster: S3PoolCluster;
   let cp: ControlPlane;
   let s3: S3Server;
-  let agent: NodeAgent;
-  let operator: OperatorProcess;
   let router: RouterProcess;
 
   beforeAll(async () => {
-    [cp, s3] = await Promise.all([startControlPlane(), startS3Server({ metrics: true })]);
-    const ms = await uploadFleet(s3, PREFIX);
-    process.stdout.write(`uploaded ${FLEET_SIZE} models in ${ms} ms\n`);
-    await cp.kubectl(['apply', '-f', 'crds/']);
-    await cp.kubectl(['wait', '--for=condition=Established', 'crd/multiplexeddeployments.modelmux.io', '--timeout=60s']);
-    await cp.kubectl(['create', 'secret', 'generic', 's3-creds', `--from-literal=AWS_ACCESS_KEY_ID=${s3.accessKeyId}`, `--from-literal=AWS_SECRET_ACCESS_KEY=${s3.secretAccessKey}`]);
-    agent = await startNodeAgent(cp);
-    operator = await startOperator(cp.kubeconfigPath);
-    router = await startRouter(['--discovery', 'kube'], { KUBECONFIG: cp.kubeconfigPath });
-    await cp.kubectl(['apply', '-f', '-'], { input: manifest(s3) });
+    const started = await startS3PoolCluster({
+      s3: { metrics: true },
+      router: true,
+      fill: async (store) => {
+        process.stdout.write(`uploaded ${FLEET_SIZE} models in ${await uploadFleet(store, PREFIX)} ms\n`);
+      },
+    });
+    cluster = started;
+    ({ cp, s3, router } = started);
+    await cp.kubectl(['apply', '-f', '-'], { input: s3PoolManifest(s3, { name: 'fleet', prefix: PREFIX, replicas: 2, maxModelsPerReplica: 100 }) });
     await eventually(async () => {
       const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=fleet']);
       if (pods.length !== 2 || !pods.every(isReady)) throw new Error(`pods ${JSON.stringify(pods.map((p) => [p.metadata?.name, isReady(p)]))}`);
@@ -67,10 +53,7 @@ describe('a store of 10,000 models of five graphs, served by a MultiplexedDeploy
   }, 300_000);
 
   afterAll(async () => {
-    await router?.stop();
-    await operator?.stop();
-    await agent?.stop();
-    await Promise.all([cp?.stop(), s3?.stop()]);
+    await cluster?.stop();
   }, 60_000);
 
   it('answers a sample spread over the ids and every graph through the router, and lists the bucket for none of them', async () => {
@@ -81,7 +64,7 @@ describe('a store of 10,000 models of five graphs, served by a MultiplexedDeploy
     expect(await bucketListings(s3)).toBe(listedBefore);
   }, 120_000);
 
-  it('answers metadata of a model never asked for through the router while loading at most that one model', async () => {
+  it('answers metadata of a model never asked for through the router while loading at most that one model and listing only its versions', async () => {
     const id = fleetId(FLEET_SIZE - 3);
     const loadsBefore = await successfulLoads(cp);
     // The earlier test loaded its sample: the count read here is the real one.
@@ -91,6 +74,8 @@ describe('a store of 10,000 models of five graphs, served by a MultiplexedDeploy
     const body = (await res.json()) as { name?: string; inputs?: { name: string }[] };
     expect({ status: res.status, name: body.name, input: body.inputs?.[0]?.name }).toEqual({ status: 200, name: id, input: WINE_INPUT });
     expect((await successfulLoads(cp)) - loadsBefore).toBeLessThanOrEqual(1);
-    expect(await bucketListings(s3)).toBe(listedBefore);
+    // Metadata lists the model's versions: one listing of its own prefix (ADR 0033), where a
+    // scan of this bucket would take ten pages or more.
+    expect((await bucketListings(s3)) - listedBefore).toBeLessThanOrEqual(1);
   }, 60_000);
 });

@@ -7,12 +7,12 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { MODELS_ANNOTATION } from '../../common/names.js';
 import { REPLICA_PORT } from '../../common/replica-env.js';
 import { parseTableAnnotation, TABLE_ANNOTATION_MAX_BYTES } from '../../common/table-annotation.js';
-import { startControlPlane, type ControlPlane } from '../helpers/control-plane.js';
-import { eventually } from '../helpers/eventually.js';
-import { acquireLoopbackAddress, releaseLoopbackAddress } from '../helpers/loopback-addresses.js';
+import { startControlPlane, type ControlPlane } from '../../harness/control-plane.js';
+import { eventually } from '../../harness/eventually.js';
+import { acquireLoopbackAddress, releaseLoopbackAddress } from '../../harness/loopback-addresses.js';
 import { replicaAccess, routerAccess, setPodStatus, unscheduledPod } from '../helpers/routed-pods.js';
-import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../helpers/router-process.js';
+import { startReplica, type ReplicaProcess } from '../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../harness/router-process.js';
 import { wineModelFolder } from '../helpers/wine-folder.js';
 import { get, post, v2Body, wineRows } from '../integration/replica/wine-fixtures.js';
 

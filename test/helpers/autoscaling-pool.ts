@@ -1,231 +1,104 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
-import type { V1Pod, V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
-import { parse } from 'yaml';
-import { DELETION_COST_ANNOTATION } from '../../common/names.js';
+import type { V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
+import {
+  growUnderLoad,
+  MAX_REPLICAS,
+  shrinkOnLightLoad,
+  startAutoscalingCluster,
+  TARGET_PER_REPLICA,
+  type AutoscalingCluster,
+  type ScaleDown,
+  type ScaleUp,
+  type WineMxd,
+} from '../../harness/autoscaling-pool.js';
+import { eventually } from '../../harness/eventually.js';
+import { getJson } from '../../harness/kube-json.js';
+import type { LoadGenerator, LoadTally } from '../../harness/load-generator.js';
+import type { RouterProcess } from '../../harness/router-process.js';
 import { expectClose, expected, post, v2Body, v2Outputs, wineRows } from '../integration/replica/wine-fixtures.js';
-import { startControlPlane, type ControlPlane } from './control-plane.js';
-import { eventually } from './eventually.js';
-import { getItems, getJson } from './kube-json.js';
-import { helmPath } from './kube-tools.js';
-import { startLoad, type LoadGenerator, type LoadTally } from './load-generator.js';
-import { parsePrometheus } from './modelmux-process.js';
-import { startNodeAgent, type NodeAgent } from './node-agent.js';
-import { startOperator, type OperatorProcess } from './operator-process.js';
-import type { PodMonitor } from './pod-monitor-scrape.js';
-import { startPrometheus, type PrometheusServer } from './prometheus.js';
-import { startRouter, type RouterProcess } from './router-process.js';
-import { startS3Server, type S3Server } from './s3-server.js';
 
-const run = promisify(execFile);
+// What the autoscaling cluster tests (KEDA's ScaledObject, the operator's own HPA) share around
+// the pool harness/autoscaling-pool.ts runs: the cluster and its autoscaler for a describe
+// block, and the same checks on the outcome, whichever autoscaler moved it.
 
-// What the autoscaling cluster tests (KEDA's ScaledObject, the operator's own HPA) share: the
-// `wine` pool, the load that moves it, and the cluster around it.
+/** A Kubernetes quantity as a number ("2500m" is 2.5). */
+export const quantity = (q: string | undefined): number => (q === undefined ? NaN : q.endsWith('m') ? Number.parseFloat(q) / 1000 : Number.parseFloat(q));
 
-export const MAX_REPLICAS = 4;
-// Eight models, two slots per replica: only the fourth replica gives every model a home.
-export const MODELS = Array.from({ length: 8 }, (_, i) => `wine-${i}`);
-const MODELS_PER_REPLICA = 2;
-// Closed-loop clients. Each model turns dynamic batching on (its config.json) and each request
-// waits out the pool's 100 ms batch window (twelve clients cannot fill a batch of 16), so nearly
-// all of a request's time is spent in flight at a replica, whatever the CPU: HEAVY keeps about
-// 11 in flight, over five times the per-replica target of 2, so the HPA asks for more than
-// MAX_REPLICAS even if a loaded machine halves that; LIGHT keeps at most one in flight, so it
-// asks for the minimum. HEAVY stays under the replica's maxOngoingRequests (16), so one replica
-// alone never refuses a request.
-export const HEAVY_CLIENTS = 12;
-export const LIGHT_CLIENTS = 1;
-export const TARGET_PER_REPLICA = 2;
-
-/** The pool, one replica to start with; `extraSpec` is YAML appended to its spec (two-space indent). */
-export const wineManifest = (s3: S3Server, extraSpec = ''): string => `apiVersion: modelmux.io/v1alpha1
-kind: MultiplexedDeployment
-metadata: { name: wine, namespace: default }
-spec:
-  replicas: 1
-  routePrefix: /wine
-  modelSource: { uri: "s3://${s3.bucket}/wine", endpoint: "${s3.endpoint}", credentialsSecret: s3-creds }
-  maxModelsPerReplica: ${MODELS_PER_REPLICA}
-  batching: { maxBatchSize: 16, batchWaitTimeoutMs: 100 }
-  resources: { limits: { nvidia.com/gpu: 1 } }
-${extraSpec}`;
-
-export interface WineMxd {
-  spec: { replicas: number };
-  status?: { replicas?: number; readyReplicas?: number };
-}
-
-export const isReady = (p: V1Pod): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-
-/** The pool's pods not being deleted. */
-export async function livePods(cp: ControlPlane): Promise<V1Pod[]> {
-  return (await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine'])).filter((p) => p.metadata?.deletionTimestamp === undefined);
-}
-
-/** Requests a replica has answered, read from its own /metrics. */
-export async function answered(pod: V1Pod): Promise<number> {
-  const res = await fetch(`http://${pod.status?.podIP ?? ''}:8080/metrics`);
-  return parsePrometheus(await res.text()).get('modelmux_replica_requests_total') ?? 0;
-}
-
-/** Waits until the pool has `n` pods, all ready (and none being deleted, when `n` is smaller). */
-export async function waitForReadyPods(cp: ControlPlane, n: number, timeoutMs: number, diagnose: () => Promise<string>): Promise<V1Pod[]> {
-  return eventually(async () => {
-    const pods = await livePods(cp);
-    const ready = pods.filter(isReady);
-    const m = await getJson<WineMxd>(cp, ['mxd', 'wine']);
-    if (m?.spec.replicas !== n || ready.length !== n || pods.length !== n) throw new Error(`spec.replicas ${m?.spec.replicas}, ${pods.length} pods, ${ready.length} ready\n${await diagnose()}`);
-    return ready;
-  }, timeoutMs, 1000);
-}
-
-/** The chart's PodMonitor, rendered by helm with a 1 s interval (a values knob users have too). */
-async function chartPodMonitor(): Promise<PodMonitor> {
-  const { stdout } = await run(await helmPath(), [
-    'template', 'modelmux', 'helm/modelmux', '--namespace', 'modelmux',
-    '--set', 'metrics.podMonitor.enabled=true', '--set', 'metrics.podMonitor.interval=1s',
-    '--show-only', 'templates/podmonitor.yaml',
-  ]);
-  return parse(stdout) as PodMonitor;
-}
-
-export interface AutoscalingCluster {
-  readonly cp: ControlPlane;
-  readonly s3: S3Server;
-  readonly agent: NodeAgent;
-  readonly router: RouterProcess;
-  /** Scrapes the replica pods through the chart's PodMonitor, and the router (job modelmux-router). */
-  readonly prometheus: PrometheusServer;
-  /** The HPA named `hpaName` (the autoscaler's), undefined until it exists. */
-  hpa(hpaName: string): Promise<V2HorizontalPodAutoscaler | undefined>;
-  /** The HPA's status, the resource and what Prometheus holds, then `autoscalerLogs`' tail: for failure messages. */
-  describe(hpaName: string, autoscalerLogs: () => Promise<string>): Promise<string>;
+/** What scales the pool beside the cluster: KEDA, or prometheus-adapter under the operator's HPA. */
+export interface Autoscaler {
+  logs(): Promise<string>;
   stop(): Promise<void>;
 }
 
+export interface AutoscalingSuite<A extends Autoscaler> {
+  readonly cluster: AutoscalingCluster;
+  readonly autoscaler: A;
+  /** The autoscaler's HPA. */
+  hpa(): Promise<V2HorizontalPodAutoscaler | undefined>;
+  /** The HPA, the pool, Prometheus and the autoscaler's logs, for failure messages. */
+  diagnose(): Promise<string>;
+  /**
+   * growUnderLoad, once the metric the HPA reads (the API server path `metricPath`, its values
+   * summed) is above the per-replica target. The load goes on for shrink().
+   */
+  grow(metricPath: string): Promise<ScaleUp & { seen: number }>;
+  /** shrinkOnLightLoad on grow()'s load. */
+  shrink(): Promise<ScaleDown>;
+}
+
 /**
- * A control plane with the CRDs, the wine models in S3 (each with dynamic batching), a node
- * agent with one GPU per replica the pool may grow to, the operator, a router with kube
- * discovery, and Prometheus scraping replicas and router. No autoscaler: the test adds its own.
+ * Starts the autoscaling cluster and `start`'s autoscaler in beforeAll, stops them (and a load
+ * left running) in afterAll: call it in a describe block.
  */
-export async function startAutoscalingCluster(): Promise<AutoscalingCluster> {
-  const [cp, s3] = await Promise.all([startControlPlane(), startS3Server({ bucket: 'models' })]);
-  let agent: NodeAgent | undefined;
-  let operator: OperatorProcess | undefined;
-  let router: RouterProcess | undefined;
-  let prometheus: PrometheusServer | undefined;
-  const stop = async (): Promise<void> => {
-    await router?.stop();
-    await operator?.stop();
-    await agent?.stop();
-    await prometheus?.stop();
-    await Promise.all([cp.stop(), s3.stop()]);
+export function autoscalingSuite<A extends Autoscaler>(hpaName: string, start: (cluster: AutoscalingCluster) => Promise<A>): AutoscalingSuite<A> {
+  let cluster: AutoscalingCluster | undefined;
+  let autoscaler: A | undefined;
+  let load: LoadGenerator | undefined;
+  beforeAll(async () => {
+    cluster = await startAutoscalingCluster();
+    autoscaler = await start(cluster);
+  }, 300_000);
+  afterAll(async () => {
+    await load?.stop();
+    await autoscaler?.stop();
+    await cluster?.stop();
+  }, 60_000);
+  const started = <T>(x: T | undefined): T => {
+    if (x === undefined) throw new Error('the cluster or its autoscaler did not start');
+    return x;
   };
-  try {
-    await run(process.execPath, [join(process.cwd(), 'dist/cli/main.js'), 'models', '--out', `s3://${s3.bucket}/wine`, '--count', String(MODELS.length), '--s3-endpoint', s3.endpoint], {
-      env: { ...process.env, ...s3.awsEnv },
-    });
-    for (const m of MODELS) await s3.put(`wine/${m}/config.json`, new TextEncoder().encode(JSON.stringify({ dynamicBatching: {} })));
-    await cp.kubectl(['apply', '-f', 'crds/']);
-    await cp.kubectl(['wait', '--for=condition=Established', 'crd/multiplexeddeployments.modelmux.io', '--timeout=60s']);
-    await cp.kubectl(['create', 'secret', 'generic', 's3-creds', `--from-literal=AWS_ACCESS_KEY_ID=${s3.accessKeyId}`, `--from-literal=AWS_SECRET_ACCESS_KEY=${s3.secretAccessKey}`]);
-    agent = await startNodeAgent(cp, { capacity: { gpus: MAX_REPLICAS } });
-    operator = await startOperator(cp.kubeconfigPath);
-    router = await startRouter(['--discovery', 'kube'], { KUBECONFIG: cp.kubeconfigPath });
-    prometheus = await startPrometheus(cp, await chartPodMonitor(), { staticJobs: { 'modelmux-router': `127.0.0.1:${router.port}` } });
-    const scraped = prometheus;
-    const hpa = (hpaName: string): Promise<V2HorizontalPodAutoscaler | undefined> => getJson<V2HorizontalPodAutoscaler>(cp, ['hpa', hpaName]);
-    const describe = async (hpaName: string, autoscalerLogs: () => Promise<string>): Promise<string> =>
-      [
-        `hpa: ${JSON.stringify((await hpa(hpaName))?.status)}`,
-        `mxd: ${JSON.stringify(await getJson<WineMxd>(cp, ['mxd', 'wine']))}`,
-        `prometheus: ${JSON.stringify(await scraped.query('modelmux_replica_ongoing_requests').catch((e: unknown) => String(e)))}`,
-        (await autoscalerLogs()).slice(-3000),
-      ].join('\n');
-    return { cp, s3, agent, router, prometheus, hpa, describe, stop };
-  } catch (err) {
-    await stop();
-    throw err;
-  }
+  const suite: AutoscalingSuite<A> = {
+    get cluster() {
+      return started(cluster);
+    },
+    get autoscaler() {
+      return started(autoscaler);
+    },
+    hpa: () => suite.cluster.hpa(hpaName),
+    diagnose: () => suite.cluster.describe(hpaName, () => suite.autoscaler.logs()),
+    grow: async (metricPath) => {
+      const { cp } = suite.cluster;
+      const up = await growUnderLoad(suite.cluster, suite.diagnose, () =>
+        eventually(async () => {
+          const raw = await cp.kubectl(['get', '--raw', metricPath]);
+          const total = (JSON.parse(raw) as { items: { value: string }[] }).items.reduce((sum, i) => sum + quantity(i.value), 0);
+          if (!(total > TARGET_PER_REPLICA)) throw new Error(`metric ${raw}`);
+          return total;
+        }, 60_000, 1000),
+      );
+      load = up.load;
+      return up;
+    },
+    shrink: async () => {
+      if (!load) throw new Error('the scale-up test did not start the load');
+      const down = await shrinkOnLightLoad(suite.cluster, load, suite.diagnose);
+      load = undefined;
+      return down;
+    },
+  };
+  return suite;
 }
 
-export interface ScaleUp {
-  readonly load: LoadGenerator;
-  /** From the load's start to MAX_REPLICAS ready replicas. */
-  readonly readyAfterMs: number;
-  /** Requests each replica answered over 8 s once all were ready. */
-  readonly perReplica: readonly number[];
-  /** Every request from the load's start to the end of those 8 s. */
-  readonly tally: LoadTally;
-}
-
-/**
- * Starts HEAVY_CLIENTS through the router, waits for the pool to reach MAX_REPLICAS ready
- * replicas (whatever autoscaler the test runs) and counts what each replica answers then.
- * `whileGrowing` runs once the load has started (the test reads its metric there).
- */
-export async function growUnderLoad<T>(cluster: AutoscalingCluster, diagnose: () => Promise<string>, whileGrowing: () => Promise<T>): Promise<ScaleUp & { seen: T }> {
-  const load = startLoad({ url: `${cluster.router.url}/wine`, models: MODELS });
-  load.setClients(HEAVY_CLIENTS);
-  const startedAt = Date.now();
-  try {
-    const seen = await whileGrowing();
-    const grown = await waitForReadyPods(cluster.cp, MAX_REPLICAS, 150_000, diagnose);
-    const readyAfterMs = Date.now() - startedAt;
-    const before = await Promise.all(grown.map(answered));
-    await new Promise((r) => setTimeout(r, 8000));
-    const after = await Promise.all(grown.map(answered));
-    return { load, seen, readyAfterMs, perReplica: after.map((a, i) => a - (before[i] ?? 0)), tally: load.mark() };
-  } catch (err) {
-    await load.stop();
-    throw err;
-  }
-}
-
-export interface ScaleDown {
-  /** From the load's fall to one pod left. */
-  readonly afterMs: number;
-  readonly tally: LoadTally;
-  /** The pod left, and the one with the highest deletion cost when the load fell. */
-  readonly survivor: string;
-  readonly hottest: string;
-  readonly costs: readonly [string, number][];
-}
-
-/** Drops the load to LIGHT_CLIENTS, waits for one pod left (and running), then stops the load. */
-export async function shrinkOnLightLoad(cluster: AutoscalingCluster, load: LoadGenerator, diagnose: () => Promise<string>): Promise<ScaleDown> {
-  const { cp, agent } = cluster;
-  const costs = (await livePods(cp)).map((p): [string, number] => [p.metadata?.name ?? '', Number(p.metadata?.annotations?.[DELETION_COST_ANNOTATION] ?? '0')]);
-  load.setClients(LIGHT_CLIENTS);
-  load.mark();
-  const startedAt = Date.now();
-  await eventually(async () => {
-    const m = await getJson<WineMxd>(cp, ['mxd', 'wine']);
-    const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine']);
-    if (m?.spec.replicas !== 1 || pods.length !== 1 || agent.pods().length !== 1) {
-      throw new Error(`spec.replicas ${m?.spec.replicas}, ${pods.length} pods, ${agent.pods().length} running\n${await diagnose()}`);
-    }
-  }, 120_000, 1000);
-  const afterMs = Date.now() - startedAt;
-  // A few more seconds on the one replica left: the router has let go of the removed ones.
-  await new Promise((r) => setTimeout(r, 3000));
-  const tally = await load.stop();
-  const survivor = (await livePods(cp))[0]?.metadata?.name ?? '';
-  const hottest = [...costs].sort(([, a], [, b]) => b - a)[0]?.[0] ?? '';
-  return { afterMs, tally, survivor, hottest, costs };
-}
-
-/** Waits until the autoscaler has taken the pool to zero and its pods are gone. */
-export async function waitForZero(cp: ControlPlane, diagnose: () => Promise<string>): Promise<void> {
-  await eventually(async () => {
-    const m = await getJson<WineMxd>(cp, ['mxd', 'wine']);
-    const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine']);
-    if (m?.spec.replicas !== 0 || pods.length !== 0) throw new Error(`spec.replicas ${m?.spec.replicas}, ${pods.length} pods\n${await diagnose()}`);
-  }, 90_000, 1000);
-}
-
-export interface FromZero {
+interface FromZero {
   /** Requests the router held at once. */
   readonly held: number;
   /** Each answer's status (with its error code when not 200), outputs and time from the send. */
@@ -238,7 +111,7 @@ export interface FromZero {
  * Sends `n` requests to the pool at zero, each once and without retry, checks that the router
  * holds them all (the demand the autoscaler wakes on), and resolves once they are answered.
  */
-export async function sendToEmptyPool(router: RouterProcess, n: number): Promise<FromZero> {
+async function sendToEmptyPool(router: RouterProcess, n: number): Promise<FromZero> {
   const startedAt = Date.now();
   const rows = wineRows(2, 3);
   const answers = Promise.all(
@@ -257,13 +130,42 @@ export async function sendToEmptyPool(router: RouterProcess, n: number): Promise
 }
 
 /** Every request of a move counted and answered right: some, and none failed. */
-export function expectNoneFailed(tally: LoadTally): void {
+function expectNoneFailed(tally: LoadTally): void {
   expect(tally.ok).toBeGreaterThan(0);
   expect(tally).toEqual({ ok: tally.ok, failed: 0, causes: {} });
 }
 
 /** Every held request answered with the model's outputs: none refused, none retried by the client. */
-export function expectAllAnswered(r: FromZero): void {
+function expectAllAnswered(r: FromZero): void {
   expect(r.answers.map((a) => a.status)).toEqual(r.answers.map(() => '200'));
   for (const a of r.answers) expectClose(a.outputs, r.expectedOutputs);
+}
+
+/** The pool grew to MAX_REPLICAS: every replica, the new ones too, answered; the HPA wants them all; no request failed. */
+export async function expectScaledUp(up: ScaleUp & { seen: unknown }, hpa: () => Promise<V2HorizontalPodAutoscaler | undefined>, metric: string): Promise<void> {
+  process.stdout.write(`scale-up: ${metric} ${String(up.seen)}, ${MAX_REPLICAS} ready after ${up.readyAfterMs} ms; requests ${JSON.stringify(up.tally)}; per replica in 8 s ${JSON.stringify(up.perReplica)}\n`);
+  for (const n of up.perReplica) expect(n).toBeGreaterThan(0);
+  expect((await hpa())?.status?.desiredReplicas).toBe(MAX_REPLICAS);
+  expectNoneFailed(up.tally);
+}
+
+/** The pool shrank to one: the HPA wants one, the coldest replicas went (pod-deletion-cost), no request failed. */
+export async function expectScaledDown(down: ScaleDown, hpa: () => Promise<V2HorizontalPodAutoscaler | undefined>, note = ''): Promise<void> {
+  process.stdout.write(`scale-down: 1 replica after ${down.afterMs} ms; requests ${JSON.stringify(down.tally)}; deletion costs at the start ${JSON.stringify(down.costs)}, left ${down.survivor}${note}\n`);
+  expect((await hpa())?.status?.desiredReplicas).toBe(1);
+  expect(down.survivor).toBe(down.hottest);
+  expectNoneFailed(down.tally);
+}
+
+/**
+ * `n` requests sent once each to the pool at zero: the router held them all, the autoscaler
+ * brought one replica, and every one was answered with the model's outputs; none held after.
+ */
+export async function expectWokenFromZero(cluster: AutoscalingCluster, n: number): Promise<void> {
+  const r = await sendToEmptyPool(cluster.router, n);
+  const m = await getJson<WineMxd>(cluster.cp, ['mxd', 'wine']);
+  process.stdout.write(`scale from zero: ${r.held} requests held, answered after ${r.answers.map((a) => a.ms).join(', ')} ms (${r.answers.map((a) => a.status).join(', ')}), spec.replicas ${m?.spec.replicas}\n`);
+  expectAllAnswered(r);
+  expect(m?.spec.replicas).toBe(1);
+  expect((await cluster.router.metrics()).get('modelmux_router_held_requests')).toBe(0);
 }

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { jsonLines } from './modelmux-process.js';
+import { jsonLines } from '../../harness/modelmux-process.js';
 
 /** A `node dist/cli/main.js local …` child (build first), up and showing its banner. */
 export interface LocalProcess {

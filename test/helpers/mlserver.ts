@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { freePorts } from '../../cli/local-processes.js';
-import { spawnManaged, type ManagedProcess } from './process-reaper.js';
+import { spawnManaged, type ManagedProcess } from '../../harness/process-reaper.js';
 
 const run = promisify(execFile);
 

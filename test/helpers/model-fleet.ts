@@ -1,6 +1,6 @@
 import { SAMPLE_WINE, WINE_INPUT, wineForward, wineModelBytes, wineWeights } from '../../common/wine-model.js';
-import { parsePrometheus } from './modelmux-process.js';
-import type { S3Server } from './s3-server.js';
+import { parsePrometheus } from '../../harness/modelmux-process.js';
+import type { S3Server } from '../../harness/s3-server.js';
 
 /**
  * A store at scale for the tests of issue 37: 10,000 models of five graphs (the wine MLP at five

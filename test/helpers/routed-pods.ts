@@ -1,4 +1,4 @@
-import type { ControlPlane } from './control-plane.js';
+import type { ControlPlane } from '../../harness/control-plane.js';
 
 /**
  * Pods a router routes to without a scheduler or a kubelet, for cluster tests that run the

@@ -8,7 +8,7 @@ import { HEADER_RAY_MODEL_ID, HEADER_SAGEMAKER_MODEL } from '../../common/names.
 import { credentials } from '@grpc/grpc-js';
 import { inferenceClient } from '../../common/grpc/inference-service.js';
 import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT, wineForward, wineWeights } from '../../common/wine-model.js';
-import { eventually } from '../helpers/eventually.js';
+import { eventually } from '../../harness/eventually.js';
 
 const run = promisify(execFile);
 const MAIN = join(process.cwd(), 'dist/cli/main.js');

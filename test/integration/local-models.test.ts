@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { hiddenUnitsForBytes, wineModelBytes } from '../../common/wine-model.js';
-import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { startS3Server, type S3Server } from '../../harness/s3-server.js';
 
 const run = promisify(execFile);
 const MAIN = join(process.cwd(), 'dist/cli/main.js');

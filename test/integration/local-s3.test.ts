@@ -4,8 +4,8 @@ import { promisify } from 'node:util';
 import { HEADER_SAGEMAKER_MODEL } from '../../common/names.js';
 import { SAMPLE_WINE, wineForward, wineWeights } from '../../common/wine-model.js';
 import { startLocal, type LocalProcess } from '../helpers/local-process.js';
-import { parsePrometheus } from '../helpers/modelmux-process.js';
-import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { parsePrometheus } from '../../harness/modelmux-process.js';
+import { startS3Server, type S3Server } from '../../harness/s3-server.js';
 
 const run = promisify(execFile);
 const MAIN = join(process.cwd(), 'dist/cli/main.js');

@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT } from '../../common/wine-model.js';
-import { eventually } from '../helpers/eventually.js';
+import { eventually } from '../../harness/eventually.js';
 import { startLocal, type LocalProcess } from '../helpers/local-process.js';
-import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { startS3Server, type S3Server } from '../../harness/s3-server.js';
 
 const run = promisify(execFile);
 const MAIN = join(process.cwd(), 'dist/cli/main.js');

@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { parseJsonBody } from '../../replica/json-body.js';
-import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../helpers/router-process.js';
+import { startReplica, type ReplicaProcess } from '../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../harness/router-process.js';
 
 const run = promisify(execFile);
 

@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { status } from '@grpc/grpc-js';
 import type { ModelInferResponse } from '../../common/grpc/inference-service.js';
-import { eventually } from '../helpers/eventually.js';
+import { eventually } from '../../harness/eventually.js';
 import { inferenceClientFor } from '../helpers/grpc-client.js';
 import { startLocal, type LocalProcess } from '../helpers/local-process.js';
 import { closeTo, firstOutput, mlserverBin, startMLServer, trainWineModels, v2Rows, type Expected, type MLServer } from '../helpers/mlserver.js';
-import { startReplica, type ReplicaProcess } from '../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../helpers/router-process.js';
-import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { startReplica, type ReplicaProcess } from '../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../harness/router-process.js';
+import { startS3Server, type S3Server } from '../../harness/s3-server.js';
 
 /**
  * Sidecar mode against the real runtime: MLServer with its scikit-learn and XGBoost runtimes,

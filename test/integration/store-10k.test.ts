@@ -1,10 +1,10 @@
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { WINE_INPUT } from '../../common/wine-model.js';
-import { eventually } from '../helpers/eventually.js';
+import { eventually } from '../../harness/eventually.js';
 import { startLocal, type LocalProcess } from '../helpers/local-process.js';
 import { bucketListings, FLEET_INFER_BODY, FLEET_SIZE, FLEET_WIDTHS, fleetId, fleetSample, fleetWidth, uploadFleet, wrongAnswers } from '../helpers/model-fleet.js';
-import { parsePrometheus } from '../helpers/modelmux-process.js';
-import { startS3Server, type S3Server } from '../helpers/s3-server.js';
+import { parsePrometheus } from '../../harness/modelmux-process.js';
+import { startS3Server, type S3Server } from '../../harness/s3-server.js';
 
 /**
  * A store at scale (issue 37), served by `modelmux local`: loading a model must cost the store a

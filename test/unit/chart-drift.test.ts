@@ -7,7 +7,7 @@ import { parseAllDocuments } from 'yaml';
 import { CRDS } from '../../common/crd.js';
 import { crdYamlFrom } from '../../common/crd-generator.js';
 import { OPERATOR_CLUSTER_RULES, OPERATOR_LEADER_ELECTION_RULES } from '../../operator/rbac-rules.js';
-import { helmPath } from '../helpers/kube-tools.js';
+import { helmPath } from '../../harness/kube-tools.js';
 
 const run = promisify(execFile);
 /** The first call may build helm (install-kube-tools.sh); later ones take a second. */

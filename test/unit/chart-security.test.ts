@@ -4,7 +4,7 @@ import { parseAllDocuments } from 'yaml';
 import { HELD_REQUESTS_METRIC, ONGOING_REQUESTS_METRIC } from '../../operator/resources/hpa.js';
 import { MANAGED_BY } from '../../operator/resources/meta.js';
 import { LABEL_COMPONENT, LABEL_MANAGED_BY } from '../../common/names.js';
-import { helmPath } from '../helpers/kube-tools.js';
+import { helmPath } from '../../harness/kube-tools.js';
 
 const run = promisify(execFile);
 /** The first call may build helm (install-kube-tools.sh); later ones take a second. */

@@ -1,5 +1,5 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
-import { ContainerConfigError, expandReferences, resolveContainerEnv, type EnvSources } from '../helpers/pod-env.js';
+import { ContainerConfigError, expandReferences, resolveContainerEnv, type EnvSources } from '../../harness/pod-env.js';
 
 // The node agent's env resolution, which cluster tests rely on to behave as a kubelet does.
 const pod: V1Pod = {

@@ -3,9 +3,9 @@ import { jest } from '@jest/globals';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { freePort } from '../../helpers/control-plane.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
+import { freePort } from '../../../harness/control-plane.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { post, v2Body, wineRows } from '../replica/wine-fixtures.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
 

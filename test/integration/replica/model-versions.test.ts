@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
-import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
+import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
 import { eventually, expectClose, expected, get, post, predictions, v2Body, v2Outputs, wineRows, type Answer } from './wine-fixtures.js';
 

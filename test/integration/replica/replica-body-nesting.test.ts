@@ -1,7 +1,7 @@
 import { jest } from '@jest/globals';
 import { rm } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
 import { get, post, v2Body, wineRows, type Answer } from './wine-fixtures.js';
 

@@ -6,7 +6,7 @@ import { pathToFileURL } from 'node:url';
 import type { OnnxElemType } from '../../../common/onnx-writer.js';
 import { castModel, identityModel, passThroughModel, sequenceOutputModel, stringOutputModel, writeModel } from '../../helpers/datatype-models.js';
 import { runNodeScript } from '../../helpers/node-script.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 
 jest.setTimeout(60_000);
 

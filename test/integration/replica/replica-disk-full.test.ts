@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { jest } from '@jest/globals';
 import { hiddenUnitsForBytes, wineForward, wineModelBytes, wineWeights } from '../../../common/wine-model.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 import { expectClose, post, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
 
 jest.setTimeout(120_000);

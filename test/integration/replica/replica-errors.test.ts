@@ -1,7 +1,7 @@
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { freePorts, startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { freePorts, startS3Server, type S3Server } from '../../../harness/s3-server.js';
 import { get, post, v2Body, wineRows, type Answer } from './wine-fixtures.js';
 
 jest.setTimeout(120_000);

@@ -6,8 +6,8 @@ import { pathToFileURL } from 'node:url';
 import { writeExternalDataModel } from '../../helpers/datatype-models.js';
 import { runNodeScript } from '../../helpers/node-script.js';
 import { eventually } from './wine-fixtures.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 
 jest.setTimeout(120_000);
 

@@ -9,7 +9,7 @@ import type { OnnxElemType } from '../../../common/onnx-writer.js';
 import { wineModelBytes } from '../../../common/wine-model.js';
 import { castModel, identityModel, writeModel } from '../../helpers/datatype-models.js';
 import { inferenceClientFor, type InferenceClient } from '../../helpers/grpc-client.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 
 jest.setTimeout(60_000);
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { wineModelBytes } from '../../../common/wine-model.js';
 import { batchMeanModel, writeModel } from '../../helpers/datatype-models.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { expectClose, expected, post, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
 
 jest.setTimeout(60_000);

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 import { eventually, expectClose, expected, get, post, predictions, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
 
 jest.setTimeout(120_000);

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { encodeOnnxModel } from '../../../common/onnx-writer.js';
 import { wineForward, wineModelBytes, wineWeights } from '../../../common/wine-model.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { expectClose, get, post, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
 
 jest.setTimeout(90_000);

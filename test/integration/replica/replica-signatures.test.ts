@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { encodeOnnxModel } from '../../../common/onnx-writer.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { get, post } from './wine-fixtures.js';
 
 jest.setTimeout(60_000);

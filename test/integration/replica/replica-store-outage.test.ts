@@ -2,8 +2,8 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 import { expectClose, expected, get, post, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
 
 jest.setTimeout(180_000);

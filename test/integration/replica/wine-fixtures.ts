@@ -1,18 +1,6 @@
-import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT, wineForward, wineWeights } from '../../../common/wine-model.js';
-import { eventually as pollUntil } from '../../helpers/eventually.js';
+import { eventually as pollUntil } from '../../../harness/eventually.js';
 
-/** Deterministic distinct rows of wine features. */
-export function wineRows(n: number, seed = 0): number[][] {
-  return Array.from({ length: n }, (_, r) => SAMPLE_WINE.map((v, i) => v * (1 + 0.05 * (((r + seed) * 7 + i) % 5)) + 0.01 * (r + seed)));
-}
-
-export function expected(modelId: string, rows: number[][]): number[] {
-  return wineForward(wineWeights(modelId), rows);
-}
-
-export function v2Body(rows: number[][]): unknown {
-  return { inputs: [{ name: WINE_INPUT, shape: [rows.length, WINE_FEATURES], datatype: 'FP32', data: rows.flat() }] };
-}
+export { expected, v2Body, wineRows } from '../../../harness/wine-requests.js';
 
 export interface Answer {
   status: number;

@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { doublingModel, linear, linearModel } from '../../helpers/composite-models.js';
 import { writeModel } from '../../helpers/datatype-models.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { eventually, post, type Answer } from '../replica/wine-fixtures.js';
 
 jest.setTimeout(120_000);

@@ -3,9 +3,9 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { wineModelBytes } from '../../../common/wine-model.js';
-import { eventually } from '../../helpers/eventually.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
+import { eventually } from '../../../harness/eventually.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
 import { expectClose, expected, post, predictions, v2Body, v2Outputs, wineRows, type Answer } from '../replica/wine-fixtures.js';
 

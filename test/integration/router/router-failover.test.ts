@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
-import { startLoad, type LoadTally } from '../../helpers/load-generator.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
-import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { startLoad, type LoadTally } from '../../../harness/load-generator.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
+import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 import { post, v2Body, wineRows } from '../replica/wine-fixtures.js';
 
 // Issue 35: a replica that hangs (SIGSTOP) or dies (SIGKILL) under steady load costs no request.

@@ -1,12 +1,15 @@
 import { Client, credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:http2';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { jest } from '@jest/globals';
 import { ERROR_CODE_TRAILER, inferenceClient, type ModelInferRequest, type ModelInferResponse } from '../../../common/grpc/inference-service.js';
 import { WINE_FEATURES, WINE_INPUT, wineModelBytes } from '../../../common/wine-model.js';
 import { identityModel } from '../../helpers/datatype-models.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
-import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
+import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 import { eventually, expectClose, expected, post, v2Body, wineRows } from '../replica/wine-fixtures.js';
 
 jest.setTimeout(180_000);
@@ -21,6 +24,8 @@ type Unary = (req: unknown, md: Metadata, options: { deadline?: Date }, cb: (err
 interface Answer<T> {
   err: ServiceError | null;
   res: T | undefined;
+  /** The response metadata (headers), when the server sent any. */
+  head: Metadata | undefined;
   trailers: Metadata | undefined;
 }
 
@@ -36,11 +41,13 @@ function call<T>(client: Client & Record<string, Unary>, method: string, req: un
   const metadata = new Metadata();
   for (const [k, v] of Object.entries(md)) metadata.set(k, v);
   return new Promise((resolve) => {
+    let head: Metadata | undefined;
     let trailers: Metadata | undefined;
     const c = (client[method] as Unary).call(client, req, metadata, { deadline: new Date(Date.now() + deadlineMs) }, (err, res) => {
       // The status (with its trailers) follows the callback at once.
-      setImmediate(() => resolve({ err, res: (res ?? undefined) as T | undefined, trailers: err?.metadata ?? trailers }));
-    }) as { on(e: 'status', f: (s: { metadata: Metadata }) => void): void };
+      setImmediate(() => resolve({ err, res: (res ?? undefined) as T | undefined, head, trailers: err?.metadata ?? trailers }));
+    }) as { on(e: 'status' | 'metadata', f: (s: Metadata & { metadata: Metadata }) => void): void };
+    c.on('metadata', (md) => (head = md));
     c.on('status', (s) => (trailers = s.metadata));
   });
 }
@@ -61,6 +68,11 @@ function wineRequest(model: string, rows: number[][]): ModelInferRequest {
 
 function trailer(a: Answer<unknown>, key: string): string | undefined {
   const v = a.trailers?.get(key)[0];
+  return typeof v === 'string' ? v : undefined;
+}
+
+function header(a: Answer<unknown>, key: string): string | undefined {
+  const v = a.head?.get(key)[0];
   return typeof v === 'string' ? v : undefined;
 }
 
@@ -322,5 +334,71 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     expect(m.get('modelmux_router_grpc_requests_total{route="/wine",method="ModelInfer",code="OK"}')).toBe(results.ok);
     // Calls did meet the dead replica (in flight, or sent before it was known gone) and went on elsewhere.
     expect(m.get('modelmux_router_retries_total') ?? 0).toBeGreaterThanOrEqual(1);
+  });
+
+  it('resolves split ModelRoutes by weight and by a sticky metadata key, and names the backend', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'modelmux-grpc-routes-'));
+    const route = (name: string, spec: string): string => `apiVersion: modelmux.io/v1alpha1\nkind: ModelRoute\nmetadata: { name: ${name} }\nspec:\n  deploymentRef: { name: wine }\n${spec}`;
+    const routesFile = join(dir, 'routes.yaml');
+    await writeFile(
+      routesFile,
+      [
+        route('wine-canary', '  split: { backends: [{ model: m1, weight: 3 }, { model: m2, weight: 1 }] }'),
+        route('wine-sticky', '  split: { stickyHeader: x-user-id, backends: [{ model: m3, weight: 1 }, { model: m4, weight: 1 }] }'),
+        route('wine-next', '  split: { backends: [{ model: ver@2 }] }'),
+        route('wine-mean', '  ensemble: { members: [{ model: m1 }, { model: m2 }], combine: mean }'),
+      ].join('\n---\n'),
+    );
+    try {
+      const rs = await replicas(2);
+      const rt = await router(rs, ['--routes-file', routesFile]);
+      const client = grpcClient(rt.grpcAddress as string);
+      const rows = wineRows(2, 3);
+      /** One call for `model`; the backend it names, checked against the numbers that backend computes. */
+      const served = async (model: string, md: Record<string, string> = {}): Promise<string> => {
+        const a = await call<ModelInferResponse>(client, 'ModelInfer', wineRequest(model, rows), md);
+        expect(a.err).toBeNull();
+        const backend = header(a, 'x-modelmux-backend') as string;
+        expect(a.res?.model_name).toBe(backend.split('@')[0]);
+        expectClose(a.res?.outputs[0]?.contents?.fp32_contents ?? [], expected(backend === 'ver@2' ? 'ver-v2' : backend, rows));
+        return backend;
+      };
+
+      // Weights 3:1 over 400 calls, 8 at a time: m2 expects 100 (σ ≈ 8.7); the bound is over 4σ wide.
+      const CALLS = 400;
+      const byBackend = new Map<string, number>();
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (next++ < CALLS) {
+            const b = await served('wine-canary');
+            byBackend.set(b, (byBackend.get(b) ?? 0) + 1);
+          }
+        }),
+      );
+      expect([...byBackend.keys()].sort()).toEqual(['m1', 'm2']);
+      expect(byBackend.get('m2') ?? 0).toBeGreaterThan(CALLS * 0.15);
+      expect(byBackend.get('m2') ?? 0).toBeLessThan(CALLS * 0.35);
+      const m = await rt.metrics();
+      for (const b of ['m1', 'm2']) expect(m.get(`modelmux_router_route_requests_total{route="wine-canary",backend="${b}",outcome="ok"}`)).toBe(byBackend.get(b));
+
+      // The same x-user-id goes to the same backend every time; 16 users reach both.
+      const users = new Map<string, Set<string>>();
+      for (let u = 0; u < 16; u++) for (let i = 0; i < 3; i++) users.set(`user-${u}`, (users.get(`user-${u}`) ?? new Set()).add(await served('wine-sticky', { 'x-user-id': `user-${u}` })));
+      for (const backends of users.values()) expect(backends.size).toBe(1);
+      expect(new Set([...users.values()].flatMap((b) => [...b]))).toEqual(new Set(['m3', 'm4']));
+
+      // A versioned backend (id@v) is sent as model_name ver, model_version 2.
+      expect(await served('wine-next')).toBe('ver@2');
+      await eventually(() => rt.logLines().some((l) => l['form'] === 'grpc' && l['model'] === 'ver@2'));
+
+      // An ensemble is served over HTTP only: a clear UNIMPLEMENTED, its code in the trailer.
+      const ens = await call<ModelInferResponse>(client, 'ModelInfer', wineRequest('wine-mean', rows));
+      expect(ens.err?.code).toBe(status.UNIMPLEMENTED);
+      expect(ens.err?.details).toMatch(/wine-mean is an ensemble ModelRoute.*HTTP only/);
+      expect(trailer(ens, ERROR_CODE_TRAILER)).toBe('route_kind_not_served');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

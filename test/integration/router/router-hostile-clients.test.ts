@@ -3,9 +3,9 @@ import { jest } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { eventually } from '../../helpers/eventually.js';
+import { eventually } from '../../../harness/eventually.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 
 jest.setTimeout(60_000);
 

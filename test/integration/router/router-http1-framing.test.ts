@@ -2,7 +2,7 @@ import { jest } from '@jest/globals';
 import { request } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { RawClient } from '../../helpers/raw-http-client.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 
 jest.setTimeout(60_000);
 

@@ -3,10 +3,10 @@ import { jest } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { wineModelBytes } from '../../../common/wine-model.js';
-import { eventually } from '../../helpers/eventually.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
-import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { eventually } from '../../../harness/eventually.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
+import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 import { expectClose, expected, get, post, v2Body, v2Outputs, wineRows, type Answer } from '../replica/wine-fixtures.js';
 
 jest.setTimeout(180_000);

@@ -1,8 +1,8 @@
 import { jest } from '@jest/globals';
 import { rm } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
 import { eventually, get, post } from '../replica/wine-fixtures.js';
 

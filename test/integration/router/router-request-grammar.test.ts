@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { request, type OutgoingHttpHeaders } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import { wineModelBytes } from '../../../common/wine-model.js';
-import { startReplica, type ReplicaProcess } from '../../helpers/replica-process.js';
-import { startRouter, type RouterProcess } from '../../helpers/router-process.js';
+import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
 import { v2Body, wineRows } from '../replica/wine-fixtures.js';
 

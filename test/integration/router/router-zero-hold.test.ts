@@ -1,9 +1,9 @@
 import { createServer } from 'node:net';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
-import { startReplica } from '../../helpers/replica-process.js';
-import { startRouter } from '../../helpers/router-process.js';
-import { startS3Server, type S3Server } from '../../helpers/s3-server.js';
+import { startReplica } from '../../../harness/replica-process.js';
+import { startRouter } from '../../../harness/router-process.js';
+import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 import { eventually, expectClose, expected, post, v2Body, v2Outputs, wineRows } from '../replica/wine-fixtures.js';
 
 // Scale from zero, router side (issue 40): a static route whose one replica is not running is a

@@ -3,12 +3,40 @@ import { ProtoWriter } from '../../../common/proto-wire.js';
 import { inferenceServiceDefinition } from '../../../common/grpc/inference-service.js';
 import { silentLogger } from '../../../common/log.js';
 import { peerAddress } from '../../../router/grpc-exchange.js';
-import { decodeGrpcHead, readForwarded } from '../../../router/grpc-head.js';
+import { addressedTo, decodeGrpcHead, readForwarded } from '../../../router/grpc-head.js';
 import { grpcServerOptions } from '../../../router/grpc-options.js';
 import { podGrpcAddress, routesFromObjects } from '../../../router/kube-discovery.js';
 import { parseStaticRoutes } from '../../../router/static-discovery.js';
 
 const encode = (method: string, message: unknown): Buffer => (inferenceServiceDefinition()[method] as { requestSerialize(v: unknown): Buffer }).requestSerialize(message);
+const decode = (method: string, raw: Buffer): Record<string, unknown> => (inferenceServiceDefinition()[method] as { requestDeserialize(b: Buffer): Record<string, unknown> }).requestDeserialize(raw);
+
+describe('addressedTo', () => {
+  const request = {
+    model_name: 'canary',
+    id: 'req-1',
+    inputs: [{ name: 'x', datatype: 'FP32', shape: ['1', '3'], contents: { fp32_contents: [1, 2, 3] } }],
+    raw_input_contents: [Buffer.alloc(64, 7)],
+  };
+
+  it('names the backend and its version to a full decoder, every other field as it was, the bytes received kept as a prefix', () => {
+    const raw = encode('ModelInfer', request);
+    const sent = addressedTo(raw, 'wine-9@2');
+    expect(sent.subarray(0, raw.length)).toEqual(raw);
+    const { model_name, model_version, ...rest } = decode('ModelInfer', sent);
+    expect([model_name, model_version]).toEqual(['wine-9', '2']);
+    const { model_name: _n, model_version: _v, ...before } = decode('ModelInfer', raw);
+    expect(rest).toEqual(before);
+    expect(decodeGrpcHead(sent)).toEqual({ name: 'wine-9', version: '2', id: 'req-1' });
+  });
+
+  it('clears a version the message had when the backend is unversioned, for metadata and readiness requests too', () => {
+    const infer = addressedTo(encode('ModelInfer', { ...request, model_version: '7' }), 'stable');
+    expect([decode('ModelInfer', infer)['model_name'], decode('ModelInfer', infer)['model_version']]).toEqual(['stable', '']);
+    const ready = addressedTo(encode('ModelReady', { name: 'canary', version: '7' }), 'u1@3');
+    expect(decode('ModelReady', ready)).toMatchObject({ name: 'u1', version: '3' });
+  });
+});
 
 describe('decodeGrpcHead', () => {
   it('reads the model name, version and id of a ModelInferRequest and nothing else', () => {

@@ -8,7 +8,7 @@ import { RouterMetrics } from '../../../router/metrics.js';
 import { RouterProxy, type ProxyLimits } from '../../../router/proxy.js';
 import { RouteTable } from '../../../router/route-table.js';
 import { RouterServer } from '../../../router/server.js';
-import { eventually } from '../../helpers/eventually.js';
+import { eventually } from '../../../harness/eventually.js';
 
 /**
  * A replica stand-in: echoes what it got; `x-stub-delay-ms` delays the answer. `overloaded`

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { freePorts } from '../../cli/local-processes.js';
+import { freePorts } from '../cli/local-processes.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -12,7 +12,7 @@ const execFileP = promisify(execFile);
 /** Re-exported for tests that start their own servers beside the store. */
 export { freePorts };
 
-/** A running S3-compatible server (SeaweedFS's S3 gateway) for one test file. */
+/** A running S3-compatible server (SeaweedFS's S3 gateway) for one test file or one benchmark run. */
 export interface S3Server {
   /** e.g. `http://127.0.0.1:41234`; path-style addressing. */
   endpoint: string;
@@ -48,9 +48,11 @@ export interface S3ServerOptions {
   startTimeoutMs?: number;
   /** Serve the server's Prometheus metrics (see S3Server.metricsUrl). */
   metrics?: boolean;
+  /** Volumes (256 MB each) the server may make; default 20. The benchmarks' 10,000-model stores want more. */
+  maxVolumes?: number;
 }
 
-/** Resolves (and builds on the first call) the `weed` binary through test/tools/build-seaweedfs.sh. */
+/** Resolves (and builds on the first call) the `weed` binary through test/tools/build-seaweedfs.sh, from the project root (the working folder of jest and of the npm scripts). */
 export async function seaweedBinary(): Promise<string> {
   if (process.env.MODELMUX_WEED) return process.env.MODELMUX_WEED;
   const script = join(process.cwd(), 'test/tools/build-seaweedfs.sh');
@@ -90,7 +92,7 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
     '-master.volumeSizeLimitMB=256',
     `-volume.port=${volume}`,
     `-volume.port.grpc=${volumeGrpc}`,
-    '-volume.max=20',
+    `-volume.max=${options.maxVolumes ?? 20}`,
     `-filer.port=${filer}`,
     `-filer.port.grpc=${filerGrpc}`,
     `-filer.localSocket=${join(dir, 'filer.sock')}`,

@@ -34,6 +34,24 @@ export function issueAggregatedServingCertificate(dir: string, ca: CertificateAu
 }
 
 /**
+ * The flags every extension API server built on k8s.io/apiserver takes here: HTTPS on loopback
+ * with `serving`, and the API server reached with `kubeconfig` for its listers, its delegated
+ * authentication (the front-proxy CA) and authorisation.
+ */
+export function aggregatedServerArgs(port: number, serving: KeyPair, certDir: string, kubeconfig: string): string[] {
+  return [
+    '--bind-address=127.0.0.1',
+    `--secure-port=${port}`,
+    `--tls-cert-file=${serving.certFile}`,
+    `--tls-private-key-file=${serving.keyFile}`,
+    `--cert-dir=${certDir}`,
+    `--lister-kubeconfig=${kubeconfig}`,
+    `--authentication-kubeconfig=${kubeconfig}`,
+    `--authorization-kubeconfig=${kubeconfig}`,
+  ];
+}
+
+/**
  * Applies the Service and APIServices and resolves once every APIService is Available: the
  * aggregator has reached the server through TLS. `failed` says why to stop waiting early (the
  * server exited), or undefined.

@@ -119,6 +119,22 @@ async function waitFor(what: string, timeoutMs: number, probe: () => Promise<boo
   throw new Error(`${what}: not ready after ${timeoutMs} ms`);
 }
 
+/** A one-member etcd on loopback, for the tests' control plane and bench:tables' (bench/lib/kube-control-plane.ts). */
+export function etcdArgs(dataDir: string, clientPort: number, peerPort: number): string[] {
+  return [
+    '--name=default',
+    `--data-dir=${dataDir}`,
+    `--listen-client-urls=http://127.0.0.1:${clientPort}`,
+    `--advertise-client-urls=http://127.0.0.1:${clientPort}`,
+    `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+    `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+    `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
+    // Throwaway data: losing it on a crash is fine, and fsync is most of etcd's latency.
+    '--unsafe-no-fsync=true',
+    '--log-level=warn',
+  ];
+}
+
 /**
  * Starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback, with
  * envtest-like flags plus what envtest leaves out so that pods really get scheduled and
@@ -163,18 +179,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     // etcd needs no certificates: it starts while they are made.
     etcd = spawnManaged(
       join(bin, 'etcd'),
-      [
-        '--name=default',
-        `--data-dir=${join(dataDir, 'etcd')}`,
-        `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
-        `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
-        `--listen-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
-        `--initial-cluster=default=http://127.0.0.1:${etcdPeerPort}`,
-        // Test data: losing it on a crash is fine, and fsync is most of etcd's latency.
-        '--unsafe-no-fsync=true',
-        '--log-level=warn',
-      ],
+      etcdArgs(join(dataDir, 'etcd'), etcdPort, etcdPeerPort),
       { logFile: join(logs, 'etcd.log') },
     );
     const ca = await createCertificateAuthority(pki, 'modelmux-test-ca');

@@ -1,7 +1,7 @@
 import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { issueAggregatedServingCertificate, registerAggregatedServer, unregisterAggregatedServer } from './api-service.js';
+import { aggregatedServerArgs, issueAggregatedServingCertificate, registerAggregatedServer, unregisterAggregatedServer } from './api-service.js';
 import { createCertificateAuthority, issueCertificate } from './certs.js';
 import { freePort, type ControlPlane } from './control-plane.js';
 import { eventually } from './eventually.js';
@@ -109,14 +109,7 @@ export async function startKeda(cp: ControlPlane, opts: { keepDataDir?: boolean 
     adapter = spawnWatched(
       'keda-adapter',
       [
-        '--bind-address=127.0.0.1',
-        `--secure-port=${securePort}`,
-        `--tls-cert-file=${serving.certFile}`,
-        `--tls-private-key-file=${serving.keyFile}`,
-        `--cert-dir=${adapterCerts}`,
-        `--lister-kubeconfig=${kubeconfig}`,
-        `--authentication-kubeconfig=${kubeconfig}`,
-        `--authorization-kubeconfig=${kubeconfig}`,
+        ...aggregatedServerArgs(securePort, serving, adapterCerts, kubeconfig),
         `--metrics-service-address=127.0.0.1:${grpcPort}`,
         `--port=${adapterMetricsPort}`,
         '--zap-log-level=info',

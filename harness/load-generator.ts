@@ -1,4 +1,4 @@
-import { expected, v2Body, wineRows } from '../integration/replica/wine-fixtures.js';
+import { expected, v2Body, wineRows } from './wine-requests.js';
 
 export interface LoadTally {
   readonly ok: number;

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parse } from 'yaml';
-import { issueAggregatedServingCertificate, registerAggregatedServer, unregisterAggregatedServer } from './api-service.js';
+import { aggregatedServerArgs, issueAggregatedServingCertificate, registerAggregatedServer, unregisterAggregatedServer } from './api-service.js';
 import { createCertificateAuthority } from './certs.js';
 import { freePort, type ControlPlane } from './control-plane.js';
 import { helmPath, prometheusAdapterAssets } from './kube-tools.js';
@@ -77,14 +77,7 @@ export async function startPrometheusAdapter(cp: ControlPlane, prometheusUrl: st
     proc = spawnManaged(
       join(assets, 'adapter'),
       [
-        '--bind-address=127.0.0.1',
-        `--secure-port=${port}`,
-        `--tls-cert-file=${serving.certFile}`,
-        `--tls-private-key-file=${serving.keyFile}`,
-        `--cert-dir=${dir}`,
-        `--lister-kubeconfig=${kubeconfig}`,
-        `--authentication-kubeconfig=${kubeconfig}`,
-        `--authorization-kubeconfig=${kubeconfig}`,
+        ...aggregatedServerArgs(port, serving, dir, kubeconfig),
         `--prometheus-url=${prometheusUrl}`,
         `--config=${configFile}`,
         '--metrics-relist-interval=2s',

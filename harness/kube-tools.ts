@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
-/** Tests run from the project root (jest's rootDir), as node-script.ts assumes too. */
+/** Tests and benchmarks run from the project root (jest's rootDir; npm scripts), as test/helpers/node-script.ts assumes too. */
 export const repoRoot = (): string => process.cwd();
 
 async function lastLineOf(script: string): Promise<string> {
