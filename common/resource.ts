@@ -130,7 +130,7 @@ export const multiplexedDeploymentSpecSchema = z
      * as the one it would evict, so rare models do not push out popular ones; `lru` is Ray Serve's.
      */
     cachePolicy: z.enum(CACHE_POLICIES).default('frequency'),
-    /** Loads of different models at once per replica; more make each S3 download slower (bench/RESULTS.md). */
+    /** Loads of different models at once per replica; more make each S3 download slower (`npm run bench:cold`). */
     maxConcurrentLoads: z.number().int().min(CONCURRENT_LOADS.min).max(CONCURRENT_LOADS.max).default(CONCURRENT_LOADS.default),
     maxOngoingRequests: z.number().int().min(1).max(100000).default(16),
     matchTimeoutSeconds: z.number().min(0).max(60).default(1),

@@ -10,7 +10,7 @@ import type { MultiplexedDeploymentSpec } from './resource.js';
 /**
  * Pod patches a second from one pool's tables: the most bench:tables measured (200 replicas at
  * one a second: 0.6 of a core of API server and etcd, every change at both routers within
- * 2.9 s; bench/RESULTS.md, "Model tables at scale"). Past it, raise tablePublishIntervalMs.
+ * 2.9 s; ADR 0029, `npm run bench:tables`). Past it, raise tablePublishIntervalMs.
  */
 export const MAX_TABLE_PATCHES_PER_SECOND = 200;
 

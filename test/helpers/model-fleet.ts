@@ -56,6 +56,12 @@ export async function wrongAnswers(base: string, sample: readonly number[]): Pro
   return wrong;
 }
 
+/**
+ * Listings one metadata request may make: one of the model's own prefix, for its versions
+ * (ADR 0033), where a scan of a 10,000-model bucket would take ten pages or more.
+ */
+export const METADATA_LISTINGS = 1;
+
 /** ListObjects calls SeaweedFS answered for the bucket, whatever their status (start it with `metrics`). */
 export async function bucketListings(s3: S3Server): Promise<number> {
   const metrics = parsePrometheus(await (await fetch(s3.metricsUrl ?? '')).text());

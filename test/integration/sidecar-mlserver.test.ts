@@ -37,6 +37,13 @@ async function infer(id: string, rows: number[][]): Promise<{ status: number; bo
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
+/** What the replica and MLServer said, for a failure a rerun may not show (a CI run once found MLServer not ready mid-test). */
+async function explainFailure(): Promise<void> {
+  const mlserverLog = await readFile(mlserver.logFile, 'utf8').catch((err: Error) => err.message);
+  const tail = (text: string): string => text.split('\n').slice(-40).join('\n');
+  process.stderr.write(`--- replica log (tail) ---\n${tail(replica.logs())}\n--- ${mlserver.logFile} (tail) ---\n${tail(mlserverLog)}\n`);
+}
+
 const predictions = firstOutput;
 
 function expectClose(got: number[], want: number[]): void {
@@ -94,6 +101,7 @@ describe('replica in sidecar mode over MLServer', () => {
     for (const id of IDS) {
       const want = expected[id] as Expected;
       const res = await infer(id, want.rows);
+      if (res.status !== 200) await explainFailure();
       expect(res).toMatchObject({ status: 200, body: { model_name: id } });
       expectClose(predictions(res.body), want.predictions);
     }

@@ -2,7 +2,7 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { WINE_INPUT } from '../../common/wine-model.js';
 import { eventually } from '../../harness/eventually.js';
 import { startLocal, type LocalProcess } from '../helpers/local-process.js';
-import { bucketListings, FLEET_INFER_BODY, FLEET_SIZE, FLEET_WIDTHS, fleetId, fleetSample, fleetWidth, uploadFleet, wrongAnswers } from '../helpers/model-fleet.js';
+import { bucketListings, METADATA_LISTINGS, FLEET_INFER_BODY, FLEET_SIZE, FLEET_WIDTHS, fleetId, fleetSample, fleetWidth, uploadFleet, wrongAnswers } from '../helpers/model-fleet.js';
 import { parsePrometheus } from '../../harness/modelmux-process.js';
 import { startS3Server, type S3Server } from '../../harness/s3-server.js';
 
@@ -46,7 +46,7 @@ describe('a store of 10,000 models of five graphs, served by modelmux local', ()
     expect(await bucketListings(s3)).toBe(listedBefore);
   }, 120_000);
 
-  it('answers metadata of a model never asked for while loading at most that one model', async () => {
+  it('answers metadata of a model never asked for while loading at most that one model and listing only its versions', async () => {
     const id = fleetId(FLEET_SIZE - 2);
     const loadsBefore = await successfulLoads(local as LocalProcess);
     // The earlier test loaded its sample: the count read here is the real one.
@@ -58,7 +58,7 @@ describe('a store of 10,000 models of five graphs, served by modelmux local', ()
     const loaded = (await successfulLoads(local as LocalProcess)) - loadsBefore;
     process.stdout.write(`metadata of a never-loaded model: ${loaded} load(s)\n`);
     expect(loaded).toBeLessThanOrEqual(1);
-    expect(await bucketListings(s3)).toBe(listedBefore);
+    expect((await bucketListings(s3)) - listedBefore).toBeLessThanOrEqual(METADATA_LISTINGS);
   }, 60_000);
 
   it('answers model_not_found for an id past the end of the store without listing it', async () => {
