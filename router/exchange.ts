@@ -154,7 +154,6 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
    */
   private resolveRoute(route: Route, form: RequestForm, rest: string, query: string): boolean {
     const r = route.models.resolve(this.model as string, this.req.rawHeaders);
-    if (r.kind === 'refused') throw new ModelmuxError('route_cycle', `model ${this.model ?? ''} is a ModelRoute that cannot serve: ${r.problem.message}`);
     if (r.kind !== 'model') {
       // An ensemble or sequence answers the request itself (ADR 0035): this exchange ends here.
       this.phase = 'done';

@@ -137,7 +137,6 @@ export class GrpcExchange extends TryAttempts {
   private resolveRoute(route: Route, raw: Buffer): Buffer {
     const model = this.model as string;
     const r = route.models.resolve(model, metadataPairs(this.call.metadata));
-    if (r.kind === 'refused') throw new ModelmuxError('route_cycle', `model ${model} is a ModelRoute that cannot serve: ${r.problem.message}`);
     if (r.kind !== 'model') throw new ModelmuxError('route_kind_not_served', `model ${model} is ${r.kind === 'ensemble' ? 'an ensemble' : 'a sequence'} ModelRoute, which the router serves over HTTP only`);
     this.routed = { route: r.routes[0] as string, backend: r.model };
     this.model = r.model;

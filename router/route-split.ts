@@ -1,5 +1,5 @@
 import type { SplitBackend } from '../common/model-route.js';
-import { hash32 } from './rendezvous.js';
+import { rendezvousWeight } from './rendezvous.js';
 
 /**
  * How a split route picks a backend for one request. Pure: `u` is a uniform draw in [0, 1)
@@ -32,7 +32,7 @@ export function stickyBackend(backends: readonly SplitBackend[], key: string): s
   let bestScore = Number.NEGATIVE_INFINITY;
   for (const b of backends) {
     if (b.weight === 0) continue;
-    const h = (hash32(`${b.model}\u0000${key}`) + 0.5) / 4294967296;
+    const h = (rendezvousWeight(b.model, key) + 0.5) / 4294967296;
     const score = -b.weight / Math.log(h);
     if (score > bestScore || (score === bestScore && best !== undefined && b.model < best.model)) {
       best = b;
