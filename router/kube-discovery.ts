@@ -2,18 +2,19 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig, makeInformer, type Informer, t
 import { systemClock } from '../common/clock.js';
 import type { Logger } from '../common/log.js';
 import type { ModelTable } from '../common/model-table.js';
-import { API_GROUP, API_VERSION, GRPC_PORT_NAME, LABEL_DEPLOYMENT, MODELS_ANNOTATION, PLURAL } from '../common/names.js';
+import { GRPC_PORT_NAME, LABEL_DEPLOYMENT, MODELS_ANNOTATION, PLURAL } from '../common/names.js';
 import { REPLICA_PORT } from '../common/replica-env.js';
 import { multiplexedDeploymentSpecSchema } from '../common/resource.js';
 import { parseTableAnnotation } from '../common/table-annotation.js';
 import { systemSetTimer } from './balancer.js';
 import type { Discovery, ReplicaEndpoint, RouteState } from './discovery.js';
 import { kubePoolKey } from './kube-model-routes.js';
+import { customObjectsPath, listCustomObjects, restartOnError } from './kube-watch.js';
 import { ReplicaTables } from './replica-tables.js';
 import { readModelTable } from './table-reader.js';
 
-/** How long a dead watch waits before it is started again. */
-const RESTART_MS = 1000;
+/** How long a failed table fetch waits before its first retry (it backs off from there). */
+const TABLE_RETRY_MS = 1000;
 /** Events within this window produce one snapshot: a rollout changes many pods at once. */
 const COALESCE_MS = 20;
 /** Exact tables read from replicas (compact annotations, ADR 0029): at once, and per try. */
@@ -119,7 +120,6 @@ export class KubeDiscovery implements Discovery {
     const custom = kc.makeApiClient(CustomObjectsApi);
     const core = kc.makeApiClient(CoreV1Api);
     const ns = this.namespace;
-    const mxdPath = ns ? `/apis/${API_GROUP}/${API_VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${API_GROUP}/${API_VERSION}/${PLURAL}`;
     // An informer whose list fails reports it as a watch error and is restarted below; the
     // routes are first published only once both lists have succeeded, so a router that starts
     // while the API server is away stays unready instead of serving an empty route table.
@@ -134,12 +134,8 @@ export class KubeDiscovery implements Discovery {
     };
     const mxds = makeInformer<MxdObject>(
       kc,
-      mxdPath,
-      listed('mxds', async () =>
-        (ns
-          ? custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ns, plural: PLURAL })
-          : custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural: PLURAL })) as Promise<{ items: MxdObject[]; metadata?: { resourceVersion?: string } }>,
-      ),
+      customObjectsPath(PLURAL, ns),
+      listed('mxds', () => listCustomObjects<MxdObject>(custom, PLURAL, ns)),
     );
     const pods = makeInformer<V1Pod>(
       kc,
@@ -165,7 +161,7 @@ export class KubeDiscovery implements Discovery {
     const tables = new ReplicaTables({
       fetch: (url) => readModelTable(url, { timeoutMs: TABLE_FETCH_TIMEOUT_MS }),
       concurrency: TABLE_FETCHES,
-      retryMs: RESTART_MS,
+      retryMs: TABLE_RETRY_MS,
       maxRetryMs: 30_000,
       clock: systemClock,
       setTimer: systemSetTimer,
@@ -177,13 +173,7 @@ export class KubeDiscovery implements Discovery {
       inf.on('add', emit);
       inf.on('update', emit);
       inf.on('delete', emit);
-      inf.on('error', (err: unknown) => {
-        if (this.stopped) return;
-        this.log.warn('watch failed; restarting', { reason: err instanceof Error ? err.message : String(err) });
-        setTimeout(() => {
-          if (!this.stopped) inf.start().catch((e: unknown) => this.log.warn('watch restart failed', { reason: String(e) }));
-        }, RESTART_MS).unref();
-      });
+      restartOnError(inf, inf === mxds ? 'MultiplexedDeployments' : 'pods', this.log, () => this.stopped);
       this.informers.push(inf);
     }
     await Promise.all(this.informers.map((i) => i.start()));

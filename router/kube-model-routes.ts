@@ -1,11 +1,9 @@
 import { CustomObjectsApi, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
 import type { Logger } from '../common/log.js';
 import { ROUTE_PLURAL, parseModelRoute, type ModelRoute } from '../common/model-route.js';
-import { API_GROUP, API_VERSION } from '../common/names.js';
+import { customObjectsPath, listCustomObjects, restartOnError } from './kube-watch.js';
 import type { RoutesByPool } from './route-file.js';
 
-/** How long a dead watch waits before it is started again. */
-const RESTART_MS = 1000;
 /** Changes within this window produce one update: `kubectl apply -f` of many routes at once. */
 const COALESCE_MS = 20;
 
@@ -71,15 +69,7 @@ export class KubeRoutes {
     kc.loadFromDefault();
     const custom = kc.makeApiClient(CustomObjectsApi);
     const ns = this.namespace;
-    const path = ns ? `/apis/${API_GROUP}/${API_VERSION}/namespaces/${ns}/${ROUTE_PLURAL}` : `/apis/${API_GROUP}/${API_VERSION}/${ROUTE_PLURAL}`;
-    const inf = makeInformer<KubernetesObject>(
-      kc,
-      path,
-      async () =>
-        (ns
-          ? custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ns, plural: ROUTE_PLURAL })
-          : custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural: ROUTE_PLURAL })) as Promise<{ items: KubernetesObject[]; metadata?: { resourceVersion?: string } }>,
-    );
+    const inf = makeInformer<KubernetesObject>(kc, customObjectsPath(ROUTE_PLURAL, ns), () => listCustomObjects(custom, ROUTE_PLURAL, ns));
     const emit = (): void => {
       if (this.pending || this.stopped) return;
       this.pending = setTimeout(() => {
@@ -91,13 +81,7 @@ export class KubeRoutes {
     inf.on('update', emit);
     inf.on('delete', emit);
     inf.on('connect', emit);
-    inf.on('error', (err: unknown) => {
-      if (this.stopped) return;
-      this.log.warn('ModelRoute watch failed; restarting', { reason: err instanceof Error ? err.message : String(err) });
-      setTimeout(() => {
-        if (!this.stopped) inf.start().catch((e: unknown) => this.log.warn('ModelRoute watch restart failed', { reason: String(e) }));
-      }, RESTART_MS).unref();
-    });
+    restartOnError(inf, 'ModelRoutes', this.log, () => this.stopped);
     this.informer = inf;
     inf.start().catch((e: unknown) => this.log.warn('ModelRoute watch failed to start', { reason: String(e) }));
   }
