@@ -1,9 +1,9 @@
 import type { Clock } from '../common/clock.js';
 import { ModelmuxError } from '../common/errors.js';
 import { BatchQueue, type Batch } from './batch-policy.js';
-import type { InferRequest, OutputTensor } from './inference-body.js';
+import type { InferRequest, OutputTensor } from '../common/inference-body.js';
 import type { ModelSession } from './onnx-runtime.js';
-import { concatDim0, splitDim0 } from './tensor.js';
+import { concatDim0, splitDim0 } from '../common/tensor.js';
 
 interface Job {
   session: ModelSession;

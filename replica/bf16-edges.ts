@@ -1,10 +1,10 @@
 import { ModelmuxError } from '../common/errors.js';
 import { ONNX_ELEM_TYPE } from '../common/onnx-writer.js';
 import { ProtoError, protoFields, ProtoWriter, WIRE_LEN, WIRE_VARINT, type ProtoField } from '../common/proto-wire.js';
-import type { OutputTensor } from './inference-body.js';
+import type { OutputTensor } from '../common/inference-body.js';
 import type { ModelSession } from './onnx-runtime.js';
 import { GRAPH, MODEL, text, valueInfoName } from './shared-graph.js';
-import { toBfloat16Bits, type HostTensor } from './tensor.js';
+import { toBfloat16Bits, type HostTensor } from '../common/tensor.js';
 
 /**
  * onnxruntime-node 1.30 opens no model whose graph inputs or outputs are bfloat16 ("Unsupported

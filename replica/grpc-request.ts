@@ -1,6 +1,6 @@
 import { ModelmuxError } from '../common/errors.js';
 import type { InferParameter, InferTensorContents, ModelInferRequest } from '../common/grpc/inference-service.js';
-import { tensorFromBinary, toJsonValues, V2_DATATYPES, type V2Datatype } from './tensor.js';
+import { tensorFromBinary, toJsonValues, V2_DATATYPES, type V2Datatype } from '../common/tensor.js';
 
 /**
  * A gRPC ModelInfer request as the replica's V2 body: typed contents become `data`, raw contents

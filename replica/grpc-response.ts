@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { ModelmuxError } from '../common/errors.js';
 import type { InferOutputTensor, InferTensorContents, ModelInferResponse, ModelMetadataResponse } from '../common/grpc/inference-service.js';
 import { CONTENTS_FIELD } from './grpc-request.js';
-import type { InferResponse } from './inference-body.js';
-import { MAX_TENSOR_RANK, tensorBytes, tensorFromBinary, typedArrayFrom, V2_DATATYPES, type HostTensor } from './tensor.js';
+import type { InferResponse } from '../common/inference-body.js';
+import { MAX_TENSOR_RANK, tensorBytes, tensorFromBinary, typedArrayFrom, V2_DATATYPES, type HostTensor } from '../common/tensor.js';
 
 /**
  * The V2 answer of the inference path (engine or sidecar runtime) as a gRPC ModelInferResponse:

@@ -4,8 +4,8 @@ import { ModelmuxError } from '../common/errors.js';
 import { wineModelBytes } from '../common/wine-model.js';
 import type { BatchPolicyOptions } from './batch-policy.js';
 import { bf16Session, widenBf16Edges, type Bf16Edges } from './bf16-edges.js';
-import type { OutputTensor } from './inference-body.js';
-import { datatypeFromOrt, ORT_TYPE, type HostTensor, type ModelSignature, type TensorData, type TensorSpec, type UnservedOutput } from './tensor.js';
+import type { OutputTensor } from '../common/inference-body.js';
+import { datatypeFromOrt, ORT_TYPE, type HostTensor, type ModelSignature, type TensorData, type TensorSpec, type UnservedOutput } from '../common/tensor.js';
 
 export type ExecutionProvider = 'cpu' | 'cuda';
 export const GRAPH_OPTIMIZATION_LEVELS = ['disabled', 'basic', 'extended', 'all'] as const;

@@ -9,7 +9,7 @@ import type { CachePolicy } from '../common/resource.js';
 import type { ReplicaConfig } from './config.js';
 import { Batcher } from './batcher.js';
 import { cacheTable, failure, setCacheGauges } from './cache-report.js';
-import { inferResponseBody, modelMetadataBody, parseInferBody } from './inference-body.js';
+import { inferResponseBody, modelMetadataBody, parseInferBody } from '../common/inference-body.js';
 import type { ReplicaMetrics } from './metrics.js';
 import { ModelCache, type CacheEvent, type Loaded } from './model-cache.js';
 import type { ModelStore } from './model-store.js';
@@ -18,7 +18,7 @@ import type { FileMapper } from './file-map.js';
 import { GraphSessions } from './graph-sessions.js';
 import { modelBatching, parseModelConfig, sessionOverrides } from './model-config.js';
 import type { ExecutionProvider, ModelSession, SessionTuning } from './onnx-runtime.js';
-import type { ModelSignature } from './tensor.js';
+import type { ModelSignature } from '../common/tensor.js';
 import type { InferOutcome, ServingBackend } from './serving-backend.js';
 
 export interface ReplicaServiceOptions {

@@ -5,7 +5,7 @@ import type { Logger } from '../common/log.js';
 import type { ModelId } from '../common/model-id.js';
 import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REPLICA, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
 import { matchRequest, requestModel, requestNotFound } from '../common/request-grammar.js';
-import { parseJsonBody } from './json-body.js';
+import { parseJsonBody } from '../common/json-body.js';
 import { repositoryIndex } from './repository-index.js';
 import type { ReplicaMetrics } from './metrics.js';
 import type { ServingBackend } from './serving-backend.js';

@@ -1,6 +1,6 @@
 import type { ModelId } from '../common/model-id.js';
 import type { ModelTable } from '../common/model-table.js';
-import type { InferResponse } from './inference-body.js';
+import type { InferResponse } from '../common/inference-body.js';
 
 export interface InferOutcome {
   body: InferResponse;

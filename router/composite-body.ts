@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { ModelmuxError, type ErrorCode, ERROR_CATALOGUE } from '../common/errors.js';
-import { parseJsonBody } from '../replica/json-body.js';
-import { v2RequestSchema } from '../replica/inference-body.js';
-import { MAX_TENSOR_RANK } from '../replica/tensor.js';
+import { parseJsonBody } from '../common/json-body.js';
+import { v2RequestSchema } from '../common/inference-body.js';
+import { MAX_TENSOR_RANK } from '../common/tensor.js';
 import type { V2Tensor } from './tensor-combine.js';
 
 /**

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ModelRouteSpec } from '../common/model-route.js';
-import { MAX_TENSOR_RANK } from '../replica/tensor.js';
+import { MAX_TENSOR_RANK } from '../common/tensor.js';
 import { parseAnswer } from './composite-body.js';
 import { combinedDatatype } from './tensor-combine.js';
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { parseJsonBody } from '../../replica/json-body.js';
+import { parseJsonBody } from '../../common/json-body.js';
 import { startReplica, type ReplicaProcess } from '../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../harness/router-process.js';
 

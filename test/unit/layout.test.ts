@@ -35,6 +35,10 @@ describe('the folder layout', () => {
     expect(await importsInto(['test'], 'bench')).toEqual([]);
   });
 
+  it('keeps the router off replica/: what both read (tensors, request bodies) lives in common/', async () => {
+    expect(await importsInto(['router'], 'replica')).toEqual([]);
+  });
+
   it('keeps jest out of harness/', async () => {
     const withJest: string[] = [];
     for (const f of await tsFiles('harness')) if (/@jest\/globals|(?<![.\w])(expect|it|test|beforeAll|afterAll)\(/.test(await readFile(f, 'utf8'))) withJest.push(f);

@@ -1,8 +1,8 @@
 import type { BatchPolicyOptions } from '../../../replica/batch-policy.js';
 import { Batcher } from '../../../replica/batcher.js';
-import { parseInferBody } from '../../../replica/inference-body.js';
+import { parseInferBody } from '../../../common/inference-body.js';
 import type { ModelSession } from '../../../replica/onnx-runtime.js';
-import type { HostTensor, ModelSignature } from '../../../replica/tensor.js';
+import type { HostTensor, ModelSignature } from '../../../common/tensor.js';
 
 const sig: ModelSignature = { inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 2] }], outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 1] }] };
 

@@ -1,9 +1,9 @@
 import { inferenceServiceDefinition, type InferTensorContents, type ModelInferRequest, type ModelInferResponse } from '../../../common/grpc/inference-service.js';
 import { grpcInferBody } from '../../../replica/grpc-request.js';
 import { grpcInferResponse, grpcModelMetadata } from '../../../replica/grpc-response.js';
-import { inferResponseBody, parseInferBody } from '../../../replica/inference-body.js';
-import { parseJsonBody } from '../../../replica/json-body.js';
-import { tensorBytes, type HostTensor, type ModelSignature, type V2Datatype } from '../../../replica/tensor.js';
+import { inferResponseBody, parseInferBody } from '../../../common/inference-body.js';
+import { parseJsonBody } from '../../../common/json-body.js';
+import { tensorBytes, type HostTensor, type ModelSignature, type V2Datatype } from '../../../common/tensor.js';
 
 /**
  * gRPC ModelInfer requests and answers in both forms (typed contents, raw contents) for every

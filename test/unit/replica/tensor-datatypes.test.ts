@@ -1,5 +1,5 @@
-import { parseJsonBody } from '../../../replica/json-body.js';
-import { fromBfloat16Bits, jsonFloat, stringsFromBytes, tensorBytes, toBfloat16Bits, toJsonValues, typedArrayFrom } from '../../../replica/tensor.js';
+import { parseJsonBody } from '../../../common/json-body.js';
+import { fromBfloat16Bits, jsonFloat, stringsFromBytes, tensorBytes, toBfloat16Bits, toJsonValues, typedArrayFrom } from '../../../common/tensor.js';
 
 describe('64-bit integers in JSON', () => {
   it('parses integers past 2^53 exactly, as bigints, and leaves the rest numbers', () => {

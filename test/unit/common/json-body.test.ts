@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { ModelmuxError } from '../../../common/errors.js';
-import { MAX_JSON_NESTING, nestingPastLimit, parseJsonBody } from '../../../replica/json-body.js';
+import { MAX_JSON_NESTING, nestingPastLimit, parseJsonBody } from '../../../common/json-body.js';
 
 const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
 

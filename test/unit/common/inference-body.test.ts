@@ -1,6 +1,6 @@
 import { ModelmuxError } from '../../../common/errors.js';
-import { inferResponseBody, modelMetadataBody, parseInferBody } from '../../../replica/inference-body.js';
-import { concatDim0, MAX_TENSOR_RANK, splitDim0, type ModelSignature } from '../../../replica/tensor.js';
+import { inferResponseBody, modelMetadataBody, parseInferBody } from '../../../common/inference-body.js';
+import { concatDim0, MAX_TENSOR_RANK, splitDim0, type ModelSignature } from '../../../common/tensor.js';
 
 const wine: ModelSignature = {
   inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 3] }],

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { ModelmuxError } from '../common/errors.js';
-import { splitModelId } from '../common/model-version.js';
+import { ModelmuxError } from './errors.js';
+import { splitModelId } from './model-version.js';
 import { elementCount, MAX_TENSOR_RANK, tensorBytes, tensorFromBinary, typedArrayFrom, toJsonValues, V2_DATATYPES, type HostTensor, type ModelSignature, type TensorSpec } from './tensor.js';
 
 /**

@@ -1,4 +1,4 @@
-import { ModelmuxError } from '../common/errors.js';
+import { ModelmuxError } from './errors.js';
 import { MAX_TENSOR_RANK } from './tensor.js';
 
 /**
