@@ -14,7 +14,7 @@ import type { UpstreamController, UpstreamPool } from './upstream-pool.js';
 /** What the fan-out needs of the proxy (router/proxy.ts). */
 export interface FanoutContext {
   routes: RouteTable;
-  limits: { maxBodyBytes: number; bodyTimeoutMs: number; tryTimeoutMs: number };
+  limits: { maxBodyBytes: number; bodyIdleTimeoutMs: number; bodyTimeoutMs: number; tryTimeoutMs: number };
   metrics: RouterMetrics;
   access: AccessLog;
   clock: Clock;
@@ -144,7 +144,11 @@ function ask(pool: UpstreamPool, path: string, body: Buffer, timeoutMs: number, 
   });
 }
 
-/** The client's body, up to `maxBodyBytes` and within `bodyTimeoutMs` (also read so by composite-route.ts). */
+/**
+ * The client's body, up to `maxBodyBytes`, with no gap between bytes longer than
+ * `bodyIdleTimeoutMs` and all of it within `bodyTimeoutMs`, the bounds the exchange reads a
+ * proxied body by (also read so by composite-route.ts).
+ */
 export function readBody(limits: FanoutContext['limits'], req: DownstreamRequest, res: DownstreamResponse): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -153,13 +157,16 @@ export function readBody(limits: FanoutContext['limits'], req: DownstreamRequest
     const end = (err: Error | undefined): void => {
       if (done) return;
       done = true;
-      clearTimeout(timer);
+      clearTimeout(total);
+      clearTimeout(idle);
       if (err !== undefined) reject(err);
       else resolve(Buffer.concat(chunks, size));
     };
-    const timer = setTimeout(() => end(new ModelmuxError('request_timeout', `the body did not arrive within ${limits.bodyTimeoutMs} ms`)), limits.bodyTimeoutMs);
+    const total = setTimeout(() => end(new ModelmuxError('request_timeout', `the body did not arrive within ${limits.bodyTimeoutMs} ms`)), limits.bodyTimeoutMs);
+    const idle = setTimeout(() => end(new ModelmuxError('request_timeout', `no byte of the body came for ${limits.bodyIdleTimeoutMs} ms`)), limits.bodyIdleTimeoutMs);
     res.on('close', () => end(new Error('the client went away')));
     req.on('data', (chunk) => {
+      idle.refresh();
       size += chunk.length;
       if (size > limits.maxBodyBytes) end(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
       else chunks.push(chunk);

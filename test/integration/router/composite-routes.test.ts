@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { doublingModel, linear, linearModel } from '../../helpers/composite-models.js';
 import { writeModel } from '../../helpers/datatype-models.js';
+import { RawClient } from '../../helpers/raw-http-client.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { eventually, post, type Answer } from '../replica/wine-fixtures.js';
@@ -43,6 +44,8 @@ const SLOW_MS = 8000;
 const DEADLINE_MS = 2000;
 /** The router's own request deadline (--request-timeout-ms), which bounds a whole sequence. */
 const REQUEST_TIMEOUT_MS = 4000;
+/** The router's wait for the next byte of a body, short so a stalled body is seen soon. */
+const BODY_IDLE_MS = 1000;
 
 function ensemble(name: string, members: string[], combine: string, extra: Record<string, unknown> = {}): unknown {
   return { apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name }, spec: { deploymentRef: { name: 'comp' }, ensemble: { members: members.map((model) => ({ model })), combine, ...extra } } };
@@ -91,7 +94,7 @@ beforeAll(async () => {
   const routesFile = join(dir, 'routes.yaml');
   await writeFile(routesFile, ROUTES.map((r) => JSON.stringify(r)).join('\n---\n'));
   rs = await Promise.all([0, 1].map(() => startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--max-models', '16'] })));
-  rt = await startRouter(['--routes', `/comp=${rs.map((r) => r.url).join(',')}`, '--routes-file', routesFile, '--poll-interval-ms', '200', '--request-timeout-ms', String(REQUEST_TIMEOUT_MS)]);
+  rt = await startRouter(['--routes', `/comp=${rs.map((r) => r.url).join(',')}`, '--routes-file', routesFile, '--poll-interval-ms', '200', '--request-timeout-ms', String(REQUEST_TIMEOUT_MS), '--body-idle-timeout-ms', String(BODY_IDLE_MS)]);
 });
 
 afterAll(async () => {
@@ -243,6 +246,15 @@ describe('ensembles', () => {
     const rows = await infer('avg', [[1, 2, 3]]);
     expect(rows.status).toBe(400);
     expect(rows.body.error).toBe('invalid_request');
+  });
+
+  it('answers a body that stalls 408 request_timeout after the body idle timeout, and closes the connection', async () => {
+    const c = new RawClient(rt.port).send(`POST /comp/v2/models/avg/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"inputs":`);
+    const sent = Date.now();
+    await c.until((r) => r.closed, BODY_IDLE_MS + 5000);
+    expect(Date.now() - sent).toBeGreaterThanOrEqual(BODY_IDLE_MS - 100);
+    expect(c.text).toMatch(/^HTTP\/1\.1 408 [\s\S]*connection: close\r\n/i);
+    expect(c.json()).toMatchObject({ error: 'request_timeout', message: expect.stringContaining('no byte of the body') });
   });
 
   it('the deadline: answers with the members in time when they meet the quorum, else ensemble_deadline', async () => {
