@@ -82,12 +82,14 @@ class CompositeRequest {
     const declared = Number(rawHeaderValue(this.req.rawHeaders, 'content-length') ?? '0');
     if (declared > limits.maxBodyBytes) return this.fail(new ModelmuxError('body_too_large', `the body is ${declared} bytes; the limit is ${limits.maxBodyBytes}`));
     if (declared > buffered.available) return this.fail(this.bufferFull());
-    readBody(limits, this.req, this.res).then(
+    const take = (bytes: number): void => {
+      if (!buffered.take(bytes)) throw this.bufferFull();
+      this.budgeted += bytes;
+    };
+    readBody(limits, this.req, this.res, take).then(
       (body) => {
         if (this.finished) return;
         try {
-          if (!buffered.take(body.length)) throw this.bufferFull();
-          this.budgeted = body.length;
           const request = parseCompositeRequest(body, rawHeaderValue(this.req.rawHeaders, 'inference-header-content-length'));
           const { ensemble, sequence } = this.target.modelRoute.spec;
           const deadlineMs = Math.min(limits.requestTimeoutMs, ensemble?.deadlineMs ?? Number.POSITIVE_INFINITY);

@@ -147,9 +147,11 @@ function ask(pool: UpstreamPool, path: string, body: Buffer, timeoutMs: number, 
 /**
  * The client's body, up to `maxBodyBytes`, with no gap between bytes longer than
  * `bodyIdleTimeoutMs` and all of it within `bodyTimeoutMs`, the bounds the exchange reads a
- * proxied body by (also read so by composite-route.ts).
+ * proxied body by (also read so by composite-route.ts). `take`, when given, is told each chunk's
+ * size as it arrives and may throw to refuse it (the router's byte budget): a body sent without
+ * Content-Length is counted while it comes, not once it is whole.
  */
-export function readBody(limits: FanoutContext['limits'], req: DownstreamRequest, res: DownstreamResponse): Promise<Buffer> {
+export function readBody(limits: FanoutContext['limits'], req: DownstreamRequest, res: DownstreamResponse, take?: (bytes: number) => void): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -165,11 +167,17 @@ export function readBody(limits: FanoutContext['limits'], req: DownstreamRequest
     const total = setTimeout(() => end(new ModelmuxError('request_timeout', `the body did not arrive within ${limits.bodyTimeoutMs} ms`)), limits.bodyTimeoutMs);
     const idle = setTimeout(() => end(new ModelmuxError('request_timeout', `no byte of the body came for ${limits.bodyIdleTimeoutMs} ms`)), limits.bodyIdleTimeoutMs);
     res.on('close', () => end(new Error('the client went away')));
-    req.on('data', (chunk) => {
+    req.on('data', (chunk: Buffer) => {
+      if (done) return;
       idle.refresh();
       size += chunk.length;
-      if (size > limits.maxBodyBytes) end(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
-      else chunks.push(chunk);
+      if (size > limits.maxBodyBytes) return end(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
+      try {
+        take?.(chunk.length);
+      } catch (err) {
+        return end(err instanceof Error ? err : new Error(String(err)));
+      }
+      chunks.push(chunk);
     });
     req.on('end', () => end(undefined));
   });

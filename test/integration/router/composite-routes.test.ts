@@ -257,6 +257,15 @@ describe('ensembles', () => {
     expect(c.json()).toMatchObject({ error: 'request_timeout', message: expect.stringContaining('no byte of the body') });
   });
 
+  it('counts a chunked body in the router\'s byte budget while it arrives, and lets go of it when the client leaves', async () => {
+    const c = new RawClient(rt.port).send(`POST /comp/v2/models/avg/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`);
+    const part = Buffer.alloc(1 << 20, ' ');
+    c.send(Buffer.concat([Buffer.from(`${part.length.toString(16)}\r\n`), part, Buffer.from('\r\n')]));
+    await eventually(async () => ((await rt.metrics()).get('modelmux_router_buffered_bytes') ?? 0) >= part.length);
+    c.socket.destroy();
+    await eventually(async () => (await rt.metrics()).get('modelmux_router_buffered_bytes') === 0);
+  });
+
   it('the deadline: answers with the members in time when they meet the quorum, else ensemble_deadline', async () => {
     await alone(['a', 'b'], 'y'); // warm
     const ys = await alone(['a', 'b'], 'y');
