@@ -1,5 +1,8 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
+/** Request latency buckets, 1 ms to 30 s, the same for HTTP and gRPC so the two compare bucket by bucket. */
+const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
 /**
  * Every metric of the replica, declared once on an explicit registry. No label carries a model
  * id: a replica may see thousands of them.
@@ -14,7 +17,7 @@ export function createReplicaMetrics() {
       name: 'modelmux_replica_request_duration_seconds',
       help: 'Inference request latency, load included, by request form.',
       labelNames: ['form'] as const,
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      buckets: REQUEST_BUCKETS,
       registers: r,
     }),
     grpcRequests: new Counter({
@@ -27,7 +30,7 @@ export function createReplicaMetrics() {
       name: 'modelmux_replica_grpc_request_duration_seconds',
       help: 'gRPC ModelInfer and ModelMetadata latency, load included, by method.',
       labelNames: ['method'] as const,
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      buckets: REQUEST_BUCKETS,
       registers: r,
     }),
     ongoing: new Gauge({ name: 'modelmux_replica_ongoing_requests', help: 'Inference requests in progress, HTTP and gRPC (the autoscaling signal).', registers: r }),
