@@ -1,3 +1,5 @@
+import { ModelmuxError } from '../common/errors.js';
+
 /**
  * The bound on bytes the router holds in memory across all requests at once: request bodies
  * while they are read and tried (a retry resends them), and the part of an answer written to a
@@ -40,5 +42,10 @@ export class ByteBudget {
 
   release(n: number): void {
     this.held = Math.max(0, this.held - n);
+  }
+
+  /** The refusal of what does not fit: 503 `buffer_full`, the same words on every path. */
+  fullError(): ModelmuxError {
+    return new ModelmuxError('buffer_full', `the router holds ${this.limit} bytes of requests and answers, its limit`);
   }
 }

@@ -112,7 +112,7 @@ class MemberResponse implements DownstreamResponse {
     if (this.size + chunk.length > limit) {
       this.abort(new ModelmuxError('upstream_unavailable', `the answer is larger than ${limit} bytes, the most the router holds of one answer (--max-response-buffer-bytes)`));
     } else if (!this.proxy.buffered.take(chunk.length)) {
-      this.abort(new ModelmuxError('buffer_full', `the router holds ${this.proxy.buffered.limit} bytes of requests and answers, its limit`));
+      this.abort(this.proxy.buffered.fullError());
     } else {
       this.size += chunk.length;
       this.chunks.push(chunk);

@@ -81,9 +81,9 @@ class CompositeRequest {
     const { limits, buffered } = this.proxy;
     const declared = Number(rawHeaderValue(this.req.rawHeaders, 'content-length') ?? '0');
     if (declared > limits.maxBodyBytes) return this.fail(new ModelmuxError('body_too_large', `the body is ${declared} bytes; the limit is ${limits.maxBodyBytes}`));
-    if (declared > buffered.available) return this.fail(this.bufferFull());
+    if (declared > buffered.available) return this.fail(buffered.fullError());
     const take = (bytes: number): void => {
-      if (!buffered.take(bytes)) throw this.bufferFull();
+      if (!buffered.take(bytes)) throw buffered.fullError();
       this.budgeted += bytes;
     };
     readBody(limits, this.req, this.res, take).then(
@@ -328,10 +328,6 @@ class CompositeRequest {
       status,
       durationMs: ms,
     });
-  }
-
-  private bufferFull(): ModelmuxError {
-    return new ModelmuxError('buffer_full', `the router holds ${this.proxy.buffered.limit} bytes of requests and answers, its limit`);
   }
 }
 

@@ -124,7 +124,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
       const limit = this.proxy.limits.maxBodyBytes;
       const declared = Number(scanned.contentLength ?? '0');
       if (declared > limit) throw new ModelmuxError('body_too_large', `the body is ${declared} bytes; the limit is ${limit}`);
-      if (declared > this.proxy.buffered.available) throw this.bufferFull();
+      if (declared > this.proxy.buffered.available) throw this.proxy.buffered.fullError();
       this.upstreamPath = `${rest === '' ? '/' : rest}${q === -1 ? '' : url.slice(q)}`;
       const headers = scanned.forward;
       headers.push(HEADER_REQUEST_ID, this.requestId);
@@ -200,7 +200,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     this.deadlineAt = Math.min(this.bodyStart + limits.bodyTimeoutMs, now + limits.bodyIdleTimeoutMs);
     this.size += chunk.length;
     if (this.size > limits.maxBodyBytes) return this.fail(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
-    if (!this.proxy.buffered.take(chunk.length)) return this.fail(this.bufferFull());
+    if (!this.proxy.buffered.take(chunk.length)) return this.fail(this.proxy.buffered.fullError());
     this.budgeted += chunk.length;
     this.chunks.push(chunk);
   };
@@ -410,10 +410,6 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
 
   private timedOut(phase: TimeoutPhase): void {
     if (this.phase !== 'done') this.proxy.metrics.timedOut(phase);
-  }
-
-  private bufferFull(): ModelmuxError {
-    return new ModelmuxError('buffer_full', `the router holds ${this.proxy.buffered.limit} bytes of requests and answers, its limit`);
   }
 
   /** The body's bytes are no longer held for the request. */

@@ -108,7 +108,7 @@ export class GrpcExchange extends TryAttempts {
       }
       // One lookup for a plain model, as over HTTP.
       const message = this.model !== undefined && route.models.has(this.model) ? this.resolveRoute(route, raw) : raw;
-      if (!proxy.buffered.take(message.length)) throw new ModelmuxError('buffer_full', `the router holds ${proxy.buffered.limit} bytes of requests and answers, its limit`);
+      if (!proxy.buffered.take(message.length)) throw proxy.buffered.fullError();
       this.budgeted = message.length;
       this.message = message;
       const md = call.metadata.clone();
