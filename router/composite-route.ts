@@ -10,7 +10,7 @@ import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { EnsembleTally, type MemberSettlement, type QuorumDecision } from './ensemble-quorum.js';
 import { REQUEST_ID } from './exchange.js';
 import type { RouterProxy } from './proxy.js';
-import { readBody } from './repository-fanout.js';
+import { readBody } from './whole-body.js';
 import { rawHeaderValue } from './route-rewrite.js';
 import type { Route } from './route-table.js';
 import { stepInputs, type InputSpec } from './sequence-mapping.js';

@@ -3,6 +3,7 @@ import { parseRequest } from '../common/request-grammar.js';
 import type { Clock } from '../common/clock.js';
 import { HEADER_REQUEST_ID } from '../common/names.js';
 import type { AccessLog } from './access-log.js';
+import type { ByteBudget } from './byte-budget.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import type { RouterMetrics } from './metrics.js';
 import type { RequestIds } from './request-id.js';
@@ -10,11 +11,13 @@ import { indexRequestSchema, indexSchema, type IndexEntry } from '../common/repo
 import { mergeIndexes } from './repository-merge.js';
 import type { Route, RouteTable } from './route-table.js';
 import type { UpstreamController, UpstreamPool } from './upstream-pool.js';
+import { readBody, type BodyLimits } from './whole-body.js';
 
 /** What the fan-out needs of the proxy (router/proxy.ts). */
 export interface FanoutContext {
   routes: RouteTable;
-  limits: { maxBodyBytes: number; bodyIdleTimeoutMs: number; bodyTimeoutMs: number; tryTimeoutMs: number };
+  limits: BodyLimits & { tryTimeoutMs: number };
+  buffered: ByteBudget;
   metrics: RouterMetrics;
   access: AccessLog;
   clock: Clock;
@@ -59,7 +62,13 @@ export function answerRepositoryFanout(ctx: FanoutContext, req: DownstreamReques
     ctx.metrics.forRoute(route.prefix).answered(status, ms / 1000);
     ctx.access.request({ requestId, method: 'POST', path, route: route.prefix, model: undefined, form: undefined, replica: undefined, placement: undefined, waitedMs: undefined, tries: undefined, error, status, durationMs: ms });
   };
-  readBody(ctx.limits, req, res)
+  // Counted in the router's byte budget while it arrives and until the answer is sent, like any body.
+  let budgeted = 0;
+  const take = (bytes: number): void => {
+    if (!ctx.buffered.take(bytes)) throw ctx.buffered.fullError();
+    budgeted += bytes;
+  };
+  readBody(ctx.limits, req, res, take)
     .then((body): Promise<unknown> => (action === 'index' ? index(ctx, route, body) : unload(ctx, route, rest)))
     .then(
       (answer) => {
@@ -69,10 +78,12 @@ export function answerRepositoryFanout(ctx: FanoutContext, req: DownstreamReques
       (err: unknown) => {
         const e = toModelmuxError(err);
         const payload: ErrorBody = { error: e.code, message: e.message, requestId };
-        send(res, e.status, requestId, payload, e.code === 'body_too_large' || e.code === 'request_timeout');
+        // The body is unread (too large, no room for it, too slow): close rather than drain it.
+        send(res, e.status, requestId, payload, e.code === 'body_too_large' || e.code === 'buffer_full' || e.code === 'request_timeout');
         answered(e.status, e.code);
       },
-    );
+    )
+    .finally(() => ctx.buffered.release(budgeted));
   return true;
 }
 
@@ -141,45 +152,6 @@ function ask(pool: UpstreamPool, path: string, body: Buffer, timeoutMs: number, 
         },
       },
     );
-  });
-}
-
-/**
- * The client's body, up to `maxBodyBytes`, with no gap between bytes longer than
- * `bodyIdleTimeoutMs` and all of it within `bodyTimeoutMs`, the bounds the exchange reads a
- * proxied body by (also read so by composite-route.ts). `take`, when given, is told each chunk's
- * size as it arrives and may throw to refuse it (the router's byte budget): a body sent without
- * Content-Length is counted while it comes, not once it is whole.
- */
-export function readBody(limits: FanoutContext['limits'], req: DownstreamRequest, res: DownstreamResponse, take?: (bytes: number) => void): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let done = false;
-    const end = (err: Error | undefined): void => {
-      if (done) return;
-      done = true;
-      clearTimeout(total);
-      clearTimeout(idle);
-      if (err !== undefined) reject(err);
-      else resolve(Buffer.concat(chunks, size));
-    };
-    const total = setTimeout(() => end(new ModelmuxError('request_timeout', `the body did not arrive within ${limits.bodyTimeoutMs} ms`)), limits.bodyTimeoutMs);
-    const idle = setTimeout(() => end(new ModelmuxError('request_timeout', `no byte of the body came for ${limits.bodyIdleTimeoutMs} ms`)), limits.bodyIdleTimeoutMs);
-    res.on('close', () => end(new Error('the client went away')));
-    req.on('data', (chunk: Buffer) => {
-      if (done) return;
-      idle.refresh();
-      size += chunk.length;
-      if (size > limits.maxBodyBytes) return end(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
-      try {
-        take?.(chunk.length);
-      } catch (err) {
-        return end(err instanceof Error ? err : new Error(String(err)));
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => end(undefined));
   });
 }
 

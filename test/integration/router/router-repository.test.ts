@@ -3,6 +3,7 @@ import { rm } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
+import { RawClient } from '../../helpers/raw-http-client.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
 import { eventually, get, post } from '../replica/wine-fixtures.js';
 
@@ -69,6 +70,15 @@ describe('model repository extension through the router', () => {
     const id = await post(`${rt.url}/wine/v2/repository/models/..%2Fx/unload`, {});
     expect(id.status).toBe(400);
     expect(id.body.error).toBe('invalid_model_id');
+  });
+
+  it("counts an index request's body in the router's byte budget while it arrives, and lets go of it when the client leaves", async () => {
+    const c = new RawClient(rt.port).send('POST /wine/v2/repository/index HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
+    const part = Buffer.alloc(1 << 20, ' ');
+    c.send(Buffer.concat([Buffer.from(`${part.length.toString(16)}\r\n`), part, Buffer.from('\r\n')]));
+    await eventually(async () => ((await rt.metrics()).get('modelmux_router_buffered_bytes') ?? 0) >= part.length);
+    c.socket.destroy();
+    await eventually(async () => (await rt.metrics()).get('modelmux_router_buffered_bytes') === 0);
   });
 
   it('never counts a replica that is gone: it names it, or has already dropped it from the route', async () => {
