@@ -8,6 +8,7 @@ import { compositeMetadata, parseModelMetadata, type ModelMetadata } from './com
 import { CompositeMetrics, type MemberOutcome } from './composite-metrics.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { EnsembleTally, type MemberSettlement, type QuorumDecision } from './ensemble-quorum.js';
+import { errorHeaders } from './error-headers.js';
 import { REQUEST_ID } from './exchange.js';
 import type { RouterProxy } from './proxy.js';
 import { readBody } from './whole-body.js';
@@ -291,9 +292,7 @@ class CompositeRequest {
     if (!this.res.headersSent && !this.res.destroyed) {
       const payload: ErrorBody = { error: e.code, message: e.message, requestId: this.requestId };
       const headers = ['content-type', 'application/json', HEADER_REQUEST_ID, this.requestId];
-      if (e.code === 'buffer_full' || e.code === 'pool_saturated' || e.code === 'no_replicas') headers.push('retry-after', '1');
-      // The body is unread (too large, no room for it, too slow): close rather than drain it.
-      if (e.code === 'body_too_large' || e.code === 'buffer_full' || e.code === 'request_timeout') headers.push('connection', 'close');
+      headers.push(...errorHeaders(e.code));
       this.res.writeHead(e.status, headers).end(JSON.stringify(payload));
     } else this.res.destroy();
     this.finish(e.status, e.code, runningAs);

@@ -4,6 +4,7 @@ import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEA
 import type { Lease } from './balancer.js';
 import { serveComposite } from './composite-route.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
+import { errorHeaders } from './error-headers.js';
 import { endToEndFields, scanRequestHeaders } from './hop-headers.js';
 import { fieldValue } from './http1-syntax.js';
 import type { RetryReason, RouteMetrics, TimeoutPhase } from './metrics.js';
@@ -461,9 +462,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
       const payload: ErrorBody = { error: e.code, message: e.message, requestId: this.requestId };
       const headers = ['content-type', 'application/json', HEADER_REQUEST_ID, this.requestId];
       if (this.routed !== undefined) headers.push(HEADER_BACKEND, this.routed.backend);
-      if (e.code === 'pool_saturated' || e.code === 'no_replicas' || e.code === 'buffer_full') headers.push('retry-after', '1');
-      // The body is unread (too large, no room for it, too slow): close rather than drain it.
-      if (e.code === 'body_too_large' || e.code === 'buffer_full' || e.code === 'request_timeout') headers.push('connection', 'close');
+      headers.push(...errorHeaders(e.code));
       res.writeHead(e.status, headers).end(JSON.stringify(payload));
     } else {
       if (!res.headersSent) this.status = e.status;

@@ -5,6 +5,7 @@ import { HEADER_REQUEST_ID } from '../common/names.js';
 import type { AccessLog } from './access-log.js';
 import type { ByteBudget } from './byte-budget.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
+import { errorHeaders } from './error-headers.js';
 import type { RouterMetrics } from './metrics.js';
 import type { RequestIds } from './request-id.js';
 import { indexRequestSchema, indexSchema, type IndexEntry } from '../common/repository-index.js';
@@ -78,8 +79,7 @@ export function answerRepositoryFanout(ctx: FanoutContext, req: DownstreamReques
       (err: unknown) => {
         const e = toModelmuxError(err);
         const payload: ErrorBody = { error: e.code, message: e.message, requestId };
-        // The body is unread (too large, no room for it, too slow): close rather than drain it.
-        send(res, e.status, requestId, payload, e.code === 'body_too_large' || e.code === 'buffer_full' || e.code === 'request_timeout');
+        send(res, e.status, requestId, payload, errorHeaders(e.code));
         answered(e.status, e.code);
       },
     )
@@ -155,9 +155,7 @@ function ask(pool: UpstreamPool, path: string, body: Buffer, timeoutMs: number, 
   });
 }
 
-function send(res: DownstreamResponse, status: number, requestId: string, body: unknown, close = false): void {
+function send(res: DownstreamResponse, status: number, requestId: string, body: unknown, extraHeaders: readonly string[] = []): void {
   if (res.headersSent || res.destroyed) return;
-  const headers = ['content-type', 'application/json', HEADER_REQUEST_ID, requestId];
-  if (close) headers.push('connection', 'close');
-  res.writeHead(status, headers).end(JSON.stringify(body));
+  res.writeHead(status, ['content-type', 'application/json', HEADER_REQUEST_ID, requestId, ...extraHeaders]).end(JSON.stringify(body));
 }

@@ -1,0 +1,12 @@
+import { errorHeaders } from '../../../router/error-headers.js';
+
+describe('errorHeaders', () => {
+  it('asks a client to wait where waiting helps, and closes where the body was left unread', () => {
+    expect(errorHeaders('buffer_full')).toEqual(['retry-after', '1', 'connection', 'close']);
+    expect(errorHeaders('pool_saturated')).toEqual(['retry-after', '1']);
+    expect(errorHeaders('no_replicas')).toEqual(['retry-after', '1']);
+    expect(errorHeaders('body_too_large')).toEqual(['connection', 'close']);
+    expect(errorHeaders('request_timeout')).toEqual(['connection', 'close']);
+    expect(errorHeaders('model_not_found')).toEqual([]);
+  });
+});
