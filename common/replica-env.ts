@@ -35,6 +35,13 @@ export const REPLICA_ENV = {
   shareGraphs: 'MODELMUX_SHARE_GRAPHS',
   mapWeights: 'MODELMUX_MAP_WEIGHTS',
   maxBodyBytes: 'MODELMUX_MAX_BODY_BYTES',
+  /** Connections open at once on each of the HTTP and gRPC ports. */
+  maxConnections: 'MODELMUX_MAX_CONNECTIONS',
+  /** gRPC messages as they arrive and answers not yet taken, all calls together. */
+  grpcMaxBufferedBytes: 'MODELMUX_GRPC_MAX_BUFFERED_BYTES',
+  bodyTimeoutMs: 'MODELMUX_BODY_TIMEOUT_MS',
+  bodyIdleTimeoutMs: 'MODELMUX_BODY_IDLE_TIMEOUT_MS',
+  writeTimeoutMs: 'MODELMUX_WRITE_TIMEOUT_MS',
   maxConcurrentLoads: 'MODELMUX_MAX_CONCURRENT_LOADS',
   cachePolicy: 'MODELMUX_CACHE_POLICY',
   /** Sidecar mode: the V2 HTTP address of the serving runtime beside the replica (docs/sidecar.md). */

@@ -3,10 +3,15 @@ import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intSt
 import { REPLICA_ENV, REPLICA_GRPC_PORT, REPLICA_PORT } from '../common/replica-env.js';
 import { CACHE_POLICIES, CONCURRENT_LOADS, EXECUTION_PROVIDERS, INTRA_OP_THREADS, MAX_MODELS_PER_REPLICA, TABLE_PUBLISH_INTERVAL_MS } from '../common/resource.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
+import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, DEFAULT_WRITE_TIMEOUT_MS } from '../common/request-limits.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 import { GRAPH_OPTIMIZATION_LEVELS } from './onnx-runtime.js';
 import { sidecarOptionSpecs, sidecarOptionsShape } from './sidecar-options.js';
 
+/** Connections open at once on each port: far above a pool's routers (one gRPC connection and up to --connections-per-replica HTTP ones each). */
+const DEFAULT_MAX_CONNECTIONS = 4096;
+/** gRPC messages and answers held at once: twice what 16 ongoing requests of 8 MiB hold. */
+const DEFAULT_GRPC_MAX_BUFFERED_BYTES = 256 * 1024 * 1024;
 
 export const replicaConfigSchema = z.object({
   host: z.string().min(1).default('0.0.0.0'),
@@ -32,7 +37,12 @@ export const replicaConfigSchema = z.object({
   prepackWeights: booleanString.default(false),
   shareGraphs: booleanString.default(true),
   mapWeights: booleanString.default(true),
-  maxBodyBytes: byteQuantityString.default(8 * 1024 * 1024),
+  maxBodyBytes: byteQuantityString.default(DEFAULT_MAX_BODY_BYTES),
+  maxConnections: intString(0, 10_000_000).default(DEFAULT_MAX_CONNECTIONS),
+  grpcMaxBufferedBytes: byteQuantityString.pipe(z.number().int().positive()).default(DEFAULT_GRPC_MAX_BUFFERED_BYTES),
+  bodyTimeoutMs: intString(1, 3_600_000).default(DEFAULT_BODY_TIMEOUT_MS),
+  bodyIdleTimeoutMs: intString(1, 3_600_000).default(DEFAULT_BODY_IDLE_TIMEOUT_MS),
+  writeTimeoutMs: intString(1, 3_600_000).default(DEFAULT_WRITE_TIMEOUT_MS),
   maxConcurrentLoads: intString(CONCURRENT_LOADS.min, CONCURRENT_LOADS.max).default(CONCURRENT_LOADS.default),
   cachePolicy: z.enum(CACHE_POLICIES).default('frequency'),
   requestTimeoutMs: intString(1, 3_600_000).default(60_000),
@@ -105,7 +115,20 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
     help: "S3 stores, shared graphs: downloads are rewritten once with their weights aligned, and a load maps the file instead of reading it: no copy of the weights per load (default true; needs dist/native/file-map.node, else files are read).",
   },
   diskCacheBytes: { flag: 'disk-cache-bytes', env: REPLICA_ENV.diskCacheBytes, help: 'S3 stores: bytes of downloaded model files kept in --cache-dir for reloads, revalidated by ETag; 0 keeps none (default 2Gi).' },
-  maxBodyBytes: { flag: 'max-body-bytes', env: REPLICA_ENV.maxBodyBytes, help: 'Largest request body; larger gets 413 (default 8Mi).' },
+  maxBodyBytes: { flag: 'max-body-bytes', env: REPLICA_ENV.maxBodyBytes, help: 'Largest request body or gRPC request message; larger gets 413 body_too_large (gRPC: RESOURCE_EXHAUSTED). The router has the same flag and default (default 8Mi).' },
+  maxConnections: {
+    flag: 'max-connections',
+    env: REPLICA_ENV.maxConnections,
+    help: `Connections open at once on the HTTP port, and on the gRPC port; past it a new one is closed at once (0: no limit; default ${DEFAULT_MAX_CONNECTIONS}).`,
+  },
+  grpcMaxBufferedBytes: {
+    flag: 'grpc-max-buffered-bytes',
+    env: REPLICA_ENV.grpcMaxBufferedBytes,
+    help: 'gRPC request messages (counted as they arrive) and answers its clients have not taken, all calls together; past it RESOURCE_EXHAUSTED buffer_full (default 256Mi).',
+  },
+  bodyTimeoutMs: { flag: 'body-timeout-ms', env: REPLICA_ENV.bodyTimeoutMs, help: 'A gRPC request message must be whole this long after its call opened; past it DEADLINE_EXCEEDED request_timeout (default 120000).' },
+  bodyIdleTimeoutMs: { flag: 'body-idle-timeout-ms', env: REPLICA_ENV.bodyIdleTimeoutMs, help: 'Longest gap between two bytes of a gRPC request message; past it DEADLINE_EXCEEDED request_timeout (default 30000).' },
+  writeTimeoutMs: { flag: 'write-timeout-ms', env: REPLICA_ENV.writeTimeoutMs, help: 'A gRPC answer whose bytes make no progress to its client this long is reset (default 30000).' },
   maxConcurrentLoads: { flag: 'max-concurrent-loads', env: REPLICA_ENV.maxConcurrentLoads, help: 'Loads of different models running at the same time at most (default 2).' },
   cachePolicy: {
     flag: 'cache-policy',

@@ -1,30 +1,48 @@
-import type { ServerOptions } from '@grpc/grpc-js';
+import type { UnaryServerLimits } from '../common/grpc/unary-server.js';
 
 /**
- * The gRPC server's bounds, after the project's rule that every phase of a connection has a
- * limit (docs/adr/0026-hostile-clients-timeouts-and-slow-readers.md). Pure.
+ * The replica's gRPC bounds, after the project's rule that every phase of a connection has a
+ * limit (ADR 0026, ADR 0039). Pure.
  */
 
 /** A connection with no call in progress this long is closed (GOAWAY); clients reconnect on their next call. */
 export const GRPC_MAX_IDLE_MS = 300_000;
-/** Every connection is closed after this long (plus a grace of the request timeout), which also bounds a call whose message never finishes arriving. */
+/** Every connection is asked to go away after this long (its calls given the request timeout to end). */
 export const GRPC_MAX_AGE_MS = 30 * 60_000;
-/** The server pings a connection silent this long, and closes it when the ping is not answered in GRPC_KEEPALIVE_TIMEOUT_MS. */
+/** The server pings a connection this often, and closes it when the ping is not answered in GRPC_KEEPALIVE_TIMEOUT_MS. */
 export const GRPC_KEEPALIVE_MS = 30_000;
 export const GRPC_KEEPALIVE_TIMEOUT_MS = 10_000;
 
-export function grpcServerOptions(o: { maxBodyBytes: number; maxOngoingRequests: number; requestTimeoutMs: number }): ServerOptions {
+/** The replica's flags that bound its gRPC port (replica/config.ts). */
+export interface ReplicaGrpcFlags {
+  maxBodyBytes: number;
+  maxOngoingRequests: number;
+  maxConnections: number;
+  requestTimeoutMs: number;
+  bodyTimeoutMs: number;
+  bodyIdleTimeoutMs: number;
+  writeTimeoutMs: number;
+}
+
+export function grpcServerLimits(f: ReplicaGrpcFlags): UnaryServerLimits {
   return {
-    // The HTTP body limit bounds a gRPC message alike; grpc-js refuses a longer one with RESOURCE_EXHAUSTED before reading it.
-    'grpc.max_receive_message_length': o.maxBodyBytes,
-    'grpc.keepalive_time_ms': GRPC_KEEPALIVE_MS,
-    'grpc.keepalive_timeout_ms': GRPC_KEEPALIVE_TIMEOUT_MS,
-    'grpc.max_connection_idle_ms': GRPC_MAX_IDLE_MS,
-    'grpc.max_connection_age_ms': GRPC_MAX_AGE_MS,
-    'grpc.max_connection_age_grace_ms': o.requestTimeoutMs,
-    // A router multiplexes its calls to a replica over one connection: let it carry as many as the
-    // replica admits, and the messages they bring (HTTP/2 buffers them per session, in MiB).
-    'grpc.max_concurrent_streams': Math.max(100, 2 * o.maxOngoingRequests),
-    'grpc-node.max_session_memory': Math.max(10, Math.ceil((o.maxOngoingRequests * o.maxBodyBytes) / 1024 ** 2)),
+    // The HTTP body limit bounds a gRPC message alike, refused from its 5-byte prefix.
+    maxMessageBytes: f.maxBodyBytes,
+    // A router multiplexes its calls to a replica over one connection: let it carry as many as the replica admits.
+    maxConcurrentStreams: Math.max(100, 2 * f.maxOngoingRequests),
+    maxConnections: f.maxConnections,
+    // Routers are few addresses with many calls each.
+    maxConnectionsPerClient: 0,
+    messageTimeoutMs: f.bodyTimeoutMs,
+    messageIdleTimeoutMs: f.bodyIdleTimeoutMs,
+    writeTimeoutMs: f.writeTimeoutMs,
+    idleTimeoutMs: GRPC_MAX_IDLE_MS,
+    maxConnectionAgeMs: GRPC_MAX_AGE_MS,
+    graceMs: f.requestTimeoutMs,
+    keepaliveMs: GRPC_KEEPALIVE_MS,
+    keepaliveTimeoutMs: GRPC_KEEPALIVE_TIMEOUT_MS,
+    // Off: a router forwards its clients' cancellations over one connection, and budgets its
+    // clients' resets itself; cutting it off would cut every client behind it.
+    resets: { maxResets: 0, windowMs: 0 },
   };
 }

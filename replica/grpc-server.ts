@@ -1,15 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { Metadata, Server, status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { Metadata, status } from '@grpc/grpc-js';
 import { ModelmuxError, toModelmuxError } from '../common/errors.js';
-import { inferenceServiceDefinition, type ModelInferRequest } from '../common/grpc/inference-service.js';
+import { decodeRequest, encodeResponse, type InferenceMethod, type ModelInferRequest } from '../common/grpc/inference-service.js';
 import { grpcError } from '../common/grpc/status.js';
+import type { UnaryCall } from '../common/grpc/unary-call.js';
+import type { UnaryHandler } from '../common/grpc/unary-server.js';
 import type { Logger } from '../common/log.js';
 import type { ModelId } from '../common/model-id.js';
 import { HEADER_CACHE, HEADER_REPLICA, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
 import { versionedModel } from '../common/request-grammar.js';
 import { grpcInferBody } from './grpc-request.js';
 import { grpcInferResponse, grpcModelMetadata } from './grpc-response.js';
-import { grpcServerOptions } from './grpc-options.js';
 import type { ReplicaMetrics } from './metrics.js';
 import { HEADER_TEST_DELAY } from './server.js';
 import type { ServingBackend } from './serving-backend.js';
@@ -28,8 +29,6 @@ export interface GrpcServerOptions {
   state: { shuttingDown: boolean; ongoing: number };
   replicaName: () => string;
   maxOngoingRequests: number;
-  maxBodyBytes: number;
-  requestTimeoutMs: number;
   testHooks: boolean;
   onServed: () => void;
   /** False in sidecar mode: raw contents reach the runtime as JSON data (grpc-request.ts). */
@@ -37,6 +36,8 @@ export interface GrpcServerOptions {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+const SERVICE_PATH = '/inference.GRPCInferenceService/';
 
 /** A call's context: its request id, and the metadata sent with its answer or error. */
 interface CallContext {
@@ -46,51 +47,61 @@ interface CallContext {
   cancelled: Promise<void>;
 }
 
-export function createGrpcServer(opts: GrpcServerOptions): Server {
+/** The handlers of the replica's gRPC service, by path, for a UnaryServer (common/grpc/unary-server.ts). */
+export function grpcMethods(opts: GrpcServerOptions): Map<string, UnaryHandler> {
   const { service, metrics, log, state } = opts;
 
-  const context = (call: ServerUnaryCall<unknown, unknown>): CallContext => {
-    const given = call.metadata.get(HEADER_REQUEST_ID)[0];
-    const requestId = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+  const context = (call: UnaryCall): CallContext => {
+    const given = call.metadataValue(HEADER_REQUEST_ID);
+    const requestId = given !== undefined && REQUEST_ID.test(given) ? given : randomUUID();
     const trailers = new Metadata();
     trailers.set(HEADER_REQUEST_ID, requestId);
     trailers.set(HEADER_REPLICA, opts.replicaName());
     const cancelled = new Promise<void>((resolve) => {
       if (call.cancelled) resolve();
-      else call.once('cancelled', () => resolve());
+      else call.onCancel(resolve);
     });
     return { requestId, trailers, cancelled };
   };
 
   /** Answers `work`'s result, or its error as a status; stops waiting when the call is cancelled. */
-  const answer = async <R>(method: string, ctx: CallContext, callback: sendUnaryData<R>, work: () => Promise<R>): Promise<string> => {
+  const answer = async <R>(method: InferenceMethod, ctx: CallContext, call: UnaryCall, work: () => Promise<R>): Promise<string> => {
     try {
       const result = await Promise.race([work(), ctx.cancelled.then(() => undefined)]);
       if (result === undefined) return status[status.CANCELLED];
       ctx.trailers.set(HEADER_TABLE_VERSION, String(service.cache.version));
-      callback(null, result, ctx.trailers);
+      call.answer(encodeResponse(method, result), undefined, ctx.trailers);
       return status[status.OK];
     } catch (err) {
       const e = toModelmuxError(err);
       if (e.code === 'internal') log.error('unexpected error', { requestId: ctx.requestId, method, reason: err instanceof Error ? (err.stack ?? err.message) : String(err) });
       const g = grpcError(e, ctx.trailers);
-      callback(g);
+      call.fail(g.code, g.details, g.metadata);
       return status[g.code];
     }
   };
 
-  /** The unary handler of `method`; `admitted` calls count against maxOngoingRequests like HTTP inference. */
+  /** The handler of `method`; `admitted` calls count against maxOngoingRequests like HTTP inference. */
   const unary =
-    <Q, R>(method: string, admitted: boolean, work: (req: Q, ctx: CallContext, call: ServerUnaryCall<Q, R>) => Promise<R>) =>
-    (call: ServerUnaryCall<Q, R>, callback: sendUnaryData<R>): void => {
+    <Q, R>(method: InferenceMethod, admitted: boolean, work: (req: Q, ctx: CallContext, call: UnaryCall) => Promise<R>): UnaryHandler =>
+    (call) => {
       const startedAt = performance.now();
-      const ctx = context(call as ServerUnaryCall<unknown, unknown>);
+      const ctx = context(call);
       const done = (code: string): void => {
         metrics.grpcRequests.inc({ method, code });
         if (admitted) metrics.grpcRequestDuration.observe({ method }, (performance.now() - startedAt) / 1000);
       };
+      // Decoded before admission, as an HTTP body is read before it: a bad message costs no slot.
+      let request: Q;
+      try {
+        request = decodeRequest<Q>(method, call.message);
+      } catch (err) {
+        void answer(method, ctx, call, () => Promise.reject(err)).then(done);
+        return;
+      }
+      const run = (): Promise<R> => work(request, ctx, call);
       if (!admitted) {
-        void answer(method, ctx, callback, () => work(call.request, ctx, call)).then(done);
+        void answer(method, ctx, call, run).then(done);
         return;
       }
       const refusal = state.shuttingDown
@@ -100,12 +111,12 @@ export function createGrpcServer(opts: GrpcServerOptions): Server {
           : undefined;
       if (refusal !== undefined) {
         if (refusal.code === 'overloaded') metrics.rejected.inc();
-        void answer(method, ctx, callback, () => Promise.reject(refusal)).then(done);
+        void answer(method, ctx, call, () => Promise.reject(refusal)).then(done);
         return;
       }
       state.ongoing++;
       metrics.ongoing.set(state.ongoing);
-      void answer(method, ctx, callback, () => work(call.request, ctx, call)).then((code) => {
+      void answer(method, ctx, call, run).then((code) => {
         state.ongoing--;
         metrics.ongoing.set(state.ongoing);
         done(code);
@@ -114,13 +125,12 @@ export function createGrpcServer(opts: GrpcServerOptions): Server {
 
   const modelOf = (name: string, version: string): ModelId => versionedModel(name, version === '' ? undefined : version);
 
-  const holdMs = (call: ServerUnaryCall<unknown, unknown>): number => {
+  const holdMs = (call: UnaryCall): number => {
     if (!opts.testHooks) return 0;
-    const v = call.metadata.get(HEADER_TEST_DELAY)[0];
-    return Math.max(0, Math.min(600_000, Number(v ?? 0) || 0));
+    return Math.max(0, Math.min(600_000, Number(call.metadataValue(HEADER_TEST_DELAY) ?? 0) || 0));
   };
 
-  const implementation: UntypedServiceImplementation = {
+  const handlers: Record<InferenceMethod, UnaryHandler> = {
     ServerLive: unary('ServerLive', false, async () => ({ live: true })),
     ServerReady: unary('ServerReady', false, async () => ({ ready: !state.shuttingDown && service.ready() })),
     // Neither HTTP extension (binary tensor data, model repository) is a part of the gRPC service.
@@ -134,14 +144,11 @@ export function createGrpcServer(opts: GrpcServerOptions): Server {
     ModelInfer: unary('ModelInfer', true, async (req: ModelInferRequest, ctx, call) => {
       const id = modelOf(req.model_name, req.model_version ?? '');
       const { body, binary, raw } = grpcInferBody(req, opts.binaryInputs);
-      const outcome = await service.infer(id, body, binary, holdMs(call as ServerUnaryCall<unknown, unknown>));
+      const outcome = await service.infer(id, body, binary, holdMs(call));
       opts.onServed();
       ctx.trailers.set(HEADER_CACHE, outcome.hit ? 'hit' : 'miss');
       return grpcInferResponse(outcome.body, id, raw);
     }),
   };
-
-  const server = new Server(grpcServerOptions(opts));
-  server.addService(inferenceServiceDefinition(), implementation);
-  return server;
+  return new Map(Object.entries(handlers).map(([method, handler]) => [`${SERVICE_PATH}${method}`, handler]));
 }

@@ -4,14 +4,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { systemClock } from '../common/clock.js';
 import { ConfigError } from '../common/config.js';
-import { GrpcListener } from '../common/grpc/grpc-listener.js';
+import { ByteBudget } from '../common/byte-budget.js';
+import { grpcStatusName } from '../common/grpc/status.js';
+import { UnaryServer } from '../common/grpc/unary-server.js';
 import { createLogger, stdoutSink } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { parseReplicaConfig } from './config.js';
 import { alignFileWeights, loadFileMapper } from './file-map.js';
 import { IdleMappings } from './idle-mappings.js';
 import { FileModelStore } from './file-model-store.js';
-import { createGrpcServer } from './grpc-server.js';
+import { grpcServerLimits } from './grpc-options.js';
+import { grpcMethods } from './grpc-server.js';
 import { HotnessMeter } from './hotness.js';
 import { createReplicaMetrics } from './metrics.js';
 import { LoadedRevalidator } from './loaded-revalidation.js';
@@ -172,25 +175,35 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   server.keepAliveTimeout = 65_000;
   const addr = server.address() as AddressInfo;
   if (config.replicaName === undefined && config.podName === undefined) replicaName = `${addr.address}:${addr.port}`;
+  if (config.maxConnections > 0) server.maxConnections = config.maxConnections;
   // The Open Inference Protocol's gRPC form (docs/grpc.md): same service, admission and codes.
   const grpc =
     config.grpcPort === -1
       ? undefined
-      : new GrpcListener(
-          createGrpcServer({
+      : new UnaryServer({
+          methods: grpcMethods({
             service,
             metrics,
             log: baseLog,
             state,
             replicaName: () => replicaName,
             maxOngoingRequests: config.maxOngoingRequests,
-            maxBodyBytes: config.maxBodyBytes,
-            requestTimeoutMs: config.requestTimeoutMs,
             testHooks: config.testHooks,
             onServed: () => hotness.hit(),
             binaryInputs: engine !== undefined,
           }),
-        );
+          limits: grpcServerLimits(config),
+          budget: new ByteBudget(config.grpcMaxBufferedBytes, 'replica'),
+          events: {
+            refused: (reason) => metrics.grpcBounds.inc({ reason }),
+            timedOut: (phase) => metrics.grpcBounds.inc({ reason: phase }),
+            callRefused: (method, code, err) => {
+              metrics.grpcRequests.inc({ method, code: grpcStatusName(code) });
+              if (err?.code === 'buffer_full') metrics.grpcBounds.inc({ reason: 'buffer_full' });
+            },
+          },
+          portFlag: '--grpc-port',
+        });
   const grpcPort = grpc === undefined ? undefined : await grpc.listen(config.grpcPort, config.host);
   baseLog.info('replica listening', {
     event: 'listening',

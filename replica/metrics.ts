@@ -33,6 +33,12 @@ export function createReplicaMetrics() {
       buckets: REQUEST_BUCKETS,
       registers: r,
     }),
+    grpcBounds: new Counter({
+      name: 'modelmux_replica_grpc_bounded_total',
+      help: 'gRPC connections refused (connections) and calls ended by a bound: the message timeouts (message_total, message_idle), the write timeout (write), the byte budget (buffer_full).',
+      labelNames: ['reason'] as const,
+      registers: r,
+    }),
     ongoing: new Gauge({ name: 'modelmux_replica_ongoing_requests', help: 'Inference requests in progress, HTTP and gRPC (the autoscaling signal).', registers: r }),
     rejected: new Counter({ name: 'modelmux_replica_overloaded_total', help: 'Requests refused with 503 overloaded (gRPC: UNAVAILABLE) at maxOngoingRequests.', registers: r }),
     cacheHits: new Counter({ name: 'modelmux_replica_cache_hits_total', help: 'Requests whose model was already loaded.', registers: r }),

@@ -117,6 +117,8 @@ interface ReplicaState {
   seenAtVersion: Map<string, number>;
   /** Failed tries take a replica out of rotation for a while (outlier ejection). */
   outlier: OutlierState;
+  /** When a try there last got response headers: the replica was alive then. */
+  answeredAt: number;
   /** Tries in flight there without response headers yet. */
   tries: Set<TryWatcher>;
   /** What `decide` sees of this replica, rewritten by each `place`. */
@@ -228,6 +230,7 @@ export class Balancer {
           confirmed: new Map(),
           seenAtVersion: new Map(),
           outlier: new OutlierState(),
+          answeredAt: Number.NEGATIVE_INFINITY,
           tries: new Set(),
           view: { name, inFlight: 0, modelInFlight: 0, holds: false, pending: false, freeSlots: 0, capacity: 0, victimShare: 0, traffic: 0 },
         });
@@ -305,6 +308,7 @@ export class Balancer {
     if (latencyMs !== undefined) this.latency.record(model, latencyMs, now);
     const r = this.replicas.get(replica);
     if (!r) return 0;
+    if (outcome === 'answered') r.answeredAt = now;
     const policy = this.options.outliers ?? DEFAULT_OUTLIER_POLICY;
     const mayEject = this.ejectedCount(now) < maxEjected(this.replicas.size, policy.maxEjectedPercent);
     const ms = r.outlier.record(outcome, now, policy, mayEject);
@@ -312,6 +316,11 @@ export class Balancer {
     this.setTimer(ms, () => this.drain());
     for (const w of [...r.tries]) w.replicaDown();
     return ms;
+  }
+
+  /** Whether `replica` answered some try at or after `since`: it is alive, whatever a try of its waits for. */
+  answeredSince(replica: string, since: number): boolean {
+    return (this.replicas.get(replica)?.answeredAt ?? Number.NEGATIVE_INFINITY) >= since;
   }
 
   /** The recent p99 (ms) of warm tries of `model`, or of the route; undefined when too few are known. */

@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
+import { refusal, type RefusalReason } from '../common/connection-limits.js';
 import type { ErrorBody } from '../common/errors.js';
 import { clientErrorResponse } from './client-error.js';
 import { takeConnectionListener, type ConnectionListener } from './connection-listener.js';
@@ -14,16 +15,6 @@ export interface ConnectionLimits {
   writeTimeoutMs: number;
   /** How often every connection's queue is looked at. */
   sweepMs: number;
-}
-
-/** Why a connection was refused: the values of the rejected-connections metric's `reason` label. */
-export type RefusalReason = 'connections' | 'client_connections';
-
-/** Whether a connection may be taken while `open` are open, `fromClient` of them from its address. */
-export function refusal(open: number, fromClient: number, limits: Pick<ConnectionLimits, 'maxConnections' | 'maxConnectionsPerClient'>): RefusalReason | undefined {
-  if (limits.maxConnections > 0 && open >= limits.maxConnections) return 'connections';
-  if (limits.maxConnectionsPerClient > 0 && fromClient >= limits.maxConnectionsPerClient) return 'client_connections';
-  return undefined;
 }
 
 /** What the write check keeps per connection. */

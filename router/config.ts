@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
+import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, DEFAULT_WRITE_TIMEOUT_MS } from '../common/request-limits.js';
 import { DEFAULT_RECENT_MS, DEFAULT_RETRY_BUDGET_PERCENT } from './balancer.js';
-import { DEFAULT_GRPC_PORT } from './grpc-options.js';
+import { DEFAULT_GRPC_MAX_RESETS, DEFAULT_GRPC_PORT, RESET_WINDOW_MS } from './grpc-options.js';
 import { DEFAULT_OUTLIER_POLICY } from './outlier-detection.js';
 import { MIN_PER_SECOND, WINDOW_MS } from './retry-budget.js';
 import { DEFAULT_MIRROR_MAX_IN_FLIGHT } from './route-split.js';
@@ -20,6 +21,7 @@ export const routerConfigSchema = z.object({
   grpcMaxResponseBytes: positiveBytes.default(64 * 1024 * 1024),
   grpcMaxConcurrentStreams: positiveInt.default(256),
   grpcMaxConnectionAgeMs: intString(0, 2_147_483_647).default(0),
+  grpcMaxResetsPerClient: intString(0, 1_000_000).default(DEFAULT_GRPC_MAX_RESETS),
   routes: z
     .string()
     .superRefine((v, ctx) => {
@@ -32,7 +34,7 @@ export const routerConfigSchema = z.object({
   matchTimeoutSeconds: z.coerce.number().min(0).max(60).default(1),
   pollIntervalMs: positiveInt.default(500),
   namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/).max(63).optional(),
-  maxBodyBytes: byteQuantityString.default(10 * 1024 * 1024),
+  maxBodyBytes: byteQuantityString.default(DEFAULT_MAX_BODY_BYTES),
   requestTimeoutMs: positiveInt.default(60_000),
   tryTimeoutMs: positiveInt.default(30_000),
   tryTimeoutFloorMs: positiveInt.default(1000),
@@ -51,10 +53,10 @@ export const routerConfigSchema = z.object({
   shutdownGraceMs: positiveInt.default(25_000),
   fastPath: booleanString.default(true),
   headersTimeoutMs: positiveInt.default(30_000),
-  bodyIdleTimeoutMs: positiveInt.default(30_000),
-  bodyTimeoutMs: positiveInt.default(120_000),
+  bodyIdleTimeoutMs: positiveInt.default(DEFAULT_BODY_IDLE_TIMEOUT_MS),
+  bodyTimeoutMs: positiveInt.default(DEFAULT_BODY_TIMEOUT_MS),
   keepAliveTimeoutMs: positiveInt.default(65_000),
-  writeTimeoutMs: positiveInt.default(30_000),
+  writeTimeoutMs: positiveInt.default(DEFAULT_WRITE_TIMEOUT_MS),
   slowReaderTimeoutMs: positiveInt.default(1000),
   maxResponseBufferBytes: positiveBytes.default(8 * 1024 * 1024),
   maxBufferedBytes: positiveBytes.default(128 * 1024 * 1024),
@@ -83,6 +85,11 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
     env: 'MODELMUX_GRPC_MAX_CONNECTION_AGE_MS',
     help: 'A gRPC client connection is asked to go away (GOAWAY) after this long, its calls given --shutdown-grace-ms to end, so clients rebalance over router replicas (0: never). Default 0.',
   },
+  grpcMaxResetsPerClient: {
+    flag: 'grpc-max-resets-per-client',
+    env: 'MODELMUX_GRPC_MAX_RESETS_PER_CLIENT',
+    help: `gRPC calls one client address may cancel (RST_STREAM) before their answer within ${RESET_WINDOW_MS / 1000} s, when they are also more than half of its calls; past it its connections are closed (GOAWAY ENHANCE_YOUR_CALM) and new ones refused for ${RESET_WINDOW_MS / 1000} s (0: no budget). Default ${DEFAULT_GRPC_MAX_RESETS}.`,
+  },
   routes: { flag: 'routes', env: 'MODELMUX_ROUTES', help: 'Static routes: "/wine=http://127.0.0.1:8081,http://127.0.0.1:8082;/beer=http://…". Required with --discovery static.' },
   routesFile: {
     flag: 'routes-file',
@@ -98,7 +105,7 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   matchTimeoutSeconds: { flag: 'match-timeout-seconds', env: 'MODELMUX_MATCH_TIMEOUT_SECONDS', help: 'Static mode: matching timeout t; a request waits [t, 2t] for a full holder. Default 1.' },
   pollIntervalMs: { flag: 'poll-interval-ms', env: 'MODELMUX_POLL_INTERVAL_MS', help: "Static mode: how often each replica's GET /models is read. Default 500." },
   namespace: { flag: 'namespace', env: 'MODELMUX_NAMESPACE', help: 'Kube mode: watch only this namespace. Default: all namespaces.' },
-  maxBodyBytes: { flag: 'max-body-bytes', env: 'MODELMUX_MAX_BODY_BYTES', help: 'Largest request body, e.g. 10Mi. Default 10Mi.' },
+  maxBodyBytes: { flag: 'max-body-bytes', env: 'MODELMUX_MAX_BODY_BYTES', help: 'Largest request body or gRPC request message, e.g. 8Mi; past it 413 body_too_large (gRPC: RESOURCE_EXHAUSTED). The replica has the same flag and default. Default 8Mi.' },
   requestTimeoutMs: { flag: 'request-timeout-ms', env: 'MODELMUX_REQUEST_TIMEOUT_MS', help: 'Deadline of a request once its body is in: waiting for a slot, the tries and the answer; past it 504 timeout. Default 60000.' },
   tryTimeoutMs: {
     flag: 'try-timeout-ms',
@@ -145,10 +152,10 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   shutdownGraceMs: { flag: 'shutdown-grace-ms', env: 'MODELMUX_SHUTDOWN_GRACE_MS', help: 'On SIGTERM, how long in-flight requests may finish. Default 25000.' },
   fastPath: { flag: 'fast-path', env: 'MODELMUX_FAST_PATH', help: "Read plain HTTP/1.1 requests with the router's own reader, the rest with node:http; false: node:http reads every request. Default true." },
   headersTimeoutMs: { flag: 'headers-timeout-ms', env: 'MODELMUX_HEADERS_TIMEOUT_MS', help: 'A request head must be complete this long after its first byte; past it 408 request_timeout and the connection closes. Default 30000.' },
-  bodyIdleTimeoutMs: { flag: 'body-idle-timeout-ms', env: 'MODELMUX_BODY_IDLE_TIMEOUT_MS', help: 'Longest wait for the next byte of a request body; past it 408 request_timeout and the connection closes. Default 30000.' },
-  bodyTimeoutMs: { flag: 'body-timeout-ms', env: 'MODELMUX_BODY_TIMEOUT_MS', help: 'A request body must be complete this long after its head; past it 408 request_timeout and the connection closes. Default 120000.' },
+  bodyIdleTimeoutMs: { flag: 'body-idle-timeout-ms', env: 'MODELMUX_BODY_IDLE_TIMEOUT_MS', help: 'Longest wait for the next byte of a request body or gRPC message; past it 408 request_timeout and the connection closes (gRPC: DEADLINE_EXCEEDED, the call ends). Default 30000.' },
+  bodyTimeoutMs: { flag: 'body-timeout-ms', env: 'MODELMUX_BODY_TIMEOUT_MS', help: 'A request body or gRPC message must be complete this long after its head; past it 408 request_timeout and the connection closes (gRPC: DEADLINE_EXCEEDED, the call ends). Default 120000.' },
   keepAliveTimeoutMs: { flag: 'keep-alive-timeout-ms', env: 'MODELMUX_KEEP_ALIVE_TIMEOUT_MS', help: 'An idle client connection is closed after this long. Default 65000.' },
-  writeTimeoutMs: { flag: 'write-timeout-ms', env: 'MODELMUX_WRITE_TIMEOUT_MS', help: 'A client connection whose answer bytes make no progress this long (the client does not read) is closed. Default 30000.' },
+  writeTimeoutMs: { flag: 'write-timeout-ms', env: 'MODELMUX_WRITE_TIMEOUT_MS', help: 'A client connection whose answer bytes make no progress this long (the client does not read) is closed; a gRPC call whose answer does not move is reset. Default 30000.' },
   slowReaderTimeoutMs: {
     flag: 'slow-reader-timeout-ms',
     env: 'MODELMUX_SLOW_READER_TIMEOUT_MS',
@@ -162,7 +169,7 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   maxBufferedBytes: {
     flag: 'max-buffered-bytes',
     env: 'MODELMUX_MAX_BUFFERED_BYTES',
-    help: "Request bodies and slow readers' answers the router holds at once, all requests together; past it 503 buffer_full. Default 128Mi.",
+    help: "Request bodies, gRPC messages (as they arrive) and the answers clients have not taken that the router holds at once, HTTP and gRPC together; past it 503 buffer_full (gRPC: RESOURCE_EXHAUSTED). Default 128Mi.",
   },
   maxConnections: { flag: 'max-connections', env: 'MODELMUX_MAX_CONNECTIONS', help: 'Client connections open at once; past it 503 connection_limit and the connection closes (0: no limit). Default 10000.' },
   maxConnectionsPerClient: {

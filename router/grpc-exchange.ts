@@ -1,12 +1,14 @@
-import { Metadata, status as GrpcStatus, type ClientUnaryCall, type sendUnaryData, type ServerUnaryCall, type ServiceError, type StatusObject } from '@grpc/grpc-js';
+import { Metadata, status as GrpcStatus, type ClientUnaryCall, type ServiceError, type StatusObject } from '@grpc/grpc-js';
 import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorCode } from '../common/errors.js';
 import { ERROR_CODE_TRAILER } from '../common/grpc/inference-service.js';
+import { scanRequest } from '../common/grpc/message-scan.js';
 import { grpcError, grpcStatus } from '../common/grpc/status.js';
+import type { UnaryCall } from '../common/grpc/unary-call.js';
 import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../common/names.js';
 import { versionedModel } from '../common/request-grammar.js';
 import type { Lease } from './balancer.js';
 import { REQUEST_ID } from './exchange.js';
-import { addressedTo, passThrough, type ForwardedMessage } from './grpc-head.js';
+import { addressedTo } from './grpc-head.js';
 import type { GrpcUpstreams } from './grpc-upstreams.js';
 import type { RetryReason, RouteMetrics } from './metrics.js';
 import type { RouterProxy } from './proxy.js';
@@ -28,6 +30,9 @@ export interface GrpcContext {
   proxy: RouterProxy;
   upstreams: GrpcUpstreams;
 }
+
+/** The (de)serializer of bytes the router forwards as they are. */
+const passThrough = (bytes: Buffer): Buffer => bytes;
 
 /** Request metadata the forwarded call gets anew: grpc-js writes its user-agent, the router the other two. */
 const OWN_METADATA = ['user-agent', HEADER_REQUEST_ID, 'x-forwarded-for'];
@@ -71,8 +76,9 @@ function metadataPairs(md: Metadata): string[] {
 export class GrpcExchange extends TryAttempts {
   private requestId = '';
   private metadata: Metadata | undefined;
-  /** The request message forwarded: as received, or renamed for a ModelRoute's backend. */
+  /** The request message forwarded: as received (the server holds it in the byte budget), or renamed for a ModelRoute's backend. */
   private message: Buffer | undefined;
+  /** Bytes of the renamed copy, which this exchange holds in the byte budget. */
   private budgeted = 0;
   private upstream: ClientUnaryCall | undefined;
   private grpcCode: GrpcStatus = GrpcStatus.OK;
@@ -84,8 +90,7 @@ export class GrpcExchange extends TryAttempts {
   constructor(
     private readonly ctx: GrpcContext,
     private readonly method: ForwardedMethod,
-    private readonly call: ServerUnaryCall<ForwardedMessage, Buffer>,
-    private readonly answer: sendUnaryData<Buffer>,
+    private readonly call: UnaryCall,
   ) {
     super(ctx.proxy, 'waiting');
   }
@@ -93,33 +98,36 @@ export class GrpcExchange extends TryAttempts {
   start(): void {
     const { proxy } = this.ctx;
     const call = this.call;
-    call.on('cancelled', this.onCancelled);
+    call.onCancel(this.onCancelled);
     try {
-      const given = firstString(call.metadata, HEADER_REQUEST_ID);
+      const given = call.metadataValue(HEADER_REQUEST_ID);
       this.requestId = given !== undefined && REQUEST_ID.test(given) ? given : proxy.requestIds.next();
       const route = this.selectRoute();
       this.route = route;
       this.routeMetrics = proxy.metrics.forRoute(route.prefix);
-      const { raw, head } = call.request;
-      if (head === undefined) throw new ModelmuxError('invalid_request', `the ${this.method} request is not a valid protobuf message`);
+      const raw = call.message;
+      // The replicas' own rule of which messages are valid, so the router forwards none they would
+      // refuse, and none whose decode would cost a replica more than its bytes (ADR 0039).
+      const head = scanRequest(this.method, raw);
       if (this.method !== 'ServerMetadata') {
         if (head.name === '') throw new ModelmuxError('missing_model_id', `the ${this.method} request names no model`);
         this.model = versionedModel(head.name, head.version === '' ? undefined : head.version);
       }
       // One lookup for a plain model, as over HTTP.
       const message = this.model !== undefined && route.models.has(this.model) ? this.resolveRoute(route, raw) : raw;
-      if (!proxy.buffered.take(message.length)) throw proxy.buffered.fullError();
-      this.budgeted = message.length;
+      if (message !== raw) {
+        if (!proxy.buffered.take(message.length)) throw proxy.buffered.fullError();
+        this.budgeted = message.length;
+      }
       this.message = message;
-      const md = call.metadata.clone();
+      const md = call.metadata().clone();
       for (const key of OWN_METADATA) md.remove(key);
       md.set(HEADER_REQUEST_ID, this.requestId);
-      const peer = peerAddress(call.getPeer());
-      const forwardedFor = firstString(call.metadata, 'x-forwarded-for');
-      md.set('x-forwarded-for', forwardedFor === undefined ? peer : `${forwardedFor}, ${peer}`);
+      const forwardedFor = call.metadataValue('x-forwarded-for');
+      md.set('x-forwarded-for', forwardedFor === undefined ? call.client : `${forwardedFor}, ${call.client}`);
       this.metadata = md;
       const now = proxy.clock.now();
-      this.requestDeadline = now + Math.min(proxy.limits.requestTimeoutMs, clientRemainingMs(call));
+      this.requestDeadline = now + Math.min(proxy.limits.requestTimeoutMs, Math.max(0, call.deadlineAt - Date.now()));
       this.deadlineAt = this.requestDeadline;
       proxy.deadlines.add(this);
       this.place();
@@ -136,7 +144,7 @@ export class GrpcExchange extends TryAttempts {
    */
   private resolveRoute(route: Route, raw: Buffer): Buffer {
     const model = this.model as string;
-    const r = route.models.resolve(model, metadataPairs(this.call.metadata));
+    const r = route.models.resolve(model, metadataPairs(this.call.metadata()));
     if (r.kind !== 'model') throw new ModelmuxError('route_kind_not_served', `model ${model} is ${r.kind === 'ensemble' ? 'an ensemble' : 'a sequence'} ModelRoute, which the router serves over HTTP only`);
     this.routed = { route: r.routes[0] as string, backend: r.model };
     this.model = r.model;
@@ -145,7 +153,7 @@ export class GrpcExchange extends TryAttempts {
 
   private selectRoute(): Route {
     const routes = this.ctx.proxy.routes;
-    const named = firstString(this.call.metadata, GRPC_ROUTE_METADATA);
+    const named = this.call.metadataValue(GRPC_ROUTE_METADATA);
     if (named !== undefined) {
       const prefix = named.startsWith('/') ? named : `/${named}`;
       const route = routes.match(prefix);
@@ -277,11 +285,8 @@ export class GrpcExchange extends TryAttempts {
     this.grpcCode = s.code;
     const code = catalogueCode(s.metadata.get(ERROR_CODE_TRAILER)[0]);
     this.httpStatus = s.code === GrpcStatus.OK ? 200 : code !== undefined ? ERROR_CATALOGUE[code].status : 502;
-    if (!this.call.cancelled) {
-      this.call.sendMetadata(md);
-      if (s.code === GrpcStatus.OK && message !== undefined) this.answer(null, message, s.metadata);
-      else this.answer({ code: s.code, details: s.details, metadata: s.metadata }, null);
-    }
+    if (s.code === GrpcStatus.OK && message !== undefined) this.call.answer(message, md, s.metadata);
+    else this.call.fail(s.code, s.details, s.metadata, md);
     this.finish();
   }
 
@@ -325,17 +330,16 @@ export class GrpcExchange extends TryAttempts {
     upstream?.cancel();
     this.grpcCode = grpcStatus(e.code);
     if (e.code === 'internal') this.ctx.proxy.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
-    if (!this.call.cancelled) {
-      try {
-        const trailers = new Metadata();
-        trailers.set(HEADER_REQUEST_ID, this.requestId);
-        if (this.routed !== undefined) trailers.set(HEADER_BACKEND, this.routed.backend);
-        this.answer(grpcError(e, trailers), null);
-      } catch (again) {
-        // The last guard: the call is answered whatever broke, never left to its deadline.
-        this.ctx.proxy.log.error('unhandled gRPC call error', { requestId: this.requestId, reason: again instanceof Error ? again.message : String(again) });
-        this.answer({ code: GrpcStatus.INTERNAL, details: 'unexpected router error' }, null);
-      }
+    try {
+      const trailers = new Metadata();
+      trailers.set(HEADER_REQUEST_ID, this.requestId);
+      if (this.routed !== undefined) trailers.set(HEADER_BACKEND, this.routed.backend);
+      const g = grpcError(e, trailers);
+      this.call.fail(g.code, g.details, g.metadata);
+    } catch (again) {
+      // The last guard: the call is answered whatever broke, never left to its deadline.
+      this.ctx.proxy.log.error('unhandled gRPC call error', { requestId: this.requestId, reason: again instanceof Error ? again.message : String(again) });
+      this.call.fail(GrpcStatus.INTERNAL, 'unexpected router error');
     }
     this.finish();
   }
@@ -345,7 +349,6 @@ export class GrpcExchange extends TryAttempts {
     proxy.deadlines.remove(this);
     proxy.buffered.release(this.budgeted);
     this.budgeted = 0;
-    this.call.removeListener('cancelled', this.onCancelled);
     const ms = proxy.clock.now() - this.started;
     const route = this.route === undefined ? 'none' : this.route.prefix;
     proxy.metrics.grpcRequests.labels({ route, method: this.method, code: GrpcStatus[this.grpcCode] ?? String(this.grpcCode) }).inc();
@@ -367,18 +370,4 @@ export class GrpcExchange extends TryAttempts {
       durationMs: ms,
     });
   }
-}
-
-/** The address of grpc-js's `host:port` or `[v6]:port` peer, as HTTP's X-Forwarded-For carries it. */
-export function peerAddress(peer: string): string {
-  if (peer.startsWith('[')) return peer.slice(1, peer.indexOf(']') === -1 ? undefined : peer.indexOf(']'));
-  const colon = peer.lastIndexOf(':');
-  return colon === -1 ? peer : peer.slice(0, colon);
-}
-
-/** What is left of the client's deadline (grpc-timeout), in ms; infinite without one. */
-function clientRemainingMs(call: ServerUnaryCall<unknown, unknown>): number {
-  const d = call.getDeadline();
-  const at = d instanceof Date ? d.getTime() : d;
-  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : Number.POSITIVE_INFINITY;
 }

@@ -1,91 +1,76 @@
-import type { Socket } from 'node:net';
-import { Server, type sendUnaryData, type ServerUnaryCall, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
-import { GrpcListener } from '../common/grpc/grpc-listener.js';
-import { inferenceServiceDefinition } from '../common/grpc/inference-service.js';
+import { status } from '@grpc/grpc-js';
+import { encodeResponse } from '../common/grpc/inference-service.js';
+import { grpcStatusName } from '../common/grpc/status.js';
+import type { UnaryCall } from '../common/grpc/unary-call.js';
+import { UnaryServer, type UnaryHandler } from '../common/grpc/unary-server.js';
 import type { Logger } from '../common/log.js';
-import { refusal } from './client-connections.js';
 import { GrpcExchange, type ForwardedMethod, type GrpcContext } from './grpc-exchange.js';
-import { passThrough, readForwarded, type ForwardedMessage } from './grpc-head.js';
-import { messageTimeout } from './grpc-message-timeout.js';
-import { grpcServerOptions, type GrpcLimits } from './grpc-options.js';
+import { grpcServerLimits, type GrpcFlags } from './grpc-options.js';
 
+const SERVICE_PATH = '/inference.GRPCInferenceService/';
 const FORWARDED: readonly ForwardedMethod[] = ['ModelInfer', 'ModelMetadata', 'ModelReady', 'ServerMetadata'];
 
 /**
- * The router's gRPC port: the Open Inference Protocol's `inference.GRPCInferenceService` on
- * grpc-js (HTTP/2). ModelInfer, ModelMetadata, ModelReady and ServerMetadata are placed and
- * forwarded to a replica as HTTP requests are (grpc-exchange.ts): their messages are read only
- * as far as the model name and version (grpc-head.ts) and sent on as the bytes that came, the
+ * The router's gRPC port: the Open Inference Protocol's `inference.GRPCInferenceService` on the
+ * project's unary gRPC server over node:http2 (common/grpc/unary-server.ts, ADR 0039), whose
+ * bounds are HTTP's under the same flags, its messages and held answers in the same byte budget.
+ * ModelInfer, ModelMetadata, ModelReady and ServerMetadata are placed and forwarded to a replica
+ * as HTTP requests are (grpc-exchange.ts): their messages are checked and read as far as the
+ * model name and version (common/grpc/message-scan.ts) and sent on as the bytes that came, the
  * answers likewise. ServerLive and ServerReady are the router's own, as /healthz and /readyz.
- *
- * Its connections are accepted by a `GrpcListener` (without Nagle's delay) and counted against
- * --max-connections and --max-connections-per-client as HTTP's are (a connection past them is
- * closed at once).
  */
 export class RouterGrpcServer {
-  private readonly server: Server;
-  private readonly listener: GrpcListener;
-  private readonly byClient = new Map<string, number>();
+  private readonly server: UnaryServer;
 
-  constructor(
-    ctx: GrpcContext,
-    limits: GrpcLimits,
-    private readonly connections: { maxConnections: number; maxConnectionsPerClient: number },
-    isReady: () => boolean,
-    private readonly log: Logger,
-  ) {
+  constructor(ctx: GrpcContext, flags: GrpcFlags, isReady: () => boolean, log: Logger) {
     const { proxy } = ctx;
-    const timeout = messageTimeout(proxy.deadlines, proxy.clock, proxy.limits.bodyTimeoutMs, () => proxy.metrics.timedOut('body_total'));
-    this.server = new Server({ ...grpcServerOptions(limits), interceptors: [timeout] });
-    const base = inferenceServiceDefinition();
-    const service: Record<string, ServiceDefinition[string]> = { ...base };
-    const impl: UntypedServiceImplementation = {
-      ServerLive: (_call: ServerUnaryCall<unknown, unknown>, done: sendUnaryData<unknown>) => done(null, { live: true }),
-      ServerReady: (_call: ServerUnaryCall<unknown, unknown>, done: sendUnaryData<unknown>) => done(null, { ready: isReady() }),
-    };
+    const own = (method: 'ServerLive' | 'ServerReady', value: () => unknown): UnaryHandler => (call) => call.answer(encodeResponse(method, value()));
+    const methods = new Map<string, UnaryHandler>([
+      [`${SERVICE_PATH}ServerLive`, own('ServerLive', () => ({ live: true }))],
+      [`${SERVICE_PATH}ServerReady`, own('ServerReady', () => ({ ready: isReady() }))],
+    ]);
     for (const method of FORWARDED) {
-      const def = base[method];
-      if (def === undefined) throw new Error(`the inference service has no ${method}`);
-      service[method] = { ...def, requestDeserialize: readForwarded, responseSerialize: passThrough };
-      impl[method] = (call: ServerUnaryCall<ForwardedMessage, Buffer>, done: sendUnaryData<Buffer>) => {
+      methods.set(`${SERVICE_PATH}${method}`, (call: UnaryCall) => {
         try {
-          new GrpcExchange(ctx, method, call, done).start();
+          new GrpcExchange(ctx, method, call).start();
         } catch (err) {
           // The exchange answers its own failures; this is the last guard of the process.
-          this.log.error('unhandled gRPC call error', { method, reason: err instanceof Error ? err.message : String(err) });
+          log.error('unhandled gRPC call error', { method, reason: err instanceof Error ? err.message : String(err) });
+          call.fail(status.INTERNAL, 'unexpected router error');
         }
-      };
+      });
     }
-    this.server.addService(service, impl);
-    const rejected = proxy.metrics.rejected.bind(proxy.metrics);
-    this.listener = new GrpcListener(this.server, (socket, open) => this.admit(socket, open, rejected));
+    this.server = new UnaryServer({
+      methods,
+      limits: grpcServerLimits(flags),
+      budget: proxy.buffered,
+      portFlag: '--grpc-port',
+      events: {
+        refused: (reason, client) => {
+          if (reason !== 'resets') return proxy.metrics.rejected(reason);
+          proxy.metrics.rejected('resets');
+          log.warn('gRPC client over its reset budget; its connections are closed', { client, maxResets: flags.grpcMaxResetsPerClient });
+        },
+        timedOut: (phase) => proxy.metrics.timedOut(phase === 'write' ? 'downstream_write' : phase === 'message_idle' ? 'body_idle' : 'body_total'),
+        callRefused: (method, code, err) => {
+          if (err?.code === 'buffer_full') proxy.metrics.rejected('buffered_bytes');
+          proxy.metrics.grpcRequests.labels({ route: 'none', method, code: grpcStatusName(code) }).inc();
+        },
+      },
+    });
   }
 
-  private admit(socket: Socket, open: number, rejected: (reason: 'connections' | 'client_connections') => void): boolean {
-    const client = socket.remoteAddress ?? '';
-    const fromClient = this.byClient.get(client) ?? 0;
-    const refused = refusal(open, fromClient, this.connections);
-    if (refused !== undefined) {
-      // Before any HTTP/2 frame: there is no call to answer a status on, only the connection to close.
-      rejected(refused);
-      return false;
-    }
-    this.byClient.set(client, fromClient + 1);
-    socket.once('close', () => {
-      const left = (this.byClient.get(client) ?? 1) - 1;
-      if (left === 0) this.byClient.delete(client);
-      else this.byClient.set(client, left);
-    });
-    return true;
+  get connections(): number {
+    return this.server.connections;
   }
 
   /** Listens on `host:port` (0: a free port); resolves to the bound port. */
   listen(port: number, host: string): Promise<number> {
-    return this.listener.listen(port, host);
+    return this.server.listen(port, host);
   }
 
   /** Takes no new connections, sends the open ones GOAWAY and waits for their calls, at most `graceMs`. */
   drain(graceMs: number): Promise<void> {
-    return this.listener.drain(graceMs);
+    return this.server.drain(graceMs);
   }
 }

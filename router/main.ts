@@ -4,7 +4,7 @@ import { AccessLog } from './access-log.js';
 import { systemSetTimer } from './balancer.js';
 import { parseRouterConfig } from './config.js';
 import type { Discovery } from './discovery.js';
-import { grpcUpstreamOptions, type GrpcLimits } from './grpc-options.js';
+import { grpcUpstreamOptions } from './grpc-options.js';
 import { RouterGrpcServer } from './grpc-server.js';
 import { GrpcUpstreams } from './grpc-upstreams.js';
 import { KubeDiscovery } from './kube-discovery.js';
@@ -66,17 +66,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     access,
   );
   const server = new RouterServer(proxy, routes, metrics, log, config);
-  const grpcLimits: GrpcLimits = {
-    maxRequestBytes: config.maxBodyBytes,
-    maxResponseBytes: config.grpcMaxResponseBytes,
-    maxConcurrentStreams: config.grpcMaxConcurrentStreams,
-    idleTimeoutMs: config.keepAliveTimeoutMs,
-    maxConnectionAgeMs: config.grpcMaxConnectionAgeMs,
-    graceMs: config.shutdownGraceMs,
-  };
-  const upstreams = new GrpcUpstreams(grpcUpstreamOptions(grpcLimits));
+  const upstreams = new GrpcUpstreams(grpcUpstreamOptions(config));
   let ready = false;
-  const grpc = config.grpcPort === -1 ? undefined : new RouterGrpcServer({ proxy, upstreams }, grpcLimits, config, () => ready, log);
+  const grpc = config.grpcPort === -1 ? undefined : new RouterGrpcServer({ proxy, upstreams }, config, () => ready, log);
   const discovery: Discovery =
     config.discovery === 'kube'
       ? new KubeDiscovery(config.namespace, log)

@@ -45,6 +45,12 @@ export class RouterMetrics {
     ['route'],
     this.registry,
   );
+  readonly slowTriesKept = new BoundCounter(
+    'modelmux_router_slow_tries_kept_total',
+    'Tries past their adaptive timeout kept at their replica, which had answered other tries meanwhile: the request was the slow one (ADR 0039).',
+    ['route'],
+    this.registry,
+  );
   readonly ejections = new BoundCounter('modelmux_router_outlier_ejections_total', 'Replicas taken out of placement by outlier detection, by the outcome that ejected them.', ['route', 'outcome'], this.registry);
   readonly tryTimeout = this.byRouteHistogram('modelmux_router_try_timeout_seconds', 'The adaptive timeout each try was given, up to --try-timeout-ms.', [
     0.25, 0.5, 1, 2, 5, 10, 30, 60,
@@ -53,7 +59,7 @@ export class RouterMetrics {
   readonly timeouts = new BoundCounter('modelmux_router_timeouts_total', 'Requests and connections ended by a timeout, by phase.', ['phase'], this.registry);
   readonly rejectedConnections = new BoundCounter(
     'modelmux_router_rejected_connections_total',
-    'Connections answered with an error and closed at a limit: connections, client_connections (per address), buffered_bytes.',
+    'Connections answered with an error and closed at a limit: connections, client_connections (per address), buffered_bytes; resets: gRPC connections of a client over its reset budget, closed.',
     ['reason'],
     this.registry,
   );
@@ -152,6 +158,11 @@ export class RouteMetrics {
     this.refused.inc();
   }
 
+  /** A try past its adaptive timeout stayed at its replica, alive (rare: no cached child). */
+  slowTryKept(): void {
+    this.metrics.slowTriesKept.labels({ route: this.route }).inc();
+  }
+
   /** Outlier detection ejected a replica after a try that ended as `outcome` (rare: no cached child). */
   ejected(outcome: 'refused' | 'failed'): void {
     this.metrics.ejections.labels({ route: this.route, outcome }).inc();
@@ -174,8 +185,8 @@ export type TimeoutPhase = 'head' | 'body_idle' | 'body_total' | 'request' | 'up
 export const TIMEOUT_PHASES: readonly TimeoutPhase[] = ['head', 'body_idle', 'body_total', 'request', 'upstream', 'slow_reader', 'downstream_write', 'keep_alive'];
 
 /** Why a connection was refused: the values of the rejected-connections metric's `reason` label. */
-export type RejectReason = 'connections' | 'client_connections' | 'buffered_bytes';
-export const REJECT_REASONS: readonly RejectReason[] = ['connections', 'client_connections', 'buffered_bytes'];
+export type RejectReason = 'connections' | 'client_connections' | 'buffered_bytes' | 'resets';
+export const REJECT_REASONS: readonly RejectReason[] = ['connections', 'client_connections', 'buffered_bytes', 'resets'];
 
 /**
  * Why a request went to another replica: the values of the retries metric's `reason` label.

@@ -2,7 +2,7 @@ import type { Clock } from '../common/clock.js';
 import type { Logger } from '../common/log.js';
 import { AccessLog } from './access-log.js';
 import { systemSetTimer } from './balancer.js';
-import { ByteBudget } from './byte-budget.js';
+import { ByteBudget } from '../common/byte-budget.js';
 import { Deadlines, deadlineResolutionMs } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { Exchange } from './exchange.js';

@@ -3,7 +3,7 @@ import { parseRequest } from '../common/request-grammar.js';
 import type { Clock } from '../common/clock.js';
 import { HEADER_REQUEST_ID } from '../common/names.js';
 import type { AccessLog } from './access-log.js';
-import type { ByteBudget } from './byte-budget.js';
+import type { ByteBudget } from '../common/byte-budget.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { errorHeaders } from './error-headers.js';
 import type { RouterMetrics } from './metrics.js';

@@ -1,4 +1,4 @@
-import type { ByteBudget } from './byte-budget.js';
+import type { ByteBudget } from '../common/byte-budget.js';
 
 /**
  * What the router holds of one answer for a client that reads it more slowly than its replica

@@ -179,16 +179,22 @@ export abstract class TryAttempts implements Expiring, TryWatcher {
   }
 
   /**
-   * The try outlived its adaptive timeout: the replica counts a failure, and the request goes
-   * elsewhere if it may; if not, this try waits on up to the cap, which a try always had.
+   * The try outlived its adaptive timeout. A replica that has answered other tries since this one
+   * began is alive: the request is the slow one, and another replica would only spend as long on
+   * it, or be stalled by it as this one may be (ADR 0039); it waits on up to the cap, which a try
+   * always had. Otherwise the replica counts a failure, and the request goes elsewhere if it may.
    */
   protected tryTimedOut(): void {
     this.adaptivePending = false;
     const lease = this.lease as Lease;
     const balancer = (this.route as Route).balancer;
     balancer.unwatch(lease, this);
-    this.report('failed');
-    if (this.mayRetry()) return this.abandon('timeout');
+    const alive = balancer.answeredSince(lease.replica, this.tryStart);
+    if (alive) (this.routeMetrics as RouteMetrics).slowTryKept();
+    else {
+      this.report('failed');
+      if (this.mayRetry()) return this.abandon('timeout');
+    }
     balancer.watch(lease, this);
     this.deadlineAt = Math.min(this.requestDeadline, this.tryCapAt);
     this.proxy.deadlines.add(this);

@@ -2,6 +2,8 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadPackageDefinition, type GrpcObject, type ServiceClientConstructor, type ServiceDefinition } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
+import { ModelmuxError } from '../errors.js';
+import { scanRequest, type ScannedMethod } from './message-scan.js';
 
 /**
  * The Open Inference Protocol's gRPC service (`inference.GRPCInferenceService`), loaded from the
@@ -49,6 +51,32 @@ export function inferenceServiceDefinition(): ServiceDefinition {
 /** The generic client class: `new (inferenceClient())(address, credentials, options)`. */
 export function inferenceClient(): ServiceClientConstructor {
   return load().Client;
+}
+
+/** The service's methods, all unary. */
+export type InferenceMethod = ScannedMethod;
+
+/**
+ * A request message of `method` decoded as grpc-js's server would (the load options above), once
+ * message-scan.ts has checked it: the walk bounds what the decode builds, and refuses whatever
+ * the decode would throw on, as `invalid_request` (INVALID_ARGUMENT), never an internal error.
+ */
+export function decodeRequest<T>(method: InferenceMethod, bytes: Buffer): T {
+  scanRequest(method, bytes);
+  const def = inferenceServiceDefinition()[method];
+  if (def === undefined) throw new Error(`the inference service has no ${method}`);
+  try {
+    return def.requestDeserialize(bytes) as T;
+  } catch (err) {
+    throw new ModelmuxError('invalid_request', `the ${method} request cannot be decoded: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+/** An answer of `method` as its message's bytes. */
+export function encodeResponse(method: InferenceMethod, value: unknown): Buffer {
+  const def = inferenceServiceDefinition()[method];
+  if (def === undefined) throw new Error(`the inference service has no ${method}`);
+  return def.responseSerialize(value);
 }
 
 /** An int64/uint64 as it is read (a decimal string) and may be written (string or number). */

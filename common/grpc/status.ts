@@ -46,6 +46,11 @@ export function grpcStatus(code: ErrorCode): status {
   return GRPC_STATUS_EXCEPTIONS[code] ?? GRPC_STATUS_BY_HTTP[ERROR_CATALOGUE[code].status] ?? status.UNKNOWN;
 }
 
+/** A status's name as metrics label it (`INVALID_ARGUMENT`). */
+export function grpcStatusName(code: status): string {
+  return status[code] ?? String(code);
+}
+
 /** A catalogue error as a gRPC call's error: its status and message, its code in `metadata` (sent as trailers). */
 export function grpcError(err: ModelmuxError, metadata: Metadata = new Metadata()): { code: status; details: string; metadata: Metadata } {
   metadata.set(ERROR_CODE_TRAILER, err.code);

@@ -2,7 +2,7 @@ import { ConfigError } from '../../../common/config.js';
 import { REPLICA_ENV, REPLICA_GRPC_PORT, REPLICA_PORT } from '../../../common/replica-env.js';
 import { DEFAULT_RUNTIME_HTTP_PORT } from '../../../common/runtime-spec.js';
 import { parseReplicaConfig } from '../../../replica/config.js';
-import { grpcServerOptions } from '../../../replica/grpc-options.js';
+import { grpcServerLimits } from '../../../replica/grpc-options.js';
 
 const source = ['--model-source', 'file:///models'];
 
@@ -28,14 +28,15 @@ describe("the replica's gRPC port", () => {
 });
 
 describe("the gRPC server's bounds", () => {
-  it('bounds a message by the HTTP body limit and every connection in time', () => {
-    const o = grpcServerOptions({ maxBodyBytes: 8 * 1024 ** 2, maxOngoingRequests: 16, requestTimeoutMs: 60_000 });
-    expect(o['grpc.max_receive_message_length']).toBe(8 * 1024 ** 2);
-    expect(o['grpc.max_connection_age_grace_ms']).toBe(60_000);
-    for (const key of ['grpc.max_connection_idle_ms', 'grpc.max_connection_age_ms', 'grpc.keepalive_time_ms', 'grpc.keepalive_timeout_ms'] as const) expect(o[key]).toBeGreaterThan(0);
-    // Enough HTTP/2 session memory (MiB) for a full replica's messages on one connection, as a router sends them.
-    expect(o['grpc-node.max_session_memory']).toBe(128);
-    expect(o['grpc.max_concurrent_streams']).toBe(100);
-    expect(grpcServerOptions({ maxBodyBytes: 1024, maxOngoingRequests: 500, requestTimeoutMs: 1000 })['grpc.max_concurrent_streams']).toBe(1000);
+  it('bound a message by the HTTP body limit, every phase of a call and every connection in time, and no reset budget', () => {
+    const l = grpcServerLimits(parseReplicaConfig(source, {}));
+    expect(l.maxMessageBytes).toBe(8 * 1024 ** 2);
+    expect(l.graceMs).toBe(60_000);
+    expect(l.maxConnections).toBe(4096);
+    for (const key of ['messageTimeoutMs', 'messageIdleTimeoutMs', 'writeTimeoutMs', 'idleTimeoutMs', 'maxConnectionAgeMs', 'keepaliveMs', 'keepaliveTimeoutMs'] as const) expect(l[key]).toBeGreaterThan(0);
+    // A router forwards all its clients' cancellations over one connection: the router budgets them, not the replica.
+    expect(l.resets.maxResets).toBe(0);
+    expect(l.maxConcurrentStreams).toBe(100);
+    expect(grpcServerLimits(parseReplicaConfig([...source, '--max-ongoing-requests', '500'], {})).maxConcurrentStreams).toBe(1000);
   });
 });

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { ClientConnections, refusal, writeStalled, type RefusalReason } from '../../../router/client-connections.js';
+import { refusal, type RefusalReason } from '../../../common/connection-limits.js';
+import { ClientConnections, writeStalled } from '../../../router/client-connections.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
 
 describe('refusal', () => {

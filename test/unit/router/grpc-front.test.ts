@@ -1,10 +1,10 @@
 import type { V1Pod } from '@kubernetes/client-node';
-import { ProtoWriter } from '../../../common/proto-wire.js';
 import { inferenceServiceDefinition } from '../../../common/grpc/inference-service.js';
 import { silentLogger } from '../../../common/log.js';
-import { peerAddress } from '../../../router/grpc-exchange.js';
-import { addressedTo, decodeGrpcHead, readForwarded } from '../../../router/grpc-head.js';
-import { grpcServerOptions } from '../../../router/grpc-options.js';
+import { scanRequest } from '../../../common/grpc/message-scan.js';
+import { addressedTo } from '../../../router/grpc-head.js';
+import { grpcServerLimits } from '../../../router/grpc-options.js';
+import { parseRouterConfig } from '../../../router/config.js';
 import { podGrpcAddress, routesFromObjects } from '../../../router/kube-discovery.js';
 import { parseStaticRoutes } from '../../../router/static-discovery.js';
 
@@ -27,7 +27,7 @@ describe('addressedTo', () => {
     expect([model_name, model_version]).toEqual(['wine-9', '2']);
     const { model_name: _n, model_version: _v, ...before } = decode('ModelInfer', raw);
     expect(rest).toEqual(before);
-    expect(decodeGrpcHead(sent)).toEqual({ name: 'wine-9', version: '2', id: 'req-1' });
+    expect(scanRequest('ModelInfer', sent)).toEqual({ name: 'wine-9', version: '2', id: 'req-1' });
   });
 
   it('clears a version the message had when the backend is unversioned, for metadata and readiness requests too', () => {
@@ -35,39 +35,6 @@ describe('addressedTo', () => {
     expect([decode('ModelInfer', infer)['model_name'], decode('ModelInfer', infer)['model_version']]).toEqual(['stable', '']);
     const ready = addressedTo(encode('ModelReady', { name: 'canary', version: '7' }), 'u1@3');
     expect(decode('ModelReady', ready)).toMatchObject({ name: 'u1', version: '3' });
-  });
-});
-
-describe('decodeGrpcHead', () => {
-  it('reads the model name, version and id of a ModelInferRequest and nothing else', () => {
-    const raw = encode('ModelInfer', {
-      model_name: 'wine',
-      model_version: '3',
-      id: 'req-1',
-      parameters: { priority: { int64_param: 2 } },
-      inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3], contents: { fp32_contents: [1, 2, 3] } }],
-      raw_input_contents: [Buffer.alloc(1024, 7)],
-    });
-    expect(decodeGrpcHead(raw)).toEqual({ name: 'wine', version: '3', id: 'req-1' });
-    const forwarded = readForwarded(raw);
-    expect(forwarded.raw).toBe(raw);
-  });
-
-  it('reads the name and version of ModelMetadata and ModelReady requests', () => {
-    expect(decodeGrpcHead(encode('ModelMetadata', { name: 'beer', version: '' }))).toEqual({ name: 'beer', version: '', id: '' });
-    expect(decodeGrpcHead(encode('ModelReady', { name: 'beer', version: '12' }))).toEqual({ name: 'beer', version: '12', id: '' });
-  });
-
-  it('finds the head after the tensors, as a message with its fields in another order has it', () => {
-    const raw = new ProtoWriter().bytes(7, new Uint8Array(4096)).string(1, 'late').string(3, 'i').finish();
-    expect(decodeGrpcHead(raw)).toEqual({ name: 'late', version: '', id: 'i' });
-  });
-
-  it('gives undefined for bytes that are not a protobuf message, and for an empty one an empty head', () => {
-    expect(decodeGrpcHead(Buffer.from([0x0a, 0x10, 0x61]))).toBeUndefined();
-    expect(decodeGrpcHead(Buffer.from([0xff, 0xff, 0xff]))).toBeUndefined();
-    expect(readForwarded(Buffer.from([0x0a, 0x05])).head).toBeUndefined();
-    expect(decodeGrpcHead(Buffer.alloc(0))).toEqual({ name: '', version: '', id: '' });
   });
 });
 
@@ -101,21 +68,19 @@ describe('replicas’ gRPC addresses', () => {
   });
 });
 
-describe('peerAddress', () => {
-  it('drops the port of a grpc-js peer, as X-Forwarded-For carries an address', () => {
-    expect(peerAddress('127.0.0.1:53122')).toBe('127.0.0.1');
-    expect(peerAddress('[::1]:53122')).toBe('::1');
-    expect(peerAddress('unix-socket')).toBe('unix-socket');
-  });
-});
-
-describe('gRPC server options', () => {
-  const limits = { maxRequestBytes: 1000, maxResponseBytes: 2000, maxConcurrentStreams: 8, idleTimeoutMs: 65_000, maxConnectionAgeMs: 0, graceMs: 25_000 };
-
-  it('bound messages, streams and idle connections, and age connections only when asked', () => {
-    const o = grpcServerOptions(limits);
-    expect(o).toMatchObject({ 'grpc.max_receive_message_length': 1000, 'grpc.max_send_message_length': 2000, 'grpc.max_concurrent_streams': 8, 'grpc.max_connection_idle_ms': 65_000 });
-    expect(o['grpc.max_connection_age_ms']).toBeUndefined();
-    expect(grpcServerOptions({ ...limits, maxConnectionAgeMs: 600_000 })).toMatchObject({ 'grpc.max_connection_age_ms': 600_000, 'grpc.max_connection_age_grace_ms': 25_000 });
+describe('the gRPC port’s bounds', () => {
+  it('are the HTTP side’s flags: message size and timeouts, write timeout, idle connections, connection limits', () => {
+    const c = parseRouterConfig(['--routes', '/w=http://127.0.0.1:1', '--max-body-bytes', '1000', '--body-idle-timeout-ms', '5', '--body-timeout-ms', '6', '--write-timeout-ms', '7', '--keep-alive-timeout-ms', '8', '--max-connections', '9', '--max-connections-per-client', '3'], {});
+    expect(grpcServerLimits(c)).toMatchObject({
+      maxMessageBytes: 1000,
+      messageIdleTimeoutMs: 5,
+      messageTimeoutMs: 6,
+      writeTimeoutMs: 7,
+      idleTimeoutMs: 8,
+      maxConnections: 9,
+      maxConnectionsPerClient: 3,
+      maxConnectionAgeMs: 0,
+      resets: { maxResets: 200, windowMs: 10_000 },
+    });
   });
 });

@@ -290,6 +290,37 @@ describe('RouterProxy retries', () => {
     }
   });
 
+  it('keeps a slow request at a replica that answers other requests meanwhile: nothing is retried or ejected', async () => {
+    const a = await stub();
+    const b = await stub();
+    const r = await rig([a, b], true, { tryTimeoutMs: CAP, requestTimeoutMs: 20_000 });
+    try {
+      expect((await sendMany(r, 40)).every((x) => x.status === 200)).toBe(true);
+      // One request that is slow by itself (1.5 s, far past the ~100 ms adaptive timeout), among
+      // fast ones that both replicas keep answering.
+      const slow = fetch(`${r.url}/wine/v2/health/ready`, { headers: { 'x-stub-delay-ms': '1500', 'x-request-id': 'slow-one' } });
+      let running = true;
+      const fast = Promise.all(
+        Array.from({ length: 4 }, async () => {
+          while (running) await (await fetch(`${r.url}/wine/v2/health/ready`)).arrayBuffer();
+        }),
+      );
+      const res = await slow;
+      running = false;
+      await fast;
+      expect(res.status).toBe(200);
+      const line = r.lines().find((l) => l['requestId'] === 'slow-one');
+      expect(line).toMatchObject({ status: 200, tries: 1 });
+      // It was tried once: at the replica it went to first, which answered the others meanwhile.
+      expect([...a.seen, ...b.seen].filter((s) => s.headers['x-request-id'] === 'slow-one')).toHaveLength(1);
+      expect(r.metrics.retries.labels({ route: '/wine', reason: 'timeout' }).value).toBe(0);
+      expect(r.metrics.slowTriesKept.labels({ route: '/wine' }).value).toBe(1);
+      expect(r.metrics.ejections.labels({ route: '/wine', outcome: 'failed' }).value).toBe(0);
+    } finally {
+      await r.close();
+    }
+  });
+
   it('retries the tries waiting at a replica that leaves the route on one that stays', async () => {
     const stays = await stub();
     const leaves = await stub(false, true);

@@ -1,4 +1,4 @@
-import { ByteBudget } from '../../../router/byte-budget.js';
+import { ByteBudget } from '../../../common/byte-budget.js';
 import { ResponseBacklog } from '../../../router/response-backlog.js';
 
 describe('ByteBudget', () => {

@@ -1,16 +1,21 @@
-import { ModelmuxError } from '../common/errors.js';
+import { ModelmuxError } from './errors.js';
 
 /**
- * The bound on bytes the router holds in memory across all requests at once: request bodies
- * while they are read and tried (a retry resends them), and the part of an answer written to a
- * client that reads slowly (ADR 0026). A request that would go past it is refused with 503
- * `buffer_full`, a slow reader's answer stops being read from its replica.
+ * The bound on bytes a process holds in memory across all requests at once. The router's: request
+ * bodies and gRPC messages while they are read and tried (a retry resends them), and the part of
+ * an answer written to a client that reads slowly, over HTTP and gRPC alike (ADR 0026, ADR 0039).
+ * The replica's: gRPC messages while they arrive and answers its clients have not taken. A request
+ * that would go past it is refused with 503 `buffer_full` (gRPC: RESOURCE_EXHAUSTED), a slow
+ * reader's answer stops being read from its replica.
  */
 export class ByteBudget {
   private held = 0;
 
-  /** `limit`: bytes, at least 1. */
-  constructor(readonly limit: number) {}
+  /** `limit`: bytes, at least 1; `holder` names the process in the refusal. */
+  constructor(
+    readonly limit: number,
+    private readonly holder: 'router' | 'replica' = 'router',
+  ) {}
 
   get used(): number {
     return this.held;
@@ -46,6 +51,6 @@ export class ByteBudget {
 
   /** The refusal of what does not fit: 503 `buffer_full`, the same words on every path. */
   fullError(): ModelmuxError {
-    return new ModelmuxError('buffer_full', `the router holds ${this.limit} bytes of requests and answers, its limit`);
+    return new ModelmuxError('buffer_full', `the ${this.holder} holds ${this.limit} bytes of requests and answers, its limit`);
   }
 }

@@ -1,0 +1,192 @@
+import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { Metadata, status } from '@grpc/grpc-js';
+import type { ModelmuxError } from '../errors.js';
+import { messagePrefix, UnaryMessageReader } from './grpc-frame.js';
+import { grpcError } from './status.js';
+
+/** Request headers of HTTP/2 and of gRPC's transport, never a call's metadata. */
+const TRANSPORT_HEADERS = ['content-type', 'te', 'grpc-timeout', 'grpc-encoding', 'grpc-accept-encoding', 'accept-encoding', 'content-length'];
+
+/** Response headers the server writes itself, whatever metadata a handler passes. */
+const OWN_RESPONSE_HEADERS = new Set(['content-type', 'grpc-status', 'grpc-message', 'grpc-encoding', 'grpc-accept-encoding', 'date', 'content-length']);
+
+/**
+ * - message: the request message is arriving (its bytes are in the byte budget);
+ * - handling: the message is whole and its handler runs (the bytes stay in the budget);
+ * - writing: the answer is written (its bytes in the budget until the client has taken them);
+ * - done: answered, failed or cancelled.
+ */
+export type CallPhase = 'message' | 'handling' | 'writing' | 'done';
+
+/** What a call tells its server: bytes it holds and hands back. */
+export interface CallBudget {
+  take(n: number): boolean;
+  add(n: number): void;
+  release(n: number): void;
+  fullError(): ModelmuxError;
+}
+
+/**
+ * One unary call of a gRPC server on node:http2 (unary-server.ts): its request headers and
+ * message, its deadline, and the one answer it gets — a message with headers and trailers, or a
+ * status (trailers-only). Every way it ends gives its bytes back to the budget once.
+ */
+export class UnaryCall {
+  phase: CallPhase = 'message';
+  readonly openedAt: number;
+  lastByteAt: number;
+  /** The request message, once whole. */
+  message: Buffer = Buffer.alloc(0);
+  readonly reader: UnaryMessageReader;
+  /** When the answer's bytes last moved to the client (writing phase). */
+  movedAt = 0;
+  movedBytes = 0;
+  private held = 0;
+  private cancelListeners: (() => void)[] = [];
+  private meta: Metadata | undefined;
+  private cancelledFlag = false;
+
+  constructor(
+    readonly stream: ServerHttp2Stream,
+    readonly headers: IncomingHttpHeaders,
+    /** The method's name (`ModelInfer`), the last segment of the path. */
+    readonly method: string,
+    /** The client's address, as the connection limits and reset budget count it. */
+    readonly client: string,
+    /** From the call's grpc-timeout, on Date.now()'s clock; infinite without one. */
+    readonly deadlineAt: number,
+    maxMessageBytes: number,
+    private readonly budget: CallBudget,
+    now: number,
+  ) {
+    this.openedAt = now;
+    this.lastByteAt = now;
+    this.reader = new UnaryMessageReader(maxMessageBytes);
+  }
+
+  /** The call's metadata as grpc-js reads it: custom headers, `-bin` ones decoded; not the transport's. */
+  metadata(): Metadata {
+    if (this.meta === undefined) {
+      this.meta = Metadata.fromHttp2Headers(this.headers);
+      for (const key of TRANSPORT_HEADERS) this.meta.remove(key);
+    }
+    return this.meta;
+  }
+
+  /** The first text value of a metadata key. */
+  metadataValue(key: string): string | undefined {
+    const v = this.metadata().get(key)[0];
+    return typeof v === 'string' ? v : undefined;
+  }
+
+  get cancelled(): boolean {
+    return this.cancelledFlag;
+  }
+
+  get heldBytes(): number {
+    return this.held;
+  }
+
+  /** Runs `f` once if the call is cancelled (reset by the client, its deadline passed, its connection gone) before its answer. */
+  onCancel(f: () => void): void {
+    this.cancelListeners.push(f);
+  }
+
+  /** Takes `n` more bytes of the budget for this call; false (nothing taken) when they do not fit. */
+  take(n: number): boolean {
+    if (!this.budget.take(n)) return false;
+    this.held += n;
+    return true;
+  }
+
+  /** Answers `message` with the handler's headers and trailers; status OK. */
+  answer(message: Buffer, headers?: Metadata, trailers?: Metadata): void {
+    if (this.phase === 'done' || this.phase === 'writing') return;
+    this.releaseHeld();
+    const prefix = messagePrefix(message.length);
+    // Counted past the limit if need be: the answer exists either way; a client that does not
+    // take it is cut by the write timeout and the bytes come back.
+    this.held = prefix.length + message.length;
+    this.budget.add(this.held);
+    this.phase = 'writing';
+    this.movedAt = this.lastByteAt = Date.now();
+    const s = this.stream;
+    try {
+      s.respond({ ...responseHeaders(headers), ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      s.once('wantTrailers', () => {
+        try {
+          s.sendTrailers({ ...responseHeaders(trailers), 'grpc-status': String(status.OK) });
+        } catch {
+          // The stream is gone: its close gives the bytes back.
+        }
+      });
+      s.write(prefix);
+      s.end(message);
+    } catch {
+      this.finish();
+    }
+  }
+
+  /** Ends the call with a status and no message (trailers-only), its `metadata` in the same frame. */
+  fail(code: status, details: string, metadata?: Metadata, headers?: Metadata): void {
+    if (this.phase === 'done' || this.phase === 'writing') return;
+    const unread = this.phase === 'message';
+    this.phase = 'done';
+    this.releaseHeld();
+    const s = this.stream;
+    try {
+      if (!s.headersSent && !s.destroyed) {
+        s.respond(
+          { ...responseHeaders(headers), ...responseHeaders(metadata), ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(code), 'grpc-message': encodeURI(details) },
+          { endStream: true },
+        );
+      }
+      // The rest of a message the call will not read: the client is asked to stop sending (RFC 9113
+      // §8.1), once the status has gone out: a reset submitted with it can overtake it.
+      if (unread) setImmediate(() => s.destroyed || s.close(constants.NGHTTP2_NO_ERROR));
+    } catch {
+      // The stream is gone already.
+    }
+  }
+
+  /** Ends the call with a catalogue error: its gRPC status, and its code in the trailers. */
+  failWith(err: ModelmuxError, metadata: Metadata = new Metadata()): void {
+    const e = grpcError(err, metadata);
+    this.fail(e.code, e.details, e.metadata);
+  }
+
+  /** The stream is closed: the bytes go back; an unanswered call is cancelled. Returns whether it was unanswered. */
+  closed(): boolean {
+    const unanswered = this.phase === 'message' || this.phase === 'handling';
+    this.finish();
+    return unanswered;
+  }
+
+  /** Marks the call cancelled and tells its handler (its deadline passed, or it was reset). */
+  cancel(): void {
+    if (this.cancelledFlag || this.phase === 'done' || this.phase === 'writing') return;
+    this.cancelledFlag = true;
+    const listeners = this.cancelListeners;
+    this.cancelListeners = [];
+    for (const f of listeners) f();
+  }
+
+  private finish(): void {
+    if (this.phase === 'message' || this.phase === 'handling') this.cancel();
+    this.phase = 'done';
+    this.releaseHeld();
+  }
+
+  private releaseHeld(): void {
+    if (this.held === 0) return;
+    this.budget.release(this.held);
+    this.held = 0;
+  }
+}
+
+function responseHeaders(md: Metadata | undefined): OutgoingHttpHeaders {
+  if (md === undefined) return {};
+  const out: OutgoingHttpHeaders = {};
+  for (const [key, value] of Object.entries(md.toHttp2Headers())) if (!key.startsWith(':') && !OWN_RESPONSE_HEADERS.has(key)) out[key] = value;
+  return out;
+}
