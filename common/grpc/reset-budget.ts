@@ -42,12 +42,12 @@ export class ResetBudget {
     if (this.policy.maxResets > 0) this.window(client).calls++;
   }
 
-  /** `client` reset one of its calls before its answer; true when that puts it over budget (it is then blocked for a window). */
+  /** `client` reset one of its calls before its answer; true when that puts it over budget (it is then blocked for a window), once. */
   reset(client: string): boolean {
     if (this.policy.maxResets === 0) return false;
     const w = this.window(client);
     w.resets++;
-    if (w.resets <= this.policy.maxResets || w.resets * 2 <= w.calls) return false;
+    if (w.blockedUntil > this.now() || w.resets <= this.policy.maxResets || w.resets * 2 <= w.calls) return false;
     w.blockedUntil = this.now() + this.policy.windowMs;
     return true;
   }

@@ -67,6 +67,7 @@ export interface UnaryServerOptions {
 }
 
 interface SessionState {
+  readonly session: ServerHttp2Session;
   readonly client: string;
   readonly socket: Socket;
   readonly openedAt: number;
@@ -95,7 +96,8 @@ export class UnaryServer {
   private readonly h2: Http2Server;
   private readonly listener: NetServer;
   private readonly sessions = new Map<ServerHttp2Session, SessionState>();
-  private readonly calls = new Set<UnaryCall>();
+  /** Calls not yet ended, with their connection's state. */
+  private readonly calls = new Map<UnaryCall, SessionState>();
   private readonly byClient = new Map<string, number>();
   private readonly resets: ResetBudget;
   private readonly sweeper: NodeJS.Timeout;
@@ -175,7 +177,7 @@ export class UnaryServer {
   private onSession(session: ServerHttp2Session): void {
     const socket = session.socket as Socket;
     const now = Date.now();
-    this.sessions.set(session, { client: socket.remoteAddress ?? '', socket, openedAt: now, streams: 0, idleSince: now, pingSentAt: undefined, lastPingAt: now, goawayAt: undefined });
+    this.sessions.set(session, { session, client: socket.remoteAddress ?? '', socket, openedAt: now, streams: 0, idleSince: now, pingSentAt: undefined, lastPingAt: now, goawayAt: undefined });
     session.once('close', () => this.sessions.delete(session));
     session.on('error', () => undefined);
   }
@@ -192,7 +194,7 @@ export class UnaryServer {
     const timeout = headers['grpc-timeout'];
     const timeoutMs = timeout === undefined ? Number.POSITIVE_INFINITY : typeof timeout === 'string' ? grpcTimeoutMs(timeout) : undefined;
     const call = new UnaryCall(stream, headers, path.slice(path.lastIndexOf('/') + 1), state.client, now + (timeoutMs ?? 0), this.opts.limits.maxMessageBytes, this.opts.budget, now);
-    this.calls.add(call);
+    this.calls.set(call, state);
     this.resets.called(state.client);
     stream.once('close', () => this.onClose(call, state));
     if (timeoutMs === undefined) return this.refuse(call, new ModelmuxError('invalid_request', `the grpc-timeout header "${String(timeout)}" is malformed`));
@@ -260,12 +262,16 @@ export class UnaryServer {
   private onClose(call: UnaryCall, state: SessionState): void {
     this.calls.delete(call);
     this.streamEnded(state);
-    const session = call.stream.session;
     // Unanswered and closed while its connection lives: the client reset it.
-    const reset = call.closed() && session !== undefined && !session.closed && !session.destroyed;
+    const reset = call.closed() && !state.session.closed && !state.session.destroyed;
     if (!reset || !this.resets.reset(state.client)) return;
     this.opts.events.refused('resets', state.client);
-    for (const [s, st] of this.sessions) if (st.client === state.client) s.destroy(undefined, constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    for (const [s, st] of this.sessions) {
+      if (st.client !== state.client) continue;
+      // The GOAWAY goes out first: a destroy in the same turn can overtake it.
+      s.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
+      setImmediate(() => s.destroy());
+    }
   }
 
   private streamEnded(state: SessionState): void {
@@ -276,7 +282,7 @@ export class UnaryServer {
   private sweep(): void {
     const now = Date.now();
     const l = this.opts.limits;
-    for (const call of this.calls) {
+    for (const [call, state] of this.calls) {
       if (call.phase === 'message') {
         const total = now - call.openedAt >= l.messageTimeoutMs;
         if (total || now - call.lastByteAt >= l.messageIdleTimeoutMs) {
@@ -288,14 +294,14 @@ export class UnaryServer {
       if ((call.phase === 'message' || call.phase === 'handling') && now >= call.deadlineAt) {
         call.cancel();
         this.refuse(call, status.DEADLINE_EXCEEDED, 'Deadline exceeded');
-      } else if (call.phase === 'writing') this.checkWrite(call, now);
+      } else if (call.phase === 'writing') this.checkWrite(call, state, now);
     }
     for (const [session, st] of this.sessions) this.checkSession(session, st, now);
   }
 
   /** Progress is the connection's bytes moving while the answer is unwritten, as HTTP's write timeout (nginx's send_timeout). */
-  private checkWrite(call: UnaryCall, now: number): void {
-    const written = call.stream.session?.socket?.bytesWritten ?? 0;
+  private checkWrite(call: UnaryCall, state: SessionState, now: number): void {
+    const written = state.socket.bytesWritten;
     if (written !== call.movedBytes) {
       call.movedBytes = written;
       call.movedAt = now;

@@ -60,6 +60,8 @@ describe('ResetBudget', () => {
     for (let i = 0; i < 4; i++) b.called('a');
     expect([b.reset('a'), b.reset('a'), b.reset('a')]).toEqual([false, false, false]);
     expect(b.reset('a')).toBe(true);
+    // Told once: the connections are closed then, and new ones refused while blocked.
+    expect(b.reset('a')).toBe(false);
     expect(b.blocked('a')).toBe(true);
     expect(b.blocked('b')).toBe(false);
     now = 999;
