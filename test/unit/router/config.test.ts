@@ -14,7 +14,7 @@ function problems(argv: string[], env: NodeJS.ProcessEnv = {}): string[] {
 describe('router configuration', () => {
   it('reads static routes from the flag or the environment, with defaults for the rest', () => {
     const c = parseRouterConfig([], { MODELMUX_ROUTES: '/wine=http://127.0.0.1:9001' });
-    expect(c).toMatchObject({ discovery: 'static', port: 8000, maxOngoingRequests: 16, matchTimeoutSeconds: 1, maxBodyBytes: 10 * 1024 * 1024, maxQueue: 1024 });
+    expect(c).toMatchObject({ discovery: 'static', port: 8000, maxOngoingRequests: 16, matchTimeoutSeconds: 1, maxBodyBytes: 8 * 1024 * 1024, maxQueue: 1024 });
     expect(c.staticRoutes).toEqual([{ prefix: '/wine', urls: ['http://127.0.0.1:9001'] }]);
     expect(parseRouterConfig(['--routes', '/a=http://127.0.0.1:1', '--max-body-bytes', '1Ki'], { MODELMUX_ROUTES: '/b=http://127.0.0.1:2' })).toMatchObject({ maxBodyBytes: 1024, staticRoutes: [{ prefix: '/a' }] });
   });
