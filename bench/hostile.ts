@@ -5,6 +5,7 @@ import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { REJECT_REASONS, TIMEOUT_PHASES } from '../router/metrics.js';
 import { checkAnswer } from './lib/answer-check.js';
 import { startChild, type Child } from './lib/child.js';
+import { GrpcHostileClients, type GrpcHostileMix } from './lib/grpc-hostile-clients.js';
 import { HostileClients, type HostileMix, type HostileReport } from './lib/hostile-clients.js';
 import { failureText, runLoad, type LoadResult } from './lib/load-generator.js';
 import { runBench, type BenchRun } from './lib/cli-options.js';
@@ -20,10 +21,16 @@ import { writeReport, type BenchReport } from './lib/report.js';
  * `npm run bench:hostile`: does good traffic keep its latency while hostile clients run beside
  * it? One `modelmux local` pool with the router's default limits and timeouts; the same
  * closed-loop good traffic measured alone and with a hostile mix running in a process of its own
- * (stalled bodies and heads, slow readers of large answers, nesting bombs, idle connections),
+ * (stalled bodies and heads, slow readers of large answers, nesting bombs, idle connections; on
+ * the gRPC port: stalled messages, window-1 readers, rapid resets, decode bombs, idle connections),
  * windows taking turns; the good traffic's p99 and errors with and without, and their ratio.
  * Not part of any test run. Writes bench/results/hostile.{json,md}.
  */
+
+/** Hostile clients connect from these, never from 127.0.0.1, the good clients' address. */
+const HOSTILE_ADDRESSES = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
+/** The rapid-reset client's own address: the router cuts off an address over its reset budget, which would cut the rest of the mix too. */
+const RESETTER_ADDRESS = '127.0.0.6';
 
 const schema = z.object({
   replicas: intString(1, 64).default(2),
@@ -42,6 +49,12 @@ const schema = z.object({
   slowReaderHoldMs: intString(1, 600_000).default(2000),
   bombsPerSecond: z.coerce.number().min(0).max(10_000).default(20),
   idleConnections: intString(0, 100_000).default(256),
+  grpcStalledConnections: intString(0, 100_000).default(8),
+  grpcStalledCalls: intString(1, 1000).default(16),
+  grpcWindowOneReaders: intString(0, 100_000).default(16),
+  grpcResetsPerSecond: intString(0, 100_000).default(1000),
+  grpcBombsPerSecond: z.coerce.number().min(0).max(1000).default(2),
+  grpcIdleConnections: intString(0, 100_000).default(64),
   child: z.string().optional(),
 });
 type Options = z.infer<typeof schema>;
@@ -62,26 +75,37 @@ const specs: OptionSpecs<typeof schema.shape> = {
   slowReaderHoldMs: { flag: 'slow-reader-hold-ms', help: 'How long a slow reader keeps its connection before it starts again (default 2000).' },
   bombsPerSecond: { flag: 'bombs-per-second', help: 'Rows bodies of 30 nested arrays sent per second (default 20).' },
   idleConnections: { flag: 'idle-connections', help: 'Connections that send nothing (default 256).' },
+  grpcStalledConnections: { flag: 'grpc-stalled-connections', help: 'HTTP/2 connections holding calls whose message stops halfway (1 MiB announced, 512 KiB sent) (default 8).' },
+  grpcStalledCalls: { flag: 'grpc-stalled-calls', help: 'Calls per stalled HTTP/2 connection (default 16).' },
+  grpcWindowOneReaders: { flag: 'grpc-window-one-readers', help: 'gRPC clients with a window of 1, never opened, asking for a large answer (slow-reader rows) (default 16).' },
+  grpcResetsPerSecond: { flag: 'grpc-resets-per-second', help: `gRPC calls opened and reset at once per second by one client from ${RESETTER_ADDRESS} (rapid reset; default 1000).` },
+  grpcBombsPerSecond: { flag: 'grpc-bombs-per-second', help: 'gRPC messages of two million empty inputs (4 MiB) sent per second (default 2).' },
+  grpcIdleConnections: { flag: 'grpc-idle-connections', help: 'HTTP/2 connections that open no call (default 64).' },
   child: { flag: 'child', help: 'Internal: run the hostile mix described by this JSON until SIGTERM, then print what it got.' },
 };
 
-/** Hostile clients connect from these, never from 127.0.0.1, the good clients' address. */
-const HOSTILE_ADDRESSES = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
 
 interface ChildSpec {
   port: number;
   path: string;
   model: string;
   mix: HostileMix;
+  grpcAddress: string;
+  grpcMix: GrpcHostileMix;
 }
 
 /** In the child: the mix runs until SIGTERM, then its report is the last line printed. */
 function runChild(spec: ChildSpec): void {
   const clients = new HostileClients(spec.port, spec.path, spec.model, spec.mix, HOSTILE_ADDRESSES);
+  const grpc = new GrpcHostileClients(spec.grpcAddress, spec.model, spec.grpcMix, HOSTILE_ADDRESSES, RESETTER_ADDRESS);
   clients.start();
+  grpc.start();
   process.stdout.write('hostile clients started\n');
   process.once('SIGTERM', () => {
-    process.stdout.write(`${JSON.stringify(clients.stop())}\n`);
+    const http = clients.stop();
+    const h2 = grpc.stop();
+    const report: HostileReport = { connections: { ...http.connections, ...h2.connections }, answers: { ...http.answers, ...h2.answers } };
+    process.stdout.write(`${JSON.stringify(report)}\n`);
     process.exit(0);
   });
 }
@@ -131,7 +155,10 @@ function report(o: Options, windows: readonly Window[], routerMetrics: Map<strin
       `models in turn, ${o.durationSeconds} s per window after ${o.warmupSeconds} s unmeasured; ${o.rounds} rounds of a window alone and a window with the hostile mix, which starts ${o.settleSeconds} s before its window and stops after it. ` +
       `Hostile mix, in a process of its own, from ${HOSTILE_ADDRESSES.join(', ')}: ${o.stalledBodies} bodies that stop short (half Content-Length: 1 MiB with 512 KiB sent, half chunked without a last chunk), ` +
       `${o.stalledHeads} heads that stop halfway, ${o.slowReaders} slow readers (${o.slowReaderRows} rows each, never reading the answer, starting again after ${o.slowReaderHoldMs} ms), ` +
-      `${o.bombsPerSecond} bodies of 30 nested arrays per second, ${o.idleConnections} idle connections; each client connects again when the router closes it.`,
+      `${o.bombsPerSecond} bodies of 30 nested arrays per second, ${o.idleConnections} idle connections; ` +
+      `and on the router's gRPC port (HTTP/2): ${o.grpcStalledConnections} connections of ${o.grpcStalledCalls} calls whose message stops halfway (1 MiB announced, 512 KiB sent), ` +
+      `${o.grpcWindowOneReaders} clients with a window of 1 never opened asking for ${o.slowReaderRows} rows, one client from ${RESETTER_ADDRESS} opening and resetting ${o.grpcResetsPerSecond} calls a second (rapid reset), ` +
+      `${o.grpcBombsPerSecond} messages of two million empty inputs (4 MiB) per second, ${o.grpcIdleConnections} idle connections; each client connects again when the router closes it.`,
     sections: [
       {
         headline: true,
@@ -177,7 +204,18 @@ async function main(run: BenchRun<Options>): Promise<void> {
     let turn = 0;
     const good = (durationMs: number): Promise<LoadResult> => runLoad({ url: pool.url, nextModel: () => ids[turn++ % ids.length] as string, concurrency: o.concurrency, body, durationMs, maxRequests: Number.MAX_SAFE_INTEGER });
     if (o.warmupSeconds > 0) await good(o.warmupSeconds * 1000);
+    if (pool.grpcAddress === undefined) throw new Error('modelmux local printed no gRPC address');
     const spec: ChildSpec = {
+      grpcAddress: pool.grpcAddress,
+      grpcMix: {
+        stalledMessages: o.grpcStalledConnections,
+        stalledCallsPerConnection: o.grpcStalledCalls,
+        windowOneReaders: o.grpcWindowOneReaders,
+        windowOneRows: o.slowReaderRows,
+        resetsPerSecond: o.grpcResetsPerSecond,
+        bombsPerSecond: o.grpcBombsPerSecond,
+        idleConnections: o.grpcIdleConnections,
+      },
       port: Number(target.port),
       path: target.pathname,
       model: ids[0] as string,

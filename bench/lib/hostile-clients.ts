@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { HEADER_RAY_MODEL_ID } from '../../common/names.js';
 import { SAMPLE_WINE } from '../../common/wine-model.js';
+import { StoppableTimers } from './stoppable-timers.js';
 
 /** How many of each hostile client run at once (bombs: sent per second). */
 export interface HostileMix {
@@ -35,9 +36,8 @@ export const BOMB = `${'['.repeat(30)}1${']'.repeat(30)}`;
  * few of them as clients behind different addresses would be.
  */
 export class HostileClients {
-  private stopped = false;
+  private readonly timers = new StoppableTimers();
   private readonly sockets = new Set<Socket>();
-  private readonly timers = new Set<NodeJS.Timeout>();
   private readonly report: HostileReport = { connections: { stalled_body: 0, stalled_head: 0, slow_reader: 0, bomb: 0, idle: 0 }, answers: {} };
   private next = 0;
   private readonly largeBody: string;
@@ -58,12 +58,11 @@ export class HostileClients {
     for (let i = 0; i < this.mix.stalledHeads; i++) this.stalledHead();
     for (let i = 0; i < this.mix.slowReaders; i++) this.slowReader();
     for (let i = 0; i < this.mix.idleConnections; i++) this.idle();
-    if (this.mix.bombsPerSecond > 0) this.every(1000 / this.mix.bombsPerSecond, () => this.bomb());
+    if (this.mix.bombsPerSecond > 0) this.timers.every(1000 / this.mix.bombsPerSecond, () => this.bomb());
   }
 
   stop(): HostileReport {
-    this.stopped = true;
-    for (const t of this.timers) clearTimeout(t);
+    this.timers.stop();
     for (const s of this.sockets) s.destroy();
     return this.report;
   }
@@ -83,11 +82,11 @@ export class HostileClients {
     s.on('error', () => undefined);
     s.once('close', () => {
       this.sockets.delete(s);
-      if (this.stopped) return;
+      if (this.timers.stopped) return;
       const key = `${kind} ${status}`;
       this.report.answers[key] = (this.report.answers[key] ?? 0) + 1;
       // A refused or closed client comes back, as an attacker would, after a short pause.
-      this.after(100, again);
+      this.timers.after(100, again);
     });
     return s;
   }
@@ -106,7 +105,7 @@ export class HostileClients {
     const s = this.open('slow_reader', () => this.slowReader());
     s.pause();
     s.write(this.head(`content-length: ${Buffer.byteLength(this.largeBody)}\r\n`) + this.largeBody);
-    this.after(this.mix.slowReaderHoldMs, () => s.destroy());
+    this.timers.after(this.mix.slowReaderHoldMs, () => s.destroy());
   }
 
   private idle(): void {
@@ -116,21 +115,5 @@ export class HostileClients {
   private bomb(): void {
     const s = this.open('bomb', () => undefined);
     s.write(this.head(`content-length: ${BOMB.length}\r\nconnection: close\r\n`) + BOMB);
-  }
-
-  private after(ms: number, f: () => void): void {
-    if (this.stopped) return;
-    const t = setTimeout(() => {
-      this.timers.delete(t);
-      if (!this.stopped) f();
-    }, ms);
-    this.timers.add(t);
-  }
-
-  private every(ms: number, f: () => void): void {
-    this.after(ms, () => {
-      f();
-      this.every(ms, f);
-    });
   }
 }

@@ -14,6 +14,8 @@ import { poolArgs, type PoolOptions } from './pool-options.js';
 export interface ModelmuxLocal {
   /** e.g. `http://127.0.0.1:8000/wine/` (the Ray Serve request form's path). */
   url: string;
+  /** The router's gRPC `host:port`, from local mode's banner. */
+  grpcAddress: string | undefined;
   replicaUrls: string[];
   replicaPids: number[];
   routerPid: number | undefined;
@@ -81,5 +83,6 @@ export async function startModelmuxLocal(repoRoot: string, o: ModelmuxLocalOptio
     await child.stop();
     throw new Error(`found ${replicaUrls.length} of ${o.replicas} replica processes under modelmux local`);
   }
-  return { url, replicaUrls, replicaPids, routerPid, child, loads: () => replicaLoads(replicaUrls), stop: () => child.stop(30_000) };
+  const grpcAddress = /^\s+grpc\s+(\S+)/m.exec(child.output())?.[1];
+  return { url, grpcAddress, replicaUrls, replicaPids, routerPid, child, loads: () => replicaLoads(replicaUrls), stop: () => child.stop(30_000) };
 }

@@ -5,10 +5,10 @@ import { jest } from '@jest/globals';
 import { inferenceServiceDefinition } from '../../../common/grpc/inference-service.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { identityModel } from '../../helpers/datatype-models.js';
-import { framed, RawGrpcConnection, type RawAnswer } from '../../helpers/raw-grpc-client.js';
+import { framed, RawGrpcConnection, type RawAnswer } from '../../../harness/raw-grpc-client.js';
 
 // Issue 47: the replica's gRPC port held to the HTTP/1.1 side's bounds, driven at the frame
-// level (test/helpers/raw-grpc-client.ts) against a real replica process.
+// level (harness/raw-grpc-client.ts) against a real replica process.
 
 jest.setTimeout(120_000);
 

@@ -7,7 +7,7 @@ import { inferenceServiceDefinition } from '../../../common/grpc/inference-servi
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { identityModel } from '../../helpers/datatype-models.js';
-import { framed, RawGrpcConnection } from '../../helpers/raw-grpc-client.js';
+import { framed, RawGrpcConnection } from '../../../harness/raw-grpc-client.js';
 
 // Issue 47: the router's gRPC port held to its HTTP/1.1 side's bounds — decode cost, the byte
 // budget, message and write timeouts, the reset budget — driven at the frame level against

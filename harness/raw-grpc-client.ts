@@ -1,6 +1,6 @@
 import { connect as connectTcp } from 'node:net';
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type Settings } from 'node:http2';
-import { messagePrefix } from '../../common/grpc/grpc-frame.js';
+import { messagePrefix } from '../common/grpc/grpc-frame.js';
 
 /**
  * A gRPC client at the HTTP/2 frame level (node:http2's client session): it sends what a real
