@@ -104,7 +104,7 @@ function runChild(spec: ChildSpec): void {
   process.once('SIGTERM', () => {
     const http = clients.stop();
     const h2 = grpc.stop();
-    const report: HostileReport = { connections: { ...http.connections, ...h2.connections }, answers: { ...http.answers, ...h2.answers } };
+    const report: HostileReport<string> = { connections: { ...http.connections, ...h2.connections }, answers: { ...http.answers, ...h2.answers } };
     process.stdout.write(`${JSON.stringify(report)}\n`);
     process.exit(0);
   });

@@ -2,6 +2,7 @@ import { constants } from 'node:http2';
 import { inferenceServiceDefinition } from '../../common/grpc/inference-service.js';
 import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT } from '../../common/wine-model.js';
 import { framed, RawGrpcConnection } from '../../harness/raw-grpc-client.js';
+import type { HostileReport } from './hostile-clients.js';
 import { StoppableTimers } from './stoppable-timers.js';
 
 /** How many of each HTTP/2 hostile client run at once (bombs: sent per second). */
@@ -24,10 +25,7 @@ export interface GrpcHostileMix {
 export type GrpcHostileKind = 'grpc_stalled' | 'grpc_window_one' | 'grpc_resetter' | 'grpc_bomb' | 'grpc_idle';
 
 /** What the HTTP/2 hostile clients got: connections made, calls by kind and status (`reset`: ended without a status), GOAWAY codes. */
-export interface GrpcHostileReport {
-  connections: Record<GrpcHostileKind, number>;
-  answers: Record<string, number>;
-}
+export type GrpcHostileReport = HostileReport<GrpcHostileKind>;
 
 const encode = (message: unknown): Buffer => (inferenceServiceDefinition()['ModelInfer'] as { requestSerialize(v: unknown): Buffer }).requestSerialize(message);
 

@@ -22,8 +22,8 @@ export interface HostileMix {
 export type HostileKind = 'stalled_body' | 'stalled_head' | 'slow_reader' | 'bomb' | 'idle';
 
 /** What the hostile clients got: connections made, and answers by kind and status (`closed`: none). */
-export interface HostileReport {
-  connections: Record<HostileKind, number>;
+export interface HostileReport<K extends string = HostileKind> {
+  connections: Record<K, number>;
   answers: Record<string, number>;
 }
 

@@ -233,7 +233,7 @@ export class UnaryServer {
     if (!call.take(chunk.length)) return this.refuse(call, this.opts.budget.fullError());
     const s = call.reader.push(chunk);
     if (s.kind === 'refused') {
-      if (s.reason === 'too_large') return this.refuse(call, new ModelmuxError('body_too_large', `the message is ${s.length ?? 0} bytes, more than the limit of ${this.opts.limits.maxMessageBytes}`));
+      if (s.reason === 'too_large') return this.refuse(call, new ModelmuxError('body_too_large', `the message is ${s.length ?? 0} bytes, larger than the limit of ${this.opts.limits.maxMessageBytes} (--max-body-bytes)`));
       // gRPC's answer to a compression it does not take (the router forwards bytes it must read).
       if (s.reason === 'compressed') return this.refuse(call, status.UNIMPLEMENTED, 'the message is compressed; this server takes identity (uncompressed) messages only');
       return this.refuse(call, new ModelmuxError('invalid_request', 'a unary call carries one message; more bytes followed it'));

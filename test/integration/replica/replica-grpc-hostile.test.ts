@@ -1,10 +1,9 @@
-import { mkdtemp, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile, rm } from 'node:fs/promises';
 import { jest } from '@jest/globals';
-import { inferenceServiceDefinition } from '../../../common/grpc/inference-service.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { identityModel } from '../../helpers/datatype-models.js';
+import { identityInfer, inputsBomb } from '../../helpers/grpc-messages.js';
+import { modelFolder } from '../../helpers/wine-folder.js';
 import { framed, RawGrpcConnection, type RawAnswer } from '../../../harness/raw-grpc-client.js';
 
 // Issue 47: the replica's gRPC port held to the HTTP/1.1 side's bounds, driven at the frame
@@ -20,18 +19,6 @@ const OK = 0;
 let models: string;
 const started: ReplicaProcess[] = [];
 const connections: RawGrpcConnection[] = [];
-
-const encode = (method: string, message: unknown): Buffer => (inferenceServiceDefinition()[method] as { requestSerialize(v: unknown): Buffer }).requestSerialize(message);
-
-/** A ModelInfer of the identity model on `rows` rows of 3 FP32s, as raw contents. */
-function identityCall(rows: number): Buffer {
-  return encode('ModelInfer', { model_name: 'identity', inputs: [{ name: 'x', datatype: 'FP32', shape: [rows, 3] }], raw_input_contents: [Buffer.alloc(12 * rows, 1)] });
-}
-
-/** The two-million-empty-inputs message of issue 47 (4 MiB). */
-function inputsBomb(): Buffer {
-  return Buffer.concat([Buffer.from([0x0a, 8, ...Buffer.from('identity')]), Buffer.alloc(4_000_000).fill(Buffer.from([0x2a, 0x00]))]);
-}
 
 async function replica(args: string[] = []): Promise<ReplicaProcess> {
   const r = await startReplica({ args: ['--model-source', `file://${models}`, ...args] });
@@ -54,9 +41,7 @@ async function peakRss(pid: number): Promise<number> {
 const metric = async (r: ReplicaProcess, key: string): Promise<number> => (await r.metrics()).get(key) ?? 0;
 
 beforeAll(async () => {
-  models = await mkdtemp(join(tmpdir(), 'grpc-hostile-'));
-  await mkdir(join(models, 'identity'));
-  await writeFile(join(models, 'identity', 'model.onnx'), identityModel('float32'));
+  models = await modelFolder('grpc-hostile-', { identity: identityModel('float32') });
 });
 
 afterEach(async () => {
@@ -73,25 +58,25 @@ describe('the replica’s gRPC port against hostile clients', () => {
     const r = await replica();
     const c = await connect(r);
     // Warm: the model loaded and one call served, so the peak before is the serving process's.
-    expect((await c.call('ModelInfer', framed(identityCall(1))).answer).grpcStatus).toBe(OK);
+    expect((await c.call('ModelInfer', framed(identityInfer(1))).answer).grpcStatus).toBe(OK);
     const before = await peakRss(r.pid);
-    const a = await c.call('ModelInfer', framed(inputsBomb())).answer;
+    const a = await c.call('ModelInfer', framed(inputsBomb('identity'))).answer;
     expect(a).toMatchObject({ grpcStatus: INVALID_ARGUMENT, code: 'invalid_request' });
     expect(a.grpcMessage).toMatch(/more than 64 inputs/);
     // A decode of every entry took 0.7–0.9 GB here (issue 47); the message itself is 4 MB.
     expect((await peakRss(r.pid)) - before).toBeLessThan(100 * 1024 ** 2);
-    expect((await c.call('ModelInfer', framed(identityCall(2))).answer).grpcStatus).toBe(OK);
+    expect((await c.call('ModelInfer', framed(identityInfer(2))).answer).grpcStatus).toBe(OK);
   });
 
   it('answers a message its decoder would choke on INVALID_ARGUMENT, not INTERNAL', async () => {
     const r = await replica();
     const c = await connect(r);
     // A parameters entry with no value: protobufjs decodes it as null and then fails to read it.
-    const noValue = Buffer.concat([identityCall(1), Buffer.from([0x22, 0x03, 0x0a, 0x01, 0x70])]);
+    const noValue = Buffer.concat([identityInfer(1), Buffer.from([0x22, 0x03, 0x0a, 0x01, 0x70])]);
     const a = await c.call('ModelInfer', framed(noValue)).answer;
     expect(a).toMatchObject({ grpcStatus: INVALID_ARGUMENT, code: 'invalid_request' });
     expect(a.grpcMessage).toMatch(/has no value/);
-    const cut = await c.call('ModelInfer', framed(identityCall(1).subarray(0, 20))).answer;
+    const cut = await c.call('ModelInfer', framed(identityInfer(1).subarray(0, 20))).answer;
     expect(cut).toMatchObject({ grpcStatus: INVALID_ARGUMENT, code: 'invalid_request' });
   });
 
@@ -125,7 +110,7 @@ describe('the replica’s gRPC port against hostile clients', () => {
     expect(over).toMatchObject({ grpcStatus: RESOURCE_EXHAUSTED, code: 'buffer_full' });
     for (const h of held) h.stream.close();
     await Promise.all(held.map((h) => h.answer));
-    expect((await c.call('ModelInfer', framed(identityCall(20_000))).answer).grpcStatus).toBe(OK);
+    expect((await c.call('ModelInfer', framed(identityInfer(20_000))).answer).grpcStatus).toBe(OK);
     expect(await metric(r, 'modelmux_replica_grpc_bounded_total{reason="buffer_full"}')).toBe(1);
   });
 
@@ -137,7 +122,7 @@ describe('the replica’s gRPC port against hostile clients', () => {
       () => 'refused',
     );
     expect(['closed', 'refused']).toContain(await refused);
-    for (const c of kept) expect((await c.call('ModelInfer', framed(identityCall(1))).answer).grpcStatus).toBe(OK);
+    for (const c of kept) expect((await c.call('ModelInfer', framed(identityInfer(1))).answer).grpcStatus).toBe(OK);
     expect(await metric(r, 'modelmux_replica_grpc_bounded_total{reason="connections"}')).toBe(1);
   });
 
@@ -145,11 +130,11 @@ describe('the replica’s gRPC port against hostile clients', () => {
     const r = await replica(['--write-timeout-ms', '800']);
     // Window 1, never opened: the answer (1 MiB) cannot move.
     const c = await connect(r, { settings: { initialWindowSize: 1 } });
-    const a: RawAnswer = await c.call('ModelInfer', framed(identityCall(87_382)), { read: false }).answer;
+    const a: RawAnswer = await c.call('ModelInfer', framed(identityInfer(87_382)), { read: false }).answer;
     expect(a.grpcStatus).toBeUndefined();
     expect(a.rstCode).toBe(8);
     expect(await metric(r, 'modelmux_replica_grpc_bounded_total{reason="write"}')).toBe(1);
     const fresh = await connect(r);
-    expect((await fresh.call('ModelInfer', framed(identityCall(1))).answer).grpcStatus).toBe(OK);
+    expect((await fresh.call('ModelInfer', framed(identityInfer(1))).answer).grpcStatus).toBe(OK);
   });
 });

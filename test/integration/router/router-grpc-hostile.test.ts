@@ -1,12 +1,11 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { constants } from 'node:http2';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { jest } from '@jest/globals';
-import { inferenceServiceDefinition } from '../../../common/grpc/inference-service.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { identityModel } from '../../helpers/datatype-models.js';
+import { identityInfer, inputsBomb } from '../../helpers/grpc-messages.js';
+import { modelFolder } from '../../helpers/wine-folder.js';
 import { framed, RawGrpcConnection } from '../../../harness/raw-grpc-client.js';
 
 // Issue 47: the router's gRPC port held to its HTTP/1.1 side's bounds — decode cost, the byte
@@ -25,12 +24,6 @@ const ATTACKER = '127.0.0.3';
 let models: string;
 const started: { stop(graceMs?: number): Promise<number | null> }[] = [];
 const connections: RawGrpcConnection[] = [];
-
-const encode = (method: string, message: unknown): Buffer => (inferenceServiceDefinition()[method] as { requestSerialize(v: unknown): Buffer }).requestSerialize(message);
-
-function identityCall(rows: number): Buffer {
-  return encode('ModelInfer', { model_name: 'identity', inputs: [{ name: 'x', datatype: 'FP32', shape: [rows, 3] }], raw_input_contents: [Buffer.alloc(12 * rows, 1)] });
-}
 
 async function pool(routerArgs: string[] = []): Promise<{ rt: RouterProcess; rs: ReplicaProcess[] }> {
   const rs = await Promise.all([0, 1].map(() => startReplica({ args: ['--model-source', `file://${models}`] })));
@@ -62,7 +55,7 @@ async function goodTraffic(address: string, clients: number, stop: Promise<unkno
   await Promise.all(
     Array.from({ length: clients }, async () => {
       const c = await connect(address);
-      while (running) statuses.push((await c.call('ModelInfer', framed(identityCall(4))).answer).grpcStatus);
+      while (running) statuses.push((await c.call('ModelInfer', framed(identityInfer(4))).answer).grpcStatus);
     }),
   );
   return statuses;
@@ -71,9 +64,7 @@ async function goodTraffic(address: string, clients: number, stop: Promise<unkno
 const metric = async (p: { metrics(): Promise<Map<string, number>> }, key: string): Promise<number> => (await p.metrics()).get(key) ?? 0;
 
 beforeAll(async () => {
-  models = await mkdtemp(join(tmpdir(), 'router-grpc-hostile-'));
-  await mkdir(join(models, 'identity'));
-  await writeFile(join(models, 'identity', 'model.onnx'), identityModel('float32'));
+  models = await modelFolder('router-grpc-hostile-', { identity: identityModel('float32') });
 });
 
 afterEach(async () => {
@@ -89,10 +80,10 @@ describe('the router’s gRPC port against hostile clients', () => {
   it('refuses two million empty inputs itself: no replica is sent it, and every other client’s call succeeds', async () => {
     const { rt, rs } = await pool();
     const address = rt.grpcAddress as string;
-    expect((await (await connect(address)).call('ModelInfer', framed(identityCall(1))).answer).grpcStatus).toBe(OK);
+    expect((await (await connect(address)).call('ModelInfer', framed(identityInfer(1))).answer).grpcStatus).toBe(OK);
     const callsBefore = await replicaCalls(rs);
     const attacker = await connect(address, { localAddress: ATTACKER });
-    const bomb = Buffer.concat([Buffer.from([0x0a, 8, ...Buffer.from('identity')]), Buffer.alloc(4_000_000).fill(Buffer.from([0x2a, 0x00]))]);
+    const bomb = inputsBomb('identity');
     const bombs = Promise.all(Array.from({ length: 3 }, () => attacker.call('ModelInfer', framed(bomb)).answer));
     const good = goodTraffic(address, 4, bombs);
     for (const a of await bombs) {
@@ -108,7 +99,7 @@ describe('the router’s gRPC port against hostile clients', () => {
 
   it('answers a malformed message as a replica does: the same status, code and words', async () => {
     const { rt, rs } = await pool();
-    const noValue = framed(Buffer.concat([identityCall(1), Buffer.from([0x22, 0x03, 0x0a, 0x01, 0x70])]));
+    const noValue = framed(Buffer.concat([identityInfer(1), Buffer.from([0x22, 0x03, 0x0a, 0x01, 0x70])]));
     const viaRouter = await (await connect(rt.grpcAddress as string)).call('ModelInfer', noValue).answer;
     const direct = await (await connect((rs[0] as ReplicaProcess).grpcAddress as string)).call('ModelInfer', noValue).answer;
     expect(viaRouter).toMatchObject({ grpcStatus: INVALID_ARGUMENT, code: 'invalid_request' });
@@ -135,7 +126,7 @@ describe('the router’s gRPC port against hostile clients', () => {
   it('holds an answer a client never takes in the byte budget, and resets it after --write-timeout-ms', async () => {
     const { rt } = await pool(['--write-timeout-ms', '1000']);
     const c = await connect(rt.grpcAddress as string, { settings: { initialWindowSize: 1 } });
-    const call = c.call('ModelInfer', framed(identityCall(87_382)), { read: false });
+    const call = c.call('ModelInfer', framed(identityInfer(87_382)), { read: false });
     // The 1 MiB answer came from the replica and waits for the client.
     let held = 0;
     for (let i = 0; i < 50 && held < MiB; i++) {
@@ -158,7 +149,7 @@ describe('the router’s gRPC port against hostile clients', () => {
     const good = goodTraffic(address, 2, stopped);
     let sent = 0;
     while (!attacker.session.closed && !attacker.session.destroyed && sent < 1000) {
-      const { stream } = attacker.call('ModelInfer', framed(identityCall(1)));
+      const { stream } = attacker.call('ModelInfer', framed(identityInfer(1)));
       stream.close(constants.NGHTTP2_CANCEL);
       sent++;
       await new Promise((resolve) => setImmediate(resolve));
