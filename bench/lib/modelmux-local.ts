@@ -14,6 +14,8 @@ import { poolArgs, type PoolOptions } from './pool-options.js';
 export interface ModelmuxLocal {
   /** e.g. `http://127.0.0.1:8000/wine/` (the Ray Serve request form's path). */
   url: string;
+  /** The router's admin port, e.g. `http://127.0.0.1:8002`: its /metrics. */
+  adminUrl: string;
   replicaUrls: string[];
   replicaPids: number[];
   routerPid: number | undefined;
@@ -54,16 +56,19 @@ export async function startModelmuxLocal(repoRoot: string, o: ModelmuxLocalOptio
     'local',
     '--port', String(o.port),
     '--grpc-port', '0',
+    '--admin-port', '0',
     '--route-prefix', routePrefix,
     ...poolArgs(o),
     '--example-models', '0',
   ];
   const child = await startChild(process.execPath, args, {
     env: { ...process.env, ...o.env },
-    ready: /route\s+(http:\/\/\S+)/,
+    // The banner's route line, and its metrics line on the router's admin port after it.
+    ready: /route\s+(http:\/\/\S+)[\s\S]*?metrics\s+(http:\/\/\S+)\/metrics/,
     readyTimeoutMs: 180_000,
   });
   const url = `${child.ready[1] as string}/`;
+  const adminUrl = child.ready[2] as string;
   const replicaUrls: string[] = [];
   const replicaPids: number[] = [];
   let routerPid: number | undefined;
@@ -81,5 +86,5 @@ export async function startModelmuxLocal(repoRoot: string, o: ModelmuxLocalOptio
     await child.stop();
     throw new Error(`found ${replicaUrls.length} of ${o.replicas} replica processes under modelmux local`);
   }
-  return { url, replicaUrls, replicaPids, routerPid, child, loads: () => replicaLoads(replicaUrls), stop: () => child.stop(30_000) };
+  return { url, adminUrl, replicaUrls, replicaPids, routerPid, child, loads: () => replicaLoads(replicaUrls), stop: () => child.stop(30_000) };
 }
