@@ -44,7 +44,7 @@ COPY --from=build /app/common/grpc/grpc_predict_v2.proto ./common/grpc/grpc_pred
 # A numeric non-root user, so the kubelet can verify runAsNonRoot; files stay root-owned and
 # read-only to it (the chart also mounts the root filesystem read-only).
 USER 10001:10001
-# 8080: replica HTTP, 8033: replica gRPC (docs/grpc.md), 8000: router, 8081: operator metrics and health.
-EXPOSE 8080 8033 8000 8081
+# 8080: replica HTTP, 8033: replica gRPC (docs/grpc.md), 8000: router, 8002: router admin (metrics, repository API), 8081: operator metrics and health.
+EXPOSE 8080 8033 8000 8002 8081
 ENTRYPOINT ["node", "/app/dist/cli/main.js"]
 CMD ["--help"]

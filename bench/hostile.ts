@@ -243,7 +243,7 @@ async function main(run: BenchRun<Options>): Promise<void> {
       windows.push({ round, hostile: true, result: mixed, hostileReport: JSON.parse(last) as HostileReport });
       log(`round ${round + 1} with the hostile mix: p99 ${mixed.latency.p99Ms.toFixed(2)} ms, ${mixed.throughputRps.toFixed(0)} req/s, ${failureText(mixed)}`);
     }
-    routerMetrics = routerCounters(await (await fetch(`${target.origin}/metrics`)).text());
+    routerMetrics = routerCounters(await (await fetch(`${pool.adminUrl}/metrics`)).text());
   } finally {
     await hostile?.stop(10_000);
     await pool.stop();

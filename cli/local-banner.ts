@@ -12,6 +12,8 @@ export interface BannerInput {
   routerUrl: string;
   /** The router's gRPC `host:port`, unless it serves none. */
   routerGrpc?: string | undefined;
+  /** The router's admin port's base URL (/metrics, /routes, the repository API), unless it has none. */
+  adminUrl?: string | undefined;
   routePrefix: string;
   /** Each replica's own URL: requests work against a replica directly too, without the prefix. */
   replicaUrls: readonly string[];
@@ -83,7 +85,7 @@ export function bannerText(b: BannerInput): string {
     '',
     `  route    ${b.routerUrl}${b.routePrefix}`,
     ...(b.routerGrpc === undefined ? [] : [`  grpc     ${b.routerGrpc}`]),
-    `  metrics  ${b.routerUrl}/metrics`,
+    ...(b.adminUrl === undefined ? [] : [`  metrics  ${b.adminUrl}/metrics`, `  admin    ${b.adminUrl} (/routes, the model repository API; docs/requests.md)`]),
     `  replicas ${b.replicaUrls.join(' ')}`,
     '',
     'Open Inference Protocol (KServe V2):',

@@ -9,6 +9,7 @@ import { REPLICA_ENV } from '../common/replica-env.js';
 import { INTRA_OP_THREADS } from '../common/resource.js';
 import { checkLocalRoutes } from './local-routes.js';
 import { writeExampleModels } from './example-models.js';
+import { DEFAULT_ADMIN_PORT } from '../router/admin-server.js';
 import { DEFAULT_GRPC_PORT } from '../router/grpc-options.js';
 import { GRPC_PORT_PARAM } from '../router/static-discovery.js';
 import { bannerText } from './local-banner.js';
@@ -45,6 +46,7 @@ const schema = z.object({
   host: z.string().min(1).default('127.0.0.1'),
   port: intString(0, 65535).default(8000),
   grpcPort: intString(-1, 65535).default(DEFAULT_GRPC_PORT),
+  adminPort: intString(-1, 65535).default(DEFAULT_ADMIN_PORT),
   routePrefix: z.string().regex(/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be one path segment such as /wine').max(64).default('/wine'),
   maxOngoingRequests: intString(1, 100000).default(16),
   maxBatchSize: intString(1, 1024).default(1),
@@ -71,6 +73,11 @@ const specs: OptionSpecs<typeof schema.shape> = {
     flag: 'grpc-port',
     env: 'MODELMUX_LOCAL_GRPC_PORT',
     help: `Router gRPC port (the Open Inference Protocol's gRPC service, docs/grpc.md); 0 picks a free one, -1 serves no gRPC (default ${DEFAULT_GRPC_PORT}). Replicas get free ones.`,
+  },
+  adminPort: {
+    flag: 'admin-port',
+    env: 'MODELMUX_LOCAL_ADMIN_PORT',
+    help: `Router admin port: /metrics, /routes and the model repository API (load, unload, index), on 127.0.0.1 whatever --host is; 0 picks a free one, -1 none (default ${DEFAULT_ADMIN_PORT}).`,
   },
   routePrefix: { flag: 'route-prefix', env: 'MODELMUX_LOCAL_ROUTE_PREFIX', help: 'Path prefix of the pool (default /wine).' },
   maxOngoingRequests: { flag: 'max-ongoing-requests', env: REPLICA_ENV.maxOngoingRequests, help: 'In-flight requests per replica at most (default 16).' },
@@ -134,7 +141,7 @@ function replicaEnv(
 }
 
 /** `modelmux router` with static discovery over the local replicas. */
-function routerArgs(config: LocalConfig, port: number, grpcPort: number, replicaUrls: readonly string[], routesFile: string | undefined): string[] {
+function routerArgs(config: LocalConfig, port: number, grpcPort: number, adminPort: number, replicaUrls: readonly string[], routesFile: string | undefined): string[] {
   const routes = routesFile === undefined ? [] : ['--routes-file', routesFile];
   return [
     'router',
@@ -146,6 +153,11 @@ function routerArgs(config: LocalConfig, port: number, grpcPort: number, replica
     String(port),
     '--grpc-port',
     String(grpcPort),
+    // The repository API can unload every model: it stays on this machine even when --host opens the router.
+    '--admin-host',
+    '127.0.0.1',
+    '--admin-port',
+    String(adminPort),
     '--routes',
     `${config.routePrefix}=${replicaUrls.join(',')}`,
     '--max-ongoing-requests',
@@ -184,7 +196,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
 
   const runtimePorts = config.runtime === undefined ? [] : await freePorts(3 * config.replicas);
   // One call, so that every port is distinct: the replicas' HTTP and gRPC ports, and the router's when free ones are asked for.
-  const ports = await freePorts(2 * config.replicas + (config.port === 0 ? 1 : 0) + (config.grpcPort === 0 ? 1 : 0));
+  const ports = await freePorts(2 * config.replicas + (config.port === 0 ? 1 : 0) + (config.grpcPort === 0 ? 1 : 0) + (config.adminPort === 0 ? 1 : 0));
+  const routerAdminPort = config.adminPort === 0 ? (ports.pop() ?? 0) : config.adminPort;
   const routerGrpcPort = config.grpcPort === 0 ? (ports.pop() ?? 0) : config.grpcPort;
   const routerPort = config.port === 0 ? (ports.pop() ?? 0) : config.port;
   const replicaGrpcPorts = ports.splice(config.replicas);
@@ -258,7 +271,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     await Promise.all(runtimes.map((r) => waitReady(r.url, deadline, r.proc.current)));
     await Promise.all(replicaUrls.map((u, i) => waitReady(`${u}/v2/health/ready`, deadline, replicaProcs[i]?.current)));
     const routerReady = `http://127.0.0.1:${routerPort}/readyz`;
-    const router = supervise({ name: 'router', script: mainScript, args: routerArgs(config, routerPort, routerGrpcPort, replicaUrls.map((u, i) => `${u}?${GRPC_PORT_PARAM}=${replicaGrpcPorts[i] ?? 0}`), routesFile), env, readyUrl: routerReady });
+    const router = supervise({ name: 'router', script: mainScript, args: routerArgs(config, routerPort, routerGrpcPort, routerAdminPort, replicaUrls.map((u, i) => `${u}?${GRPC_PORT_PARAM}=${replicaGrpcPorts[i] ?? 0}`), routesFile), env, readyUrl: routerReady });
     await waitReady(routerReady, deadline, router.current);
   } catch (err) {
     await stopAll();
@@ -272,6 +285,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     bannerText({
       routerUrl,
       routerGrpc: config.grpcPort === -1 ? undefined : `${displayHost(config.host)}:${routerGrpcPort}`,
+      adminUrl: config.adminPort === -1 ? undefined : `http://127.0.0.1:${routerAdminPort}`,
       routePrefix: config.routePrefix,
       replicaUrls,
       maxModels: config.maxModels,

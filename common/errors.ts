@@ -10,6 +10,8 @@ export const ERROR_CATALOGUE = {
   input_mismatch: { status: 400, summary: "An input's name, shape or datatype does not match the model's inputs." },
   model_header_in_connection: { status: 400, summary: 'The Connection header names a header that carries the model id; a proxy would drop it, so router and replica refuse the request.' },
   bad_request: { status: 400, summary: 'The request is not valid HTTP/1.1 (a malformed request line, header or framing); the router answers and closes the connection.' },
+  repository_api_unauthorized: { status: 401, summary: "A model repository API call (load, unload, index) on the router's public port without the bearer token of --repository-api-token, or with another one." },
+  repository_api_disabled: { status: 403, summary: "A model repository API call (load, unload, index) on the router's public port, which does not serve that API: use the admin port (--admin-port), or start the router with --repository-api-token." },
   not_found: { status: 404, summary: 'No such path.' },
   model_not_found: { status: 404, summary: 'The model store holds no model with this id.' },
   route_not_found: { status: 404, summary: 'No MultiplexedDeployment route matches the path.' },

@@ -130,7 +130,7 @@ export async function startAutoscalingCluster(): Promise<AutoscalingCluster> {
     await pool.stop();
   };
   try {
-    prometheus = await startPrometheus(cp, await chartPodMonitor(), { staticJobs: { 'modelmux-router': `127.0.0.1:${router.port}` } });
+    prometheus = await startPrometheus(cp, await chartPodMonitor(), { staticJobs: { 'modelmux-router': `127.0.0.1:${router.adminPort}` } });
     const scraped = prometheus;
     const hpa = (hpaName: string): Promise<V2HorizontalPodAutoscaler | undefined> => getJson<V2HorizontalPodAutoscaler>(cp, ['hpa', hpaName]);
     const describe = async (hpaName: string, autoscalerLogs: () => Promise<string>): Promise<string> =>

@@ -3,6 +3,7 @@ import { booleanString, byteQuantityString, parseConfig, type OptionSpecs, intSt
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, DEFAULT_WRITE_TIMEOUT_MS } from '../common/request-limits.js';
 import { DEFAULT_RECENT_MS, DEFAULT_RETRY_BUDGET_PERCENT } from './balancer.js';
+import { DEFAULT_ADMIN_PORT } from './admin-server.js';
 import { DEFAULT_GRPC_MAX_RESETS, DEFAULT_GRPC_PORT, RESET_WINDOW_MS } from './grpc-options.js';
 import { DEFAULT_OUTLIER_POLICY } from './outlier-detection.js';
 import { MIN_PER_SECOND, WINDOW_MS } from './retry-budget.js';
@@ -16,6 +17,16 @@ export const routerConfigSchema = z.object({
   discovery: z.enum(['static', 'kube']).default('static'),
   host: z.string().min(1).default('0.0.0.0'),
   port: intString(0, 65535).default(8000),
+  /** -1: no admin port; 0: any free one. */
+  adminPort: intString(-1, 65535).default(DEFAULT_ADMIN_PORT),
+  /** Default: --host. */
+  adminHost: z.string().min(1).optional(),
+  repositoryApiToken: z
+    .string()
+    .min(16, 'a token of at least 16 characters')
+    .max(256, 'a token of at most 256 characters')
+    .regex(/^[A-Za-z0-9._~+/-]+=*$/, 'a bearer token: letters, digits and -._~+/ (RFC 6750), optionally ending in =')
+    .optional(),
   /** -1: no gRPC port (as the replica's); 0: any free one. */
   grpcPort: intString(-1, 65535).default(DEFAULT_GRPC_PORT),
   grpcMaxResponseBytes: positiveBytes.default(64 * 1024 * 1024),
@@ -69,6 +80,17 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   discovery: { flag: 'discovery', env: 'MODELMUX_DISCOVERY', help: 'Where routes and replicas come from: static (--routes) or kube (MultiplexedDeployments and their pods). Default static.' },
   host: { flag: 'host', env: 'MODELMUX_HOST', help: 'Address to listen on. Default 0.0.0.0.' },
   port: { flag: 'port', env: 'MODELMUX_PORT', help: 'Port to listen on (0: any free port). Default 8000.' },
+  adminPort: {
+    flag: 'admin-port',
+    env: 'MODELMUX_ADMIN_PORT',
+    help: `Port of /metrics, /routes, /healthz, /readyz and the model repository API (…/v2/repository/…), which the public port does not serve; never expose it (0: any free port; -1: none). Default ${DEFAULT_ADMIN_PORT}.`,
+  },
+  adminHost: { flag: 'admin-host', env: 'MODELMUX_ADMIN_HOST', help: 'Address the admin port listens on. Default: --host.' },
+  repositoryApiToken: {
+    flag: 'repository-api-token',
+    env: 'MODELMUX_REPOSITORY_API_TOKEN',
+    help: 'Serve the model repository API on the public port too, to callers that send Authorization: Bearer <this token> (16-256 characters; prefer the variable, flags show in ps). Default: the public port refuses it (403 repository_api_disabled).',
+  },
   grpcPort: {
     flag: 'grpc-port',
     env: 'MODELMUX_GRPC_PORT',

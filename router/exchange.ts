@@ -132,7 +132,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
       const peer = req.socket.remoteAddress;
       if (peer !== undefined) headers.push('x-forwarded-for', scanned.forwardedFor === undefined ? peer : `${scanned.forwardedFor}, ${peer}`);
       else if (scanned.forwardedFor !== undefined) headers.push('x-forwarded-for', scanned.forwardedFor);
-      this.headers = headers;
+      // The router's own credential for the repository API (repository-access.ts) stops here.
+      this.headers = form.repository === undefined ? headers : endToEndFields(headers, 'authorization');
       // One lookup for a plain model; a repository request names models, never routes.
       if (this.model !== undefined && form.repository === undefined && route.models.has(this.model) && this.resolveRoute(route, form.form, rest, q === -1 ? '' : url.slice(q))) return;
     } catch (err) {

@@ -1,6 +1,7 @@
 import { systemClock, systemRandom } from '../common/clock.js';
 import { createLogger, stdoutSink } from '../common/log.js';
 import { AccessLog } from './access-log.js';
+import { AdminServer } from './admin-server.js';
 import { systemSetTimer } from './balancer.js';
 import { parseRouterConfig } from './config.js';
 import type { Discovery } from './discovery.js';
@@ -11,6 +12,7 @@ import { KubeDiscovery } from './kube-discovery.js';
 import { KubeRoutes } from './kube-model-routes.js';
 import { RouterMetrics } from './metrics.js';
 import { RouterProxy } from './proxy.js';
+import { publicRepositoryAccess } from './repository-access.js';
 import { readRoutesFile } from './route-file.js';
 import { RouteTable } from './route-table.js';
 import { RouterServer } from './server.js';
@@ -65,7 +67,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     systemClock,
     access,
   );
-  const server = new RouterServer(proxy, routes, metrics, log, config);
+  const server = new RouterServer(proxy, publicRepositoryAccess(config.repositoryApiToken, config.adminPort), routes, metrics, log, config);
+  const admin = config.adminPort === -1 ? undefined : new AdminServer(server, proxy, metrics, log, config);
   const upstreams = new GrpcUpstreams(grpcUpstreamOptions(config));
   let ready = false;
   const grpc = config.grpcPort === -1 ? undefined : new RouterGrpcServer({ proxy, upstreams }, config, () => ready, log);
@@ -81,13 +84,14 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
 
   const address = await server.listen(config.port, config.host);
   const grpcPort = grpc === undefined ? undefined : await grpc.listen(config.grpcPort, config.host);
+  const adminAddress = await admin?.listen(config.adminPort, config.adminHost ?? config.host);
   await discovery.start((states) => {
     routes.apply(states);
     upstreams.apply(states);
   });
   server.markDiscoveryReady();
   ready = true;
-  log.info('router listening', { host: address.address, port: address.port, grpcPort, discovery: config.discovery, routes: routes.all().map((r) => r.prefix) });
+  log.info('router listening', { host: address.address, port: address.port, grpcPort, adminHost: adminAddress?.address, adminPort: adminAddress?.port, repositoryApiOnPublicPort: config.repositoryApiToken !== undefined, discovery: config.discovery, routes: routes.all().map((r) => r.prefix) });
 
   let stopping = false;
   const stop = (signal: string): void => {
@@ -97,7 +101,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     log.info('draining', { signal });
     discovery.stop();
     kubeRoutes?.stop();
-    void Promise.all([server.drain(config.shutdownGraceMs), grpc?.drain(config.shutdownGraceMs)])
+    void Promise.all([server.drain(config.shutdownGraceMs), grpc?.drain(config.shutdownGraceMs), admin?.drain(config.shutdownGraceMs)])
       .then(() => {
         upstreams.close();
         return routes.close();

@@ -7,6 +7,7 @@ import { Deadlines, deadlineResolutionMs } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { Exchange } from './exchange.js';
 import type { RouterMetrics } from './metrics.js';
+import type { RepositoryAccess } from './repository-access.js';
 import { answerRepositoryFanout } from './repository-fanout.js';
 import { RequestIds } from './request-id.js';
 import type { RouteTable } from './route-table.js';
@@ -72,9 +73,12 @@ export class RouterProxy {
     this.tryTimeouts = { floorMs: limits.tryTimeoutFloorMs, multiple: limits.tryTimeoutMultiple, capMs: limits.tryTimeoutMs };
   }
 
-  /** Answers `req` on `res`; never throws for a request's own failures (they are answered). */
-  handle(req: DownstreamRequest, res: DownstreamResponse): void {
-    if (answerRepositoryFanout(this, req, res)) return;
+  /**
+   * Answers `req` on `res`; never throws for a request's own failures (they are answered).
+   * `repository` says who may call the model repository API on the listener it came to.
+   */
+  handle(req: DownstreamRequest, res: DownstreamResponse, repository: RepositoryAccess): void {
+    if (answerRepositoryFanout(this, req, res, repository)) return;
     new Exchange(this, req, res).start();
   }
 }

@@ -1,5 +1,5 @@
 import { ModelmuxError, toModelmuxError, type ErrorBody } from '../common/errors.js';
-import { parseRequest } from '../common/request-grammar.js';
+import { matchRequest, parseRequest } from '../common/request-grammar.js';
 import type { Clock } from '../common/clock.js';
 import { HEADER_REQUEST_ID } from '../common/names.js';
 import type { AccessLog } from './access-log.js';
@@ -7,6 +7,7 @@ import type { ByteBudget } from '../common/byte-budget.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { errorHeaders } from './error-headers.js';
 import type { RouterMetrics } from './metrics.js';
+import type { RepositoryAccess } from './repository-access.js';
 import type { RequestIds } from './request-id.js';
 import { indexRequestSchema, indexSchema, type IndexEntry } from '../common/repository-index.js';
 import { mergeIndexes } from './repository-merge.js';
@@ -26,36 +27,37 @@ export interface FanoutContext {
 }
 
 /**
- * `POST …/v2/repository/index` and `…/models/{id}/unload` of the model repository extension
- * concern every replica of a route, not one: they are sent to all of them at once, each with
- * its own timeout (the try timeout), and their answers merged. These requests are rare, so
- * they take this plain promise path rather than the exchange's (a `…/load` is placed by the
- * exchange as a request for the model would be).
+ * The entry of the model repository extension: every call of it (`POST …/v2/repository/index`,
+ * `…/models/{id}/load`, `…/unload`) is first admitted by the listener's `access`
+ * (repository-access.ts) and refused here, logged and counted, if it is not.
+ *
+ * An index or an unload concerns every replica of a route, not one: they are sent to all of them
+ * at once, each with its own timeout (the try timeout), and their answers merged. These requests
+ * are rare, so they take this plain promise path rather than the exchange's (an admitted `…/load`
+ * is placed by the exchange as a request for the model would be).
  *
  * An unload goes to every replica, not only those whose tables list the model: a replica may
  * be loading it, or have loaded it since its last table. Unloading a model nobody holds, or
  * the store lacks, is a success with no effect, as on a replica: afterwards it is not loaded,
  * which is what was asked.
  *
- * Returns false when the request is not one of these two (the exchange takes it).
+ * Returns false when the request is not a call of the extension to a known route, or is an
+ * admitted load (the exchange takes it).
  */
-export function answerRepositoryFanout(ctx: FanoutContext, req: DownstreamRequest, res: DownstreamResponse): boolean {
+export function answerRepositoryFanout(ctx: FanoutContext, req: DownstreamRequest, res: DownstreamResponse, access: RepositoryAccess): boolean {
   const url = req.url ?? '/';
   if (req.method !== 'POST' || !url.includes('/v2/repository/')) return false;
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
   const slash = path.indexOf('/', 1);
   if (slash === -1) return false;
+  const rest = path.slice(slash);
+  const call = matchRequest('POST', rest)?.repository;
+  if (call === undefined) return false;
   const route = ctx.routes.match(path.slice(0, slash));
   if (route === undefined) return false;
-  const rest = path.slice(slash);
-  let action;
-  try {
-    action = parseRequest('POST', rest, {}).repository;
-  } catch {
-    return false; // The exchange answers a malformed one with its error.
-  }
-  if (action !== 'index' && action !== 'unload') return false;
+  const refused = access.refusal(req.rawHeaders);
+  if (refused === undefined && call === 'load') return false;
   const started = ctx.clock.now();
   const requestId = ctx.requestIds.next();
   const answered = (status: number, error: string | undefined): void => {
@@ -63,6 +65,20 @@ export function answerRepositoryFanout(ctx: FanoutContext, req: DownstreamReques
     ctx.metrics.forRoute(route.prefix).answered(status, ms / 1000);
     ctx.access.request({ requestId, method: 'POST', path, route: route.prefix, model: undefined, form: undefined, replica: undefined, placement: undefined, waitedMs: undefined, tries: undefined, error, status, durationMs: ms });
   };
+  const fail = (err: unknown): void => {
+    const e = toModelmuxError(err);
+    const payload: ErrorBody = { error: e.code, message: e.message, requestId };
+    send(res, e.status, requestId, payload, errorHeaders(e.code));
+    answered(e.status, e.code);
+  };
+  try {
+    // Refused before its body is read or its model id looked at.
+    if (refused !== undefined) throw refused;
+    parseRequest('POST', rest, {});
+  } catch (err) {
+    fail(err);
+    return true;
+  }
   // Counted in the router's byte budget while it arrives and until the answer is sent, like any body.
   let budgeted = 0;
   const take = (bytes: number): void => {
@@ -70,19 +86,11 @@ export function answerRepositoryFanout(ctx: FanoutContext, req: DownstreamReques
     budgeted += bytes;
   };
   readBody(ctx.limits, req, res, take)
-    .then((body): Promise<unknown> => (action === 'index' ? index(ctx, route, body) : unload(ctx, route, rest)))
-    .then(
-      (answer) => {
-        send(res, 200, requestId, answer);
-        answered(200, undefined);
-      },
-      (err: unknown) => {
-        const e = toModelmuxError(err);
-        const payload: ErrorBody = { error: e.code, message: e.message, requestId };
-        send(res, e.status, requestId, payload, errorHeaders(e.code));
-        answered(e.status, e.code);
-      },
-    )
+    .then((body): Promise<unknown> => (call === 'index' ? index(ctx, route, body) : unload(ctx, route, rest)))
+    .then((answer) => {
+      send(res, 200, requestId, answer);
+      answered(200, undefined);
+    }, fail)
     .finally(() => ctx.buffered.release(budgeted));
   return true;
 }

@@ -7,8 +7,10 @@ import { ClientErrors } from './client-error.js';
 import { deadlineResolutionMs } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { FastPath } from './fast-path.js';
+import { listenOn } from './listen.js';
 import type { RouterMetrics } from './metrics.js';
 import type { RouterProxy } from './proxy.js';
+import type { RepositoryAccess } from './repository-access.js';
 import type { RouteTable } from './route-table.js';
 
 /** How the server treats client connections (router/config.ts has the defaults and the flags). */
@@ -28,10 +30,18 @@ export interface ConnectionOptions {
   maxConnectionsPerClient: number;
 }
 
+/** The largest request head either of the router's HTTP ports reads; past it 431 `headers_too_large`. */
+export const MAX_HEAD_BYTES = 16 * 1024;
+
+/** A path the router answers itself: the two health checks on both ports, the rest only on the admin port. */
+export type OwnPath = '/healthz' | '/readyz' | '/metrics' | '/routes';
+
 /**
- * The router's HTTP server: its own endpoints (`/healthz`, `/readyz`, `/metrics`, `/routes`)
- * and everything else through the proxy. Route prefixes are one lowercase segment, so these
- * four names are reserved.
+ * The router's public HTTP server: `/healthz` and `/readyz` (load balancers probe them) and
+ * everything else through the proxy, where the model repository API is refused unless
+ * `repository` admits the caller. `/metrics`, `/routes` and the open repository API are the
+ * admin port's (admin-server.ts), which answers them through `answerOwn`. Route prefixes are one
+ * lowercase segment, so `healthz` and `readyz` are reserved.
  */
 export class RouterServer {
   private readonly server: Server;
@@ -44,13 +54,13 @@ export class RouterServer {
 
   constructor(
     private readonly proxy: RouterProxy,
+    private readonly repository: RepositoryAccess,
     private readonly routes: RouteTable,
     private readonly metrics: RouterMetrics,
     private readonly log: Logger,
     options: ConnectionOptions,
   ) {
     const { keepAliveTimeoutMs, headersTimeoutMs, bodyIdleTimeoutMs, bodyTimeoutMs } = options;
-    const maxHeadBytes = 16 * 1024;
     const sweepMs = deadlineResolutionMs(Math.min(headersTimeoutMs, keepAliveTimeoutMs, bodyIdleTimeoutMs, bodyTimeoutMs, options.writeTimeoutMs));
     const clientErrors = new ClientErrors();
     this.server = createServer(
@@ -60,7 +70,7 @@ export class RouterServer {
         // A stop for a body nobody reads any more; the exchange times the bodies it reads first.
         requestTimeout: headersTimeoutMs + bodyTimeoutMs,
         connectionsCheckingInterval: sweepMs,
-        maxHeaderSize: maxHeadBytes,
+        maxHeaderSize: MAX_HEAD_BYTES,
       },
       (req, res) => {
         clientErrors.track(req, res);
@@ -87,7 +97,7 @@ export class RouterServer {
           headersTimeoutMs,
           bodyIdleTimeoutMs,
           bodyTimeoutMs,
-          maxHeadBytes,
+          maxHeadBytes: MAX_HEAD_BYTES,
           sweepMs,
           onTimeout: (phase) => metrics.timedOut(phase),
         })
@@ -104,15 +114,8 @@ export class RouterServer {
     this.discoveryReady = true;
   }
 
-  async listen(port: number, host: string): Promise<AddressInfo> {
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
-    return this.server.address() as AddressInfo;
+  listen(port: number, host: string): Promise<AddressInfo> {
+    return listenOn(this.server, port, host);
   }
 
   /** Stops taking connections and waits for in-flight requests, at most `graceMs`. */
@@ -141,22 +144,20 @@ export class RouterServer {
         const url = req.url ?? '/';
         const q = url.indexOf('?');
         const path = q === -1 ? url : url.slice(0, q);
-        if (path === '/healthz' || path === '/readyz' || path === '/metrics' || path === '/routes') return void this.own(path, res).catch((err: unknown) => this.guard(err, res));
+        if (path === '/healthz' || path === '/readyz') return void this.answerOwn(path, res);
       }
-      this.proxy.handle(req, res);
+      this.proxy.handle(req, res, this.repository);
     } catch (err) {
-      this.guard(err, res);
+      guardRequest(this.log, err, res);
     }
   }
 
-  /** The proxy answers its own errors; this is the last guard so no request kills the process. */
-  private guard(err: unknown, res: DownstreamResponse): void {
-    this.log.error('unhandled request error', { reason: err instanceof Error ? err.message : String(err) });
-    if (!res.headersSent) json(res, 500, { error: 'internal', message: 'unexpected router error' });
-    else res.destroy();
+  /** Answers one of the router's own paths; never throws (a failure is answered 500). */
+  answerOwn(path: OwnPath, res: DownstreamResponse): void {
+    this.own(path, res).catch((err: unknown) => guardRequest(this.log, err, res));
   }
 
-  private async own(path: string, res: DownstreamResponse): Promise<void> {
+  private async own(path: OwnPath, res: DownstreamResponse): Promise<void> {
     if (path === '/healthz') return void json(res, 200, { status: 'ok' });
     if (path === '/readyz') {
       const ready = this.discoveryReady && !this.draining;
@@ -180,6 +181,13 @@ export class RouterServer {
   }
 }
 
-function json(res: DownstreamResponse, status: number, body: unknown): void {
+/** The proxy answers its own errors; this is the last guard so no request kills the process. */
+export function guardRequest(log: Logger, err: unknown, res: DownstreamResponse): void {
+  log.error('unhandled request error', { reason: err instanceof Error ? err.message : String(err) });
+  if (!res.headersSent) json(res, 500, { error: 'internal', message: 'unexpected router error' });
+  else res.destroy();
+}
+
+export function json(res: DownstreamResponse, status: number, body: unknown): void {
   res.writeHead(status, ['content-type', 'application/json']).end(JSON.stringify(body));
 }

@@ -16,6 +16,8 @@ export interface ModelmuxLocal {
   url: string;
   /** The router's gRPC `host:port`, from local mode's banner. */
   grpcAddress: string | undefined;
+  /** The router's admin port, e.g. `http://127.0.0.1:8002`: its /metrics. */
+  adminUrl: string;
   replicaUrls: string[];
   replicaPids: number[];
   routerPid: number | undefined;
@@ -56,16 +58,19 @@ export async function startModelmuxLocal(repoRoot: string, o: ModelmuxLocalOptio
     'local',
     '--port', String(o.port),
     '--grpc-port', '0',
+    '--admin-port', '0',
     '--route-prefix', routePrefix,
     ...poolArgs(o),
     '--example-models', '0',
   ];
   const child = await startChild(process.execPath, args, {
     env: { ...process.env, ...o.env },
-    ready: /route\s+(http:\/\/\S+)/,
+    // The banner's route line, and its metrics line on the router's admin port after it.
+    ready: /route\s+(http:\/\/\S+)[\s\S]*?metrics\s+(http:\/\/\S+)\/metrics/,
     readyTimeoutMs: 180_000,
   });
   const url = `${child.ready[1] as string}/`;
+  const adminUrl = child.ready[2] as string;
   const replicaUrls: string[] = [];
   const replicaPids: number[] = [];
   let routerPid: number | undefined;
@@ -84,5 +89,5 @@ export async function startModelmuxLocal(repoRoot: string, o: ModelmuxLocalOptio
     throw new Error(`found ${replicaUrls.length} of ${o.replicas} replica processes under modelmux local`);
   }
   const grpcAddress = /^\s+grpc\s+(\S+)/m.exec(child.output())?.[1];
-  return { url, grpcAddress, replicaUrls, replicaPids, routerPid, child, loads: () => replicaLoads(replicaUrls), stop: () => child.stop(30_000) };
+  return { url, adminUrl, grpcAddress, replicaUrls, replicaPids, routerPid, child, loads: () => replicaLoads(replicaUrls), stop: () => child.stop(30_000) };
 }

@@ -11,6 +11,8 @@ import { ERROR_CODE_TRAILER } from './inference-service.js';
  */
 export const GRPC_STATUS_BY_HTTP: Readonly<Record<number, status>> = {
   400: status.INVALID_ARGUMENT,
+  401: status.UNAUTHENTICATED,
+  403: status.PERMISSION_DENIED,
   404: status.NOT_FOUND,
   408: status.DEADLINE_EXCEEDED,
   413: status.RESOURCE_EXHAUSTED,

@@ -114,7 +114,7 @@ describe('replicas made by the operator, end to end', () => {
 
   it('answers requests in all three forms through a router with kube discovery', async () => {
     const logFile = join(await mkdtemp(join(tmpdir(), 'modelmux-router-')), 'router.log');
-    const router = spawnManaged(process.execPath, ['dist/cli/main.js', 'router', '--discovery', 'kube', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0'], {
+    const router = spawnManaged(process.execPath, ['dist/cli/main.js', 'router', '--discovery', 'kube', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', '--admin-port', '0'], {
       cwd: process.cwd(),
       env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', KUBECONFIG: cp.kubeconfigPath },
       logFile,

@@ -50,7 +50,7 @@ describe('replica pods going away under load, behind a router with kube discover
       const all = await pods();
       const live = all.filter((p) => p.metadata?.deletionTimestamp === undefined && isReady(p) && maxModelsOf(p) === String(maxModels));
       if (all.length !== 3 || live.length !== 3) throw new Error(`pods ${JSON.stringify(all.map((p) => [p.metadata?.name, isReady(p), maxModelsOf(p), p.metadata?.deletionTimestamp]))}`);
-      const routes = (await (await fetch(`${router.url}/routes`)).json()) as { routes: { prefix: string; replicas: { name: string }[] }[] };
+      const routes = (await (await fetch(`${router.adminUrl}/routes`)).json()) as { routes: { prefix: string; replicas: { name: string }[] }[] };
       const routed = routes.routes.find((r) => r.prefix === '/wine')?.replicas.map((r) => r.name).sort();
       expect(routed).toEqual(live.map((p) => p.metadata?.name).sort());
       return live;

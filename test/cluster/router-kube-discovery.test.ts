@@ -30,7 +30,7 @@ const pod = (name: string, annotation: string): unknown => unscheduledPod(name, 
 const setPodStatus = (name: string, ip: string, ready: boolean): Promise<void> => setRoutedPodStatus(cp, NS, name, ip, ready);
 
 const routeReplicas = async (rt: RouterProcess): Promise<string[]> => {
-  const routes = (await get(`${rt.url}/routes`)).body.routes as { prefix: string; replicas: { name: string }[] }[];
+  const routes = (await get(`${rt.adminUrl}/routes`)).body.routes as { prefix: string; replicas: { name: string }[] }[];
   return (routes.find((r) => r.prefix === '/wine')?.replicas.map((r) => r.name) ?? []).sort();
 };
 
@@ -112,7 +112,7 @@ describe('router with Kubernetes discovery', () => {
     expect(saKubeconfig).toContain(cp.server);
     const late = join(dir, 'late-kubeconfig');
     await writeFile(late, saKubeconfig.replaceAll(cp.server, `https://127.0.0.1:${relayPort}`));
-    const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', String(routerPort), '--grpc-port', '0', '--discovery', 'kube'], { KUBECONFIG: late });
+    const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', String(routerPort), '--grpc-port', '0', '--admin-port', '0', '--discovery', 'kube'], { KUBECONFIG: late });
     let relay: Server | undefined;
     try {
       await eventually(async () => expect(p.logLines().some((l) => l['msg'] === 'watch failed; restarting')).toBe(true));
@@ -131,7 +131,8 @@ describe('router with Kubernetes discovery', () => {
       });
       await new Promise<void>((resolve) => relay?.listen(relayPort, '127.0.0.1', resolve));
       const { url } = await waitListeningAndReady(p, 'router', (l) => l['msg'] === 'router listening', '127.0.0.1', '/readyz', 60_000);
-      const routes = (await get(`${url}/routes`)).body.routes as { prefix: string; replicas: unknown[] }[];
+      const adminPort = p.logLines().find((l) => l['msg'] === 'router listening')?.['adminPort'];
+      const routes = (await get(`http://127.0.0.1:${String(adminPort)}/routes`)).body.routes as { prefix: string; replicas: unknown[] }[];
       expect(routes.map((r) => r.prefix)).toEqual(['/wine']);
       expect((await fetch(`${url}/wine/v2/health/live`)).status).toBe(200);
     } finally {

@@ -47,7 +47,7 @@ describe('a store of 10,000 models of five graphs, served by a MultiplexedDeploy
     await eventually(async () => {
       const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=fleet']);
       if (pods.length !== 2 || !pods.every(isReady)) throw new Error(`pods ${JSON.stringify(pods.map((p) => [p.metadata?.name, isReady(p)]))}`);
-      const routes = (await (await fetch(`${router.url}/routes`)).json()) as { routes: { prefix: string; replicas: unknown[] }[] };
+      const routes = (await (await fetch(`${router.adminUrl}/routes`)).json()) as { routes: { prefix: string; replicas: unknown[] }[] };
       expect(routes.routes.find((r) => r.prefix === '/fleet')?.replicas).toHaveLength(2);
     }, 120_000, 500);
   }, 300_000);

@@ -106,7 +106,7 @@ describe('a replica holding thousands of models', () => {
     router = await startRouter(['--discovery', 'kube'], { KUBECONFIG: await cp.serviceAccountKubeconfig(NS, 'router') });
     const rt = router;
     await eventually(async () => {
-      const routes = (await get(`${rt.url}/routes`)).body.routes as { prefix: string; replicas: { name: string }[] }[];
+      const routes = (await get(`${rt.adminUrl}/routes`)).body.routes as { prefix: string; replicas: { name: string }[] }[];
       expect(routes.find((r) => r.prefix === '/big')?.replicas.map((r) => r.name).sort()).toEqual(['big-0', 'big-1']);
     });
 

@@ -20,9 +20,9 @@ export interface LocalProcess {
   stop(): Promise<number | null>;
 }
 
-/** Starts `modelmux local` (its router's gRPC on a free port unless `args` say) and waits for its banner; throws with its output when it does not come up in time. */
+/** Starts `modelmux local` (its router's gRPC and admin ports free ones unless `args` say) and waits for its banner; throws with its output when it does not come up in time. */
 export async function startLocal(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<LocalProcess> {
-  const child = spawn(process.execPath, [join(process.cwd(), 'dist/cli/main.js'), 'local', '--grpc-port=0', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [join(process.cwd(), 'dist/cli/main.js'), 'local', '--grpc-port=0', '--admin-port=0', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   let stdout = '';
   let stderr = '';

@@ -107,7 +107,7 @@ describe('modelmux local', () => {
     dir = await mkdtemp(join(tmpdir(), 'modelmux-local-'));
     // --verbose shows every line the children write, so the log level test below can see that
     // --log-level reached them.
-    const args = ['--port', '0', '--grpc-port', '0', '--replicas', '2', '--max-models', '2', '--example-models', '4', '--model-source', `file://${dir}`, '--log-level', 'warn', '--verbose'];
+    const args = ['--port', '0', '--grpc-port', '0', '--admin-port', '0', '--replicas', '2', '--max-models', '2', '--example-models', '4', '--model-source', `file://${dir}`, '--log-level', 'warn', '--verbose'];
     local = spawn(process.execPath, [MAIN, 'local', ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -195,6 +195,16 @@ describe('modelmux local', () => {
     const failedLoad = (l: string): boolean => l.startsWith('[replica-') && l.includes('"event":"load-failed"') && l.includes('no-such-model');
     await eventually(() => expect(stderr.split('\n').some(failedLoad)).toBe(true), 5000, 100);
     await eventually(() => expect(stderr).toMatch(/^\[router\] \{.*"level":"warn".*"path":"\/no-such-route\/v2\/models\/wine-0\/infer"/m), 5000, 100);
+  }, 30_000);
+
+  it("prints the router's admin port, which serves its metrics and the repository API that the route refuses", async () => {
+    const admin = /^\s+metrics\s+(\S+)\/metrics$/m.exec(stdout)?.[1] ?? '';
+    expect(stdout).toContain(`  admin    ${admin} (`);
+    expect(await (await fetch(`${admin}/metrics`)).text()).toContain('modelmux_router_requests_total');
+    const index = (base: string): Promise<Response> => fetch(`${base}/v2/repository/index`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect((await index(`${admin}/wine`)).status).toBe(200);
+    const refused = await index(routeUrl());
+    expect([refused.status, ((await refused.json()) as { error?: string }).error]).toEqual([403, 'repository_api_disabled']);
   }, 30_000);
 
   it('stops the router and every replica on Ctrl-C and exits 0', async () => {

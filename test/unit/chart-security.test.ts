@@ -13,13 +13,17 @@ const HELM_TIMEOUT_MS = 600_000;
 interface Container {
   name: string;
   args?: string[];
+  env?: { name: string; value?: string; valueFrom?: unknown }[];
+  ports?: { name: string; containerPort: number }[];
   securityContext?: { allowPrivilegeEscalation?: boolean; readOnlyRootFilesystem?: boolean; capabilities?: { drop?: string[] } };
 }
 interface Doc {
   kind?: string;
   metadata?: { name?: string };
   spec?: {
-    template?: { spec?: { securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; seccompProfile?: { type?: string } }; containers?: Container[]; serviceAccountName?: string } };
+    ports?: { name: string; port: number; targetPort: string }[];
+    endpoints?: { port: string }[];
+    template?: { metadata?: { annotations?: Record<string, string> }; spec?: { securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; seccompProfile?: { type?: string } }; containers?: Container[]; serviceAccountName?: string } };
     selector?: { matchLabels?: Record<string, string> };
   };
   data?: Record<string, string>;
@@ -67,5 +71,24 @@ describe('the chart workloads', () => {
     // And the External metric an HPA with minReplicas 0 reads, selected by the route's label.
     expect(config).toContain(`seriesQuery: '${HELD_REQUESTS_METRIC}{route!=""}'`);
     expect(config).toContain(`as: ${HELD_REQUESTS_METRIC}`);
+  }, HELM_TIMEOUT_MS);
+
+  it("keeps the router's admin port off the client Service, scrapes it, and reads the repository token from a Secret only", async () => {
+    const docs = await render('metrics.serviceMonitor.enabled=true', 'router.repositoryApiToken.secretName=repo-token');
+    const router = docs.find((d) => d.kind === 'Deployment' && d.metadata?.name === 'modelmux-router');
+    const container = router?.spec?.template?.spec?.containers?.[0];
+    expect(container?.ports).toContainEqual(expect.objectContaining({ name: 'admin', containerPort: 8002 }));
+    expect(container?.args?.join(' ')).toContain('--admin-port 8002');
+    expect(router?.spec?.template?.metadata?.annotations?.['prometheus.io/port']).toBe('8002');
+    expect(container?.env).toContainEqual({ name: 'MODELMUX_REPOSITORY_API_TOKEN', valueFrom: { secretKeyRef: { name: 'repo-token', key: 'token' } } });
+    expect(JSON.stringify(container?.args)).not.toContain('repository-api-token');
+    const services = docs.filter((d) => d.kind === 'Service');
+    expect(services.find((d) => d.metadata?.name === 'modelmux-router')?.spec?.ports?.map((p) => p.targetPort)).toEqual(['http', 'grpc']);
+    expect(services.find((d) => d.metadata?.name === 'modelmux-router-admin')?.spec?.ports).toEqual([expect.objectContaining({ name: 'admin', targetPort: 'admin' })]);
+    expect(docs.find((d) => d.kind === 'ServiceMonitor')?.spec?.endpoints?.map((e) => e.port)).toEqual(['admin', 'metrics']);
+    // Without a scraper, no Service reaches it; without a Secret, no token.
+    const plain = await render();
+    expect(plain.filter((d) => d.kind === 'Service').map((d) => d.metadata?.name)).not.toContain('modelmux-router-admin');
+    expect(JSON.stringify(plain)).not.toContain('MODELMUX_REPOSITORY_API_TOKEN');
   }, HELM_TIMEOUT_MS);
 });

@@ -51,6 +51,13 @@ describe('the local mode banner', () => {
     expect(bannerText(input)).not.toContain('tritonclient');
   });
 
+  it("points at the router's admin port for metrics and the repository API, when it has one", () => {
+    const text = bannerText({ ...input, adminUrl: 'http://127.0.0.1:8002' });
+    expect(text).toContain('  metrics  http://127.0.0.1:8002/metrics\n');
+    expect(text).toContain('  admin    http://127.0.0.1:8002 (');
+    expect(bannerText(input)).not.toMatch(/metrics|admin/);
+  });
+
   it('says that a process that dies is restarted, with the backoff, and how to stop', () => {
     const text = bannerText(input);
     expect(text).toContain('A replica or the router that dies is restarted after 0.5 s, doubling to 30 s while it keeps dying;');

@@ -162,7 +162,7 @@ describe('router in front of three replica processes', () => {
     started.push({ stop: async () => (await new Promise<void>((r) => stub.close(() => r())), 0) });
     const stubUrl = `http://127.0.0.1:${(stub.address() as AddressInfo).port}`;
     const rt = await router([...rs.map((r) => r.url), stubUrl]);
-    const routes = (await get(`${rt.url}/routes`)).body.routes as { prefix: string; replicas: { name: string }[] }[];
+    const routes = (await get(`${rt.adminUrl}/routes`)).body.routes as { prefix: string; replicas: { name: string }[] }[];
     expect(routes[0]?.replicas.map((x) => x.name)).toContain(stubUrl);
     // Requests without a model id reach every replica, the stand-in included.
     for (let i = 0; i < 30; i++) expect((await get(`${rt.url}/wine/v2/health/live`)).status).toBe(200);

@@ -75,6 +75,19 @@ describe('router configuration', () => {
     ]);
   });
 
+  it('listens on admin port 8002 at --host by default, takes another or none, and a repository token only of 16 to 256 token characters, never echoed', () => {
+    const routes = { MODELMUX_ROUTES: '/wine=http://127.0.0.1:9001' };
+    const c = parseRouterConfig([], routes);
+    expect([c.adminPort, c.adminHost, c.repositoryApiToken]).toEqual([8002, undefined, undefined]);
+    expect(parseRouterConfig(['--admin-port=-1', '--admin-host', '127.0.0.1'], { ...routes, MODELMUX_REPOSITORY_API_TOKEN: 'abcdefghijklmnop' })).toMatchObject({ adminPort: -1, adminHost: '127.0.0.1', repositoryApiToken: 'abcdefghijklmnop' });
+    for (const token of ['short-secret', 'sixteen chars + space', 'x'.repeat(257)]) {
+      const found = problems([], { ...routes, MODELMUX_REPOSITORY_API_TOKEN: token });
+      expect(found).toEqual([expect.stringContaining('--repository-api-token/MODELMUX_REPOSITORY_API_TOKEN')]);
+      expect(found.join()).not.toContain(token);
+    }
+    expect(problems(['--admin-port', '-2'], routes)).toEqual([expect.stringContaining('--admin-port')]);
+  });
+
   it('needs no routes with kube discovery', () => {
     expect(parseRouterConfig(['--discovery', 'kube', '--namespace', 'ml'], {})).toMatchObject({ discovery: 'kube', namespace: 'ml', staticRoutes: [] });
   });

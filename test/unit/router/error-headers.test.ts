@@ -9,4 +9,9 @@ describe('errorHeaders', () => {
     expect(errorHeaders('request_timeout')).toEqual(['connection', 'close']);
     expect(errorHeaders('model_not_found')).toEqual([]);
   });
+
+  it('names the scheme of the credential a refused repository call lacks', () => {
+    expect(errorHeaders('repository_api_unauthorized')).toEqual(['www-authenticate', 'Bearer realm="modelmux-repository"']);
+    expect(errorHeaders('repository_api_disabled')).toEqual([]);
+  });
 });

@@ -6,6 +6,7 @@ import { AccessLog } from '../../../router/access-log.js';
 import { systemSetTimer } from '../../../router/balancer.js';
 import { RouterMetrics } from '../../../router/metrics.js';
 import { RouterProxy, type ProxyLimits } from '../../../router/proxy.js';
+import { publicRepositoryAccess } from '../../../router/repository-access.js';
 import { RouteTable } from '../../../router/route-table.js';
 import { RouterServer } from '../../../router/server.js';
 import { eventually } from '../../../harness/eventually.js';
@@ -70,7 +71,7 @@ async function rig(replicas: Stub[], fastPath: boolean, limits: Partial<ProxyLim
   const access = new AccessLog({ component: 'router' }, (line) => void written.push(line));
   const metrics = new RouterMetrics();
   const proxy = new RouterProxy(routes, { ...LIMITS, ...limits }, metrics, silentLogger, systemClock, access);
-  const server = new RouterServer(proxy, routes, metrics, silentLogger, {
+  const server = new RouterServer(proxy, publicRepositoryAccess(undefined, 8002), routes, metrics, silentLogger, {
     fastPath,
     headersTimeoutMs: 2000,
     keepAliveTimeoutMs: 2000,
