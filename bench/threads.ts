@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { intString, type OptionSpecs } from '../common/config.js';
 import { encodeOnnxModel, type OnnxGraph, type OnnxTensor } from '../common/onnx-writer.js';
-import { createSession } from '../replica/onnx-runtime.js';
+import { createSession } from '../replica/onnx/onnx-runtime.js';
 import { startChild } from './lib/child.js';
 import { runBench, type BenchRun } from './lib/cli-options.js';
 import { fmt } from './lib/markdown.js';

@@ -250,5 +250,3 @@ export function parseModelRoute(raw: unknown): ModelRouteParse {
   const name = typeof raw === 'object' && raw !== null ? String((raw as { metadata?: { name?: unknown } }).metadata?.name ?? '') : '';
   return { ok: false, name, message: `${where}${issue?.message ?? 'invalid ModelRoute'}` };
 }
-
-export { RouteIndex, type RouteEntry, type RouteProblem, type RouteResolution } from './route-index.js';

@@ -1,6 +1,5 @@
 import {
   ROUTE_REASONS,
-  RouteIndex,
   parseModelRoute,
   routeKind,
   routeSummary,
@@ -8,6 +7,7 @@ import {
   type ModelRouteStatus,
   type RouteCondition,
 } from '../common/model-route.js';
+import { RouteIndex } from '../common/route-index.js';
 
 /** A ModelRoute as the informer holds it: the spec is still to be validated. */
 export interface StoredRoute {

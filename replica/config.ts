@@ -5,8 +5,8 @@ import { CACHE_POLICIES, CONCURRENT_LOADS, EXECUTION_PROVIDERS, INTRA_OP_THREADS
 import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, DEFAULT_WRITE_TIMEOUT_MS } from '../common/request-limits.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
-import { GRAPH_OPTIMIZATION_LEVELS } from './onnx-runtime.js';
-import { sidecarOptionSpecs, sidecarOptionsShape } from './sidecar-options.js';
+import { GRAPH_OPTIMIZATION_LEVELS } from './onnx/onnx-runtime.js';
+import { sidecarOptionSpecs, sidecarOptionsShape } from './sidecar/sidecar-options.js';
 
 /** Connections open at once on each port: far above a pool's routers (one gRPC connection and up to --connections-per-replica HTTP ones each). */
 const DEFAULT_MAX_CONNECTIONS = 4096;

@@ -258,7 +258,7 @@ export class GrpcExchange extends TryAttempts {
         return this.fail(new ModelmuxError('timeout', `replica ${replica} did not answer in time`));
       } else {
         (this.routeMetrics as RouteMetrics).upstreamLatency(ms / 1000);
-        // The replica says whether it had the model in its trailers (replica/grpc-server.ts).
+        // The replica says whether it had the model in its trailers (replica/grpc/grpc-server.ts).
         const cache = firstString(s.metadata, HEADER_CACHE) ?? firstString(head, HEADER_CACHE);
         const warm = s.code === GrpcStatus.OK && (this.model === undefined || cache === 'hit');
         balancer.reportTry(replica, this.model, 'answered', warm ? ms : undefined);

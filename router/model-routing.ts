@@ -1,6 +1,6 @@
 import type { Random } from '../common/clock.js';
 import { ModelmuxError } from '../common/errors.js';
-import { RouteIndex, type RouteResolution } from '../common/model-route.js';
+import { RouteIndex, type RouteResolution } from '../common/route-index.js';
 import type { MirrorSpec, SplitSpec } from '../common/model-route.js';
 import { rawHeaderValue } from './route-rewrite.js';
 import { mirrored, stickyBackend, weightedBackend } from './route-split.js';

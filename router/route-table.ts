@@ -1,6 +1,7 @@
 import type { Clock, Random } from '../common/clock.js';
 import type { Logger } from '../common/log.js';
-import { RouteIndex, type ModelRoute } from '../common/model-route.js';
+import type { ModelRoute } from '../common/model-route.js';
+import { RouteIndex } from '../common/route-index.js';
 import { Balancer, type SetTimer } from './balancer.js';
 import type { RouteState } from './discovery.js';
 import type { OutlierPolicy } from './outlier-detection.js';

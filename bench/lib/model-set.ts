@@ -2,7 +2,7 @@ import { copyFile, mkdir, readFile, rename, stat, writeFile } from 'node:fs/prom
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { hiddenUnitsForBytes, wineModelBytes } from '../../common/wine-model.js';
-import { alignFileWeights } from '../../replica/file-map.js';
+import { alignFileWeights } from '../../replica/onnx/file-map.js';
 
 /** Where generated models of `bytes` each are kept between runs, and their aligned copies. */
 export const modelDirFor = (bytes: number): string => join(homedir(), '.cache/modelmux/bench-models', String(bytes));
@@ -42,7 +42,7 @@ export async function ensureModelFiles(dir: string, ids: readonly string[], byte
 
 /**
  * The models as the S3 store leaves them after a download: copies with their weights aligned
- * (replica/aligned-weights.ts), so a replica maps them. Made from ensureModelFiles' files (in
+ * (replica/onnx/aligned-weights.ts), so a replica maps them. Made from ensureModelFiles' files (in
  * `modelDirFor(bytes)`); answers the copies' paths by id.
  */
 export async function ensureAlignedCopies(ids: readonly string[], bytes: number): Promise<Map<string, string>> {

@@ -1,5 +1,5 @@
 import { replicaConfigSchema } from '../../replica/config.js';
-import type { SessionTuning } from '../../replica/onnx-runtime.js';
+import type { SessionTuning } from '../../replica/onnx/onnx-runtime.js';
 
 /**
  * The session options a replica runs with when none are set, read from its config schema's

@@ -69,7 +69,7 @@ async function bareGetPlusSession(s3: S3Server, id: string): Promise<number> {
   const got = await s3.client.send(new GetObjectCommand({ Bucket: s3.bucket, Key: `${PREFIX}/${id}/model.onnx` }));
   const bytes = await got.Body?.transformToByteArray();
   if (!bytes) throw new Error(`no body for ${id}`);
-  // The replica's session options (replica/onnx-runtime.ts): one thread, basic graph optimisation.
+  // The replica's session options (replica/onnx/onnx-runtime.ts): one thread, basic graph optimisation.
   const session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'basic', executionMode: 'sequential' });
   await session.run({ [WINE_INPUT]: new ort.Tensor('float32', Float32Array.from(ROW), [1, ROW.length]) });
   const ms = performance.now() - t0;

@@ -4,8 +4,8 @@ import { systemClock } from '../../common/clock.js';
 import type { ModelId } from '../../common/model-id.js';
 import type { ModelTable } from '../../common/model-table.js';
 import { REPLICA_PORT } from '../../common/replica-env.js';
-import { PublishCoalescer } from '../../replica/publish-coalescer.js';
-import { kubePodPatcher, tablePatch } from '../../replica/table-publisher.js';
+import { PublishCoalescer } from '../../replica/publication/publish-coalescer.js';
+import { kubePodPatcher, tablePatch } from '../../replica/publication/table-publisher.js';
 
 /**
  * Lightweight replicas for bench:tables: each holds a model table that churns like a replica

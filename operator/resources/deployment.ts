@@ -4,7 +4,8 @@ import { GRPC_PORT_NAME } from '../../common/names.js';
 import { REPLICA_ENV, REPLICA_GRPC_PORT, REPLICA_PORT } from '../../common/replica-env.js';
 import { TABLE_PUBLISH_INTERVAL_MS, type MultiplexedDeploymentSpec } from '../../common/resource.js';
 import { commonLabels, ownedMeta, ownedNames, selectorLabels, type StoredMultiplexedDeployment } from './meta.js';
-import { replicaShare, runtimeContainer, runtimeReplicaEnv, runtimeVolume, runtimeVolumeMount, type ContainerResources } from './runtime-container.js';
+import { resourceRequirements } from './resource-requirements.js';
+import { replicaShare, runtimeContainer, runtimeReplicaEnv, runtimeVolume, runtimeVolumeMount } from './runtime-container.js';
 
 /** Where the model cache emptyDir is mounted; MODELMUX_CACHE_DIR points here. */
 export const CACHE_MOUNT_PATH = '/var/cache/modelmux';
@@ -25,26 +26,6 @@ export interface DeploymentOptions {
  */
 export function containerResources(spec: MultiplexedDeploymentSpec): V1ResourceRequirements {
   return resourceRequirements(spec.runtime === undefined ? spec.resources : replicaShare(spec.resources));
-}
-
-/** Requests and limits of one container, a request-only extended resource mirrored into limits. */
-export function resourceRequirements(resources: ContainerResources): V1ResourceRequirements {
-  const requests = { ...(resources.requests ?? {}) };
-  const limits = { ...(resources.limits ?? {}) };
-  for (const [name, value] of Object.entries(requests)) {
-    if (isExtendedResource(name) && limits[name] === undefined) limits[name] = value;
-  }
-  const out: V1ResourceRequirements = {};
-  if (Object.keys(requests).length > 0) out.requests = requests;
-  if (Object.keys(limits).length > 0) out.limits = limits;
-  return out;
-}
-
-/** Extended resources are domain-prefixed names outside kubernetes.io (e.g. nvidia.com/gpu). */
-export function isExtendedResource(name: string): boolean {
-  if (!name.includes('/')) return false;
-  const domain = name.slice(0, name.indexOf('/'));
-  return domain !== 'kubernetes.io' && !domain.endsWith('.kubernetes.io');
 }
 
 /**

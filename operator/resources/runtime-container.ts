@@ -1,12 +1,11 @@
 import type { V1Container, V1EnvVar, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { REPLICA_ENV } from '../../common/replica-env.js';
 import type { MultiplexedDeploymentSpec } from '../../common/resource.js';
-import { isExtendedResource, resourceRequirements } from './deployment.js';
+import { isExtendedResource, resourceRequirements, type ContainerResources } from './resource-requirements.js';
 
 /** Sidecar mode (docs/sidecar.md): the runtime container of a replica pod and what joins it to the replica. */
 
 export type RuntimeSpec = NonNullable<MultiplexedDeploymentSpec['runtime']>;
-export type ContainerResources = MultiplexedDeploymentSpec['resources'];
 
 /** The emptyDir both containers mount: the replica copies model folders in, the runtime reads them. */
 export const RUNTIME_MODELS_VOLUME = 'runtime-models';

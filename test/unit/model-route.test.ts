@@ -1,6 +1,7 @@
 import { parse } from 'yaml';
 import { readFileSync } from 'node:fs';
-import { MAX_ROUTE_DEPTH, RouteIndex, modelRouteSpecSchema, parseModelRoute, routeSummary, type ModelRoute, type ModelRouteSpecInput } from '../../common/model-route.js';
+import { RouteIndex } from '../../common/route-index.js';
+import { MAX_ROUTE_DEPTH, modelRouteSpecSchema, parseModelRoute, routeSummary, type ModelRoute, type ModelRouteSpecInput } from '../../common/model-route.js';
 
 const route = (name: string, spec: ModelRouteSpecInput, creationTimestamp?: string): ModelRoute => {
   const r = parseModelRoute({ apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name, ...(creationTimestamp ? { creationTimestamp } : {}) }, spec });

@@ -1,5 +1,5 @@
 import { compareVersions, isModelVersion, joinModelId, sortVersions, splitModelId } from '../../common/model-version.js';
-import { folderKey, modelFolder, modelKey } from '../../replica/model-store.js';
+import { folderKey, modelFolder, modelKey } from '../../replica/store/model-store.js';
 import type { ModelId } from '../../common/model-id.js';
 
 describe('model versions', () => {

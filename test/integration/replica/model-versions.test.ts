@@ -136,7 +136,7 @@ describe('model versions from an S3 store', () => {
         expectClose(v2Outputs(a), expected(weightsOf[model] as string, rows));
       }
     }
-    const index = (await post(`${rt.url}/wine/v2/repository/index`, { ready: true })).body as unknown as { name: string; version?: string }[];
+    const index = (await post(`${rt.adminUrl}/wine/v2/repository/index`, { ready: true })).body as unknown as { name: string; version?: string }[];
     // Version 10 was loaded by its metadata test: every loaded version, the default one first.
     expect(index.filter((e) => e.name === 'wine-7').map((e) => e.version ?? 'default')).toEqual(['default', '1', '2', '10']);
   });

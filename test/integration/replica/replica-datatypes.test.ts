@@ -204,7 +204,7 @@ describe('outputs the replica cannot answer', () => {
 
 /**
  * bfloat16 at a graph's edges, which onnxruntime-node cannot open and the replica serves by
- * widening them to float32 (replica/bf16-edges.ts). No runtime here can give a reference answer,
+ * widening them to float32 (replica/onnx/bf16-edges.ts). No runtime here can give a reference answer,
  * so the expected bits are computed: bfloat16 is the top half of a float32, rounded to nearest even.
  */
 describe('BF16 at the edges of a graph', () => {

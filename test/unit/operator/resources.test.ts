@@ -1,6 +1,7 @@
 import type { V1Container } from '@kubernetes/client-node';
 import { REPLICA_ENV } from '../../../common/replica-env.js';
-import { buildDeployment, containerResources, isExtendedResource, replicaEnv, CACHE_MOUNT_PATH } from '../../../operator/resources/deployment.js';
+import { buildDeployment, containerResources, replicaEnv, CACHE_MOUNT_PATH } from '../../../operator/resources/deployment.js';
+import { isExtendedResource } from '../../../operator/resources/resource-requirements.js';
 import { buildHpa, toQuantity } from '../../../operator/resources/hpa.js';
 import { ownerReference, selectorString, type StoredMultiplexedDeployment } from '../../../operator/resources/meta.js';
 import { buildReplicaRole, buildReplicaRoleBinding, buildReplicaServiceAccount } from '../../../operator/resources/replica-rbac.js';

@@ -1,7 +1,7 @@
 import { encodeOnnxModel } from '../../../common/onnx-writer.js';
 import { SAMPLE_WINE, wineModelBytes } from '../../../common/wine-model.js';
-import { alignWeights, WEIGHT_ALIGNMENT, weightsAligned } from '../../../replica/aligned-weights.js';
-import { splitWeights } from '../../../replica/shared-graph.js';
+import { alignWeights, WEIGHT_ALIGNMENT, weightsAligned } from '../../../replica/onnx/aligned-weights.js';
+import { splitWeights } from '../../../replica/onnx/shared-graph.js';
 import { runNodeScript } from '../../helpers/node-script.js';
 
 /** Each weight's bytes, by name: what a rewrite must keep exactly. */

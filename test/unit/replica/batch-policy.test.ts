@@ -1,4 +1,4 @@
-import { BatchQueue } from '../../../replica/batch-policy.js';
+import { BatchQueue } from '../../../replica/onnx/batch-policy.js';
 
 describe('batch policy', () => {
   it('runs a request alone at once when batching is off', () => {

@@ -1,7 +1,7 @@
-import type { BatchPolicyOptions } from '../../../replica/batch-policy.js';
-import { Batcher } from '../../../replica/batcher.js';
+import type { BatchPolicyOptions } from '../../../replica/onnx/batch-policy.js';
+import { Batcher } from '../../../replica/onnx/batcher.js';
 import { parseInferBody } from '../../../common/inference-body.js';
-import type { ModelSession } from '../../../replica/onnx-runtime.js';
+import type { ModelSession } from '../../../replica/onnx/model-session.js';
 import type { HostTensor, ModelSignature } from '../../../common/tensor.js';
 
 const sig: ModelSignature = { inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 2] }], outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 1] }] };

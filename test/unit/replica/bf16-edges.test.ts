@@ -1,6 +1,6 @@
 import { encodeOnnxModel, writeValueInfo, type OnnxElemType, type OnnxNode } from '../../../common/onnx-writer.js';
 import { protoFields, ProtoWriter, WIRE_LEN } from '../../../common/proto-wire.js';
-import { narrowToBf16, widenBf16, widenBf16Edges } from '../../../replica/bf16-edges.js';
+import { narrowToBf16, widenBf16, widenBf16Edges } from '../../../replica/onnx/bf16-edges.js';
 
 const utf8 = new TextDecoder();
 

@@ -1,4 +1,4 @@
-import { DiskFileCache, type CachedFile } from '../../../replica/disk-file-cache.js';
+import { DiskFileCache, type CachedFile } from '../../../replica/store/disk-file-cache.js';
 
 function harness(maxBytes: number) {
   const removed: string[] = [];

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { encodeOnnxModel } from '../../../common/onnx-writer.js';
 import { wineModelBytes } from '../../../common/wine-model.js';
-import { WEIGHT_ALIGNMENT, weightsAligned } from '../../../replica/aligned-weights.js';
+import { WEIGHT_ALIGNMENT, weightsAligned } from '../../../replica/onnx/aligned-weights.js';
 import { runNodeScript } from '../../helpers/node-script.js';
 
 // The mapper is a native module (dist/native/file-map.node, built by `npm run build`): it is
@@ -31,7 +31,7 @@ describe('the file mapper', () => {
     const path = join(dir, 'bytes');
     await writeFile(path, Uint8Array.from({ length: 10_000 }, (_, i) => i % 251));
     const got = await runNodeScript<Mapped>(`
-      import { loadFileMapper } from './dist/replica/file-map.js';
+      import { loadFileMapper } from './dist/replica/onnx/file-map.js';
       const m = loadFileMapper();
       if ('unavailable' in m) { console.log(JSON.stringify(m)); process.exit(0); }
       const buffer = m.map(${JSON.stringify(path)});
@@ -58,7 +58,7 @@ describe('the file mapper', () => {
     const got = await runNodeScript<{ before: boolean; after: boolean; foreign: string; empty: number }>(`
       import { readFileSync } from 'node:fs';
       import { setImmediate } from 'node:timers/promises';
-      import { loadFileMapper } from './dist/replica/file-map.js';
+      import { loadFileMapper } from './dist/replica/onnx/file-map.js';
       const m = loadFileMapper();
       const mapped = () => readFileSync('/proc/self/maps', 'utf8').includes(${JSON.stringify(path)});
       (() => { const b = m.map(${JSON.stringify(path)}); if (new Uint8Array(b)[0] !== 7) throw new Error('wrong bytes'); })();
@@ -80,7 +80,7 @@ describe('the file mapper', () => {
     const files = Array.from({ length: 8 }, (_, i) => join(dir, `counted-${i}`));
     await Promise.all(files.map((f, i) => writeFile(f, Buffer.alloc(5 << 20, i))));
     const got = await runNodeScript<{ mapped: number; unmapped: number }>(`
-      import { loadFileMapper } from './dist/replica/file-map.js';
+      import { loadFileMapper } from './dist/replica/onnx/file-map.js';
       const m = loadFileMapper();
       const external = () => process.memoryUsage().external;
       const before = external();
@@ -102,7 +102,7 @@ describe('the file mapper', () => {
     await writeFile(wine, wineModelBytes('m1', 1000));
     await writeFile(relu, reluBytes);
     const sizes = await runNodeScript<(number | null)[]>(`
-      import { alignFileWeights } from './dist/replica/file-map.js';
+      import { alignFileWeights } from './dist/replica/onnx/file-map.js';
       const sizes = [];
       // Not past a byte bound: the padding would make the file larger than the replica may hold.
       sizes.push((await alignFileWeights(${JSON.stringify(wine)}, ${wineModelBytes('m1', 1000).length})) ?? null);

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ModelmuxError } from '../../../common/errors.js';
 import type { ModelId } from '../../../common/model-id.js';
-import { FileModelStore } from '../../../replica/file-model-store.js';
-import { folderBytes } from '../../../replica/folder-bytes.js';
+import { FileModelStore } from '../../../replica/store/file-model-store.js';
+import { folderBytes } from '../../../replica/store/folder-bytes.js';
 
 const id = (s: string): ModelId => s as ModelId;
 let dir: string;

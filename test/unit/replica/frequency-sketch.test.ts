@@ -1,4 +1,4 @@
-import { FrequencySketch } from '../../../replica/frequency-sketch.js';
+import { FrequencySketch } from '../../../replica/cache/frequency-sketch.js';
 
 describe('FrequencySketch', () => {
   it('counts requests per id and halves every count each window, forgetting ids asked for once', () => {

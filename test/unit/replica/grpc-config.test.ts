@@ -2,7 +2,7 @@ import { ConfigError } from '../../../common/config.js';
 import { REPLICA_ENV, REPLICA_GRPC_PORT, REPLICA_PORT } from '../../../common/replica-env.js';
 import { DEFAULT_RUNTIME_HTTP_PORT } from '../../../common/runtime-spec.js';
 import { parseReplicaConfig } from '../../../replica/config.js';
-import { grpcServerLimits } from '../../../replica/grpc-options.js';
+import { grpcServerLimits } from '../../../replica/grpc/grpc-options.js';
 
 const source = ['--model-source', 'file:///models'];
 

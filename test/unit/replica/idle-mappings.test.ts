@@ -1,5 +1,5 @@
-import type { FileMapper } from '../../../replica/file-map.js';
-import { IdleMappings } from '../../../replica/idle-mappings.js';
+import type { FileMapper } from '../../../replica/onnx/file-map.js';
+import { IdleMappings } from '../../../replica/onnx/idle-mappings.js';
 
 /** Stands in for the native mapper: a buffer per map(), sized by the path's table, and a log. */
 function fakeMapper(sizes: Record<string, number>) {

@@ -1,7 +1,7 @@
 import { ModelmuxError } from '../../../common/errors.js';
 import { createLogger } from '../../../common/log.js';
-import type { LoadedVersion } from '../../../replica/model-cache.js';
-import { LoadedRevalidator, type RevalidationResult } from '../../../replica/loaded-revalidation.js';
+import type { LoadedVersion } from '../../../replica/cache/model-cache.js';
+import { LoadedRevalidator, type RevalidationResult } from '../../../replica/cache/loaded-revalidation.js';
 import { eventually } from '../../../harness/eventually.js';
 
 /** A cache of loaded versions, the store's answers, and what the loop did with them. */

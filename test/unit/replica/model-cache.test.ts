@@ -1,6 +1,6 @@
 import { ModelmuxError } from '../../../common/errors.js';
 import type { CachePolicy } from '../../../common/resource.js';
-import { ModelCache, type CacheEvent, type Loaded } from '../../../replica/model-cache.js';
+import { ModelCache, type CacheEvent, type Loaded } from '../../../replica/cache/model-cache.js';
 
 class Fake {
   released = 0;

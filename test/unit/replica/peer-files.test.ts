@@ -2,7 +2,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ModelId } from '../../../common/model-id.js';
-import { PeerFiles } from '../../../replica/peer-files.js';
+import { PeerFiles } from '../../../replica/store/peer-files.js';
 
 const id = (s: string): ModelId => s as ModelId;
 

@@ -1,6 +1,6 @@
 import { REPLICA_ENV } from '../../../common/replica-env.js';
 import { parseReplicaConfig } from '../../../replica/config.js';
-import { PublishCoalescer } from '../../../replica/publish-coalescer.js';
+import { PublishCoalescer } from '../../../replica/publication/publish-coalescer.js';
 
 /** Steps a fake clock and its timers. */
 function fakeTime() {

@@ -1,4 +1,4 @@
-import { nextCheck } from '../../../replica/revalidation-schedule.js';
+import { nextCheck } from '../../../replica/cache/revalidation-schedule.js';
 
 const pace = { intervalMs: 60_000, perSecond: 10 };
 const v = (id: string, checkedAt: number) => ({ id, version: `${id}-etag`, checkedAt });

@@ -1,7 +1,7 @@
 import { encodeOnnxModel, ONNX_FLOAT } from '../../../common/onnx-writer.js';
 import { ProtoWriter, protoFields } from '../../../common/proto-wire.js';
 import { wineModelBytes, wineWeights } from '../../../common/wine-model.js';
-import { splitWeights } from '../../../replica/shared-graph.js';
+import { splitWeights } from '../../../replica/onnx/shared-graph.js';
 
 const floatsAt = (bytes: Uint8Array, start: number, end: number): Float32Array => new Float32Array(bytes.slice(start, end).buffer);
 

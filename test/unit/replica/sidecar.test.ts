@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { writeOrder } from '../../../replica/model-folders.js';
-import { inferenceError, lostModels, slowProbeStreak } from '../../../replica/runtime-backend.js';
-import { V2RuntimeClient } from '../../../replica/v2-runtime-client.js';
+import { writeOrder } from '../../../replica/store/model-folders.js';
+import { inferenceError, lostModels, slowProbeStreak } from '../../../replica/sidecar/runtime-backend.js';
+import { V2RuntimeClient } from '../../../replica/sidecar/v2-runtime-client.js';
 
 describe('sidecar mode, pure parts', () => {
   it('writes the files a runtime scans for after every other file of the folder', () => {

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { encodeOnnxModel, type OnnxNode } from '../../../common/onnx-writer.js';
 import { ProtoWriter, protoFields } from '../../../common/proto-wire.js';
 import { SAMPLE_WINE, wineForward, wineModelBytes, wineWeights } from '../../../common/wine-model.js';
-import { splitWeights, type SplitModel } from '../../../replica/shared-graph.js';
-import { singleRowGraph } from '../../../replica/single-row-graph.js';
+import { splitWeights, type SplitModel } from '../../../replica/onnx/shared-graph.js';
+import { singleRowGraph } from '../../../replica/onnx/single-row-graph.js';
 import { runNodeScript } from '../../helpers/node-script.js';
 
 function split(model: Uint8Array): SplitModel {
@@ -91,7 +91,7 @@ describe('a shared graph with a single-row variant, in onnxruntime', () => {
     const paths = ['a', 'b'].map((id) => join(dir, `${id}.onnx`));
     await Promise.all(['a', 'b'].map((id, i) => writeFile(paths[i] as string, wineModelBytes(id, hidden))));
     const got = await runNodeScript<{ singleRow: boolean[]; one: number[][]; batch: number[][] }>(`
-      import { GraphSessions } from './dist/replica/graph-sessions.js';
+      import { GraphSessions } from './dist/replica/onnx/graph-sessions.js';
       const singleRow = [];
       const sessions = new GraphSessions('cpu', { graphOptimization: 'basic', prepackWeights: false, shareGraphs: true, intraOpThreads: 1, interOpThreads: 1 }, (kind, weights, s) => singleRow.push(s === true));
       const rows = ${JSON.stringify(rows)};

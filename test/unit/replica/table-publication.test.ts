@@ -1,7 +1,7 @@
 import { parseModelTable } from '../../../common/model-table.js';
 import { DELETION_COST_ANNOTATION, MODELS_ANNOTATION } from '../../../common/names.js';
-import { HotnessMeter } from '../../../replica/hotness.js';
-import { tablePatch } from '../../../replica/table-publisher.js';
+import { HotnessMeter } from '../../../replica/publication/hotness.js';
+import { tablePatch } from '../../../replica/publication/table-publisher.js';
 import type { ModelId } from '../../../common/model-id.js';
 
 describe('table publication', () => {

@@ -1,5 +1,5 @@
 import type { ModelId } from '../../../common/model-id.js';
-import { VersionLists } from '../../../replica/version-lists.js';
+import { VersionLists } from '../../../replica/store/version-lists.js';
 
 function harness(ttlMs = 1000, maxEntries = 10) {
   let now = 0;

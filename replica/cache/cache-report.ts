@@ -1,0 +1,32 @@
+import { ModelmuxError } from '../../common/errors.js';
+import type { ModelId } from '../../common/model-id.js';
+import type { ModelTable } from '../../common/model-table.js';
+import type { ReplicaMetrics } from '../metrics.js';
+import type { ModelCache, Releasable } from './model-cache.js';
+
+/** What either backend (the built-in engine, a sidecar's runtime) reports of its model cache. */
+
+/** The table the replica publishes and answers at `GET /models`. */
+export function cacheTable<T extends Releasable>(cache: ModelCache<T>, maxModels: number, maxBytes: number | undefined): ModelTable {
+  return {
+    version: cache.version,
+    loaded: cache.loadedIds as ModelId[],
+    loading: cache.loadingIds as ModelId[],
+    capacity: maxModels,
+    bytes: cache.loadedBytes,
+    ...(maxBytes !== undefined ? { maxBytes } : {}),
+  };
+}
+
+/** The cache's gauges, set on each of its changes. */
+export function setCacheGauges<T extends Releasable>(metrics: ReplicaMetrics, cache: ModelCache<T>): void {
+  metrics.modelsLoaded.set(cache.loadedCount);
+  metrics.modelsLoading.set(cache.loadingCount);
+  metrics.bytesLoaded.set(cache.loadedBytes);
+}
+
+/** The log fields of a failed load: its stable code and what went wrong. */
+export const failure = (error: unknown): { error: string; reason: string } => ({
+  error: error instanceof ModelmuxError ? error.code : 'internal',
+  reason: error instanceof Error ? error.message : String(error),
+});

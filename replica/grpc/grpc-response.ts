@@ -1,0 +1,96 @@
+import { z } from 'zod';
+import { ModelmuxError } from '../../common/errors.js';
+import type { InferOutputTensor, InferTensorContents, ModelInferResponse, ModelMetadataResponse } from '../../common/grpc/inference-service.js';
+import { CONTENTS_FIELD } from './grpc-request.js';
+import type { InferResponse } from '../../common/inference-body.js';
+import { MAX_TENSOR_RANK, tensorBytes, tensorFromBinary, typedArrayFrom, V2_DATATYPES, type HostTensor } from '../../common/tensor.js';
+
+/**
+ * The V2 answer of the inference path (engine or sidecar runtime) as a gRPC ModelInferResponse:
+ * raw_output_contents when the call sent raw inputs (or an output is FP16/BF16, which has no typed
+ * field), typed contents otherwise. Pure.
+ */
+
+const outputSchema = z.object({
+  name: z.string(),
+  datatype: z.enum(V2_DATATYPES),
+  shape: z.array(z.number().int().nonnegative()),
+  parameters: z.looseObject({ binary_data_size: z.number().int().nonnegative().optional() }).optional(),
+  data: z.array(z.unknown()).optional(),
+});
+const responseSchema = z.object({ model_name: z.string().optional(), model_version: z.string().optional(), id: z.string().optional(), outputs: z.array(outputSchema) });
+
+const badAnswer = (message: string): ModelmuxError => new ModelmuxError('inference_failed', `the inference answer cannot be sent over gRPC: ${message}`);
+
+/** The typed contents of a tensor of a datatype that has a typed field. */
+export function typedContents(t: HostTensor): InferTensorContents {
+  const field = CONTENTS_FIELD[t.datatype];
+  const d = t.data;
+  if (field === undefined) throw new Error(`${t.datatype} has no typed contents field`);
+  if (Array.isArray(d)) {
+    const encoder = new TextEncoder();
+    return { bytes_contents: d.map((s) => encoder.encode(s)) };
+  }
+  if (d instanceof BigInt64Array || d instanceof BigUint64Array) return { [field]: Array.from(d, (v) => v.toString()) };
+  if (t.datatype === 'BOOL') return { bool_contents: Array.from(d as Uint8Array, (v) => v !== 0) };
+  return { [field]: Array.from(d as ArrayLike<number>) };
+}
+
+/** One output's tensor bytes: its binary data when it came as such, else its JSON data encoded. */
+function outputBytes(o: z.infer<typeof outputSchema>, binary: Uint8Array, offset: number): Uint8Array {
+  const size = o.parameters?.binary_data_size;
+  if (size !== undefined) {
+    if (offset + size > binary.length) throw badAnswer(`output "${o.name}" declares binary data past the end of the answer`);
+    return binary.subarray(offset, offset + size);
+  }
+  // A sidecar runtime may ignore binary_data_output and answer JSON.
+  if (o.data === undefined) throw badAnswer(`output "${o.name}" has neither data nor binary_data_size`);
+  const data = typedArrayFrom(o.datatype, o.data.flat(MAX_TENSOR_RANK));
+  if (typeof data === 'string') throw badAnswer(`output "${o.name}": ${data}`);
+  return tensorBytes({ datatype: o.datatype, dims: o.shape, data });
+}
+
+export function grpcInferResponse(answer: InferResponse, modelId: string, raw: boolean): ModelInferResponse {
+  const parsed = responseSchema.safeParse(answer.json);
+  if (!parsed.success) throw badAnswer('it is not a V2 inference answer');
+  const { outputs } = parsed.data;
+  const parts = answer.binary ?? [];
+  const binary = parts.length === 1 && parts[0] !== undefined ? parts[0] : Buffer.concat(parts);
+  let offset = 0;
+  const bytes = outputs.map((o) => {
+    const b = outputBytes(o, binary, offset);
+    offset += o.parameters?.binary_data_size ?? 0;
+    return b;
+  });
+  const answerRaw = raw || outputs.some((o) => CONTENTS_FIELD[o.datatype] === undefined);
+  const tensors: InferOutputTensor[] = outputs.map((o, i) => {
+    const head = { name: o.name, datatype: o.datatype, shape: o.shape };
+    if (answerRaw) return head;
+    const t = tensorFromBinary(o.datatype, o.shape, bytes[i] ?? new Uint8Array(0));
+    if (typeof t === 'string') throw badAnswer(`output "${o.name}": ${t}`);
+    return { ...head, contents: typedContents(t) };
+  });
+  return {
+    model_name: parsed.data.model_name ?? modelId,
+    model_version: parsed.data.model_version ?? '',
+    id: parsed.data.id ?? '',
+    outputs: tensors,
+    raw_output_contents: answerRaw ? bytes : [],
+  };
+}
+
+const metadataSchema = z.object({
+  name: z.string(),
+  versions: z.array(z.string()).optional(),
+  platform: z.string().optional(),
+  inputs: z.array(z.object({ name: z.string(), datatype: z.string(), shape: z.array(z.number().int()) })),
+  outputs: z.array(z.object({ name: z.string(), datatype: z.string(), shape: z.array(z.number().int()) })),
+});
+
+/** The HTTP metadata body (engine or sidecar runtime) as ModelMetadataResponse. */
+export function grpcModelMetadata(body: unknown): ModelMetadataResponse {
+  const m = metadataSchema.safeParse(body);
+  if (!m.success) throw new ModelmuxError('inference_failed', 'the model metadata cannot be sent over gRPC: it is not a V2 metadata answer');
+  const tensors = (list: typeof m.data.inputs) => list.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape }));
+  return { name: m.data.name, versions: m.data.versions ?? [], platform: m.data.platform ?? '', inputs: tensors(m.data.inputs), outputs: tensors(m.data.outputs) };
+}

@@ -1,0 +1,14 @@
+import type { OutputTensor } from '../../common/inference-body.js';
+import type { HostTensor, ModelSignature } from '../../common/tensor.js';
+import type { BatchPolicyOptions } from './batch-policy.js';
+
+/** One loaded model: an onnxruntime session and the signature read from it. */
+export interface ModelSession {
+  readonly signature: ModelSignature;
+  /** Every input and output has a dynamic dim 0, so requests can be stacked on it. */
+  readonly batchable: boolean;
+  /** How its requests are batched (its config.json); undefined: one by one. */
+  readonly batching?: BatchPolicyOptions | undefined;
+  run(inputs: readonly HostTensor[]): Promise<OutputTensor[]>;
+  release(): Promise<void>;
+}

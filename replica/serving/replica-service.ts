@@ -1,0 +1,238 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Clock } from '../../common/clock.js';
+import { ModelmuxError } from '../../common/errors.js';
+import type { Logger } from '../../common/log.js';
+import type { ModelId } from '../../common/model-id.js';
+import { splitModelId } from '../../common/model-version.js';
+import type { ModelTable } from '../../common/model-table.js';
+import type { CachePolicy } from '../../common/resource.js';
+import type { ReplicaConfig } from '../config.js';
+import { Batcher } from '../onnx/batcher.js';
+import { cacheTable, failure, setCacheGauges } from '../cache/cache-report.js';
+import { inferResponseBody, modelMetadataBody, parseInferBody } from '../../common/inference-body.js';
+import type { ReplicaMetrics } from '../metrics.js';
+import { ModelCache, type CacheEvent, type Loaded } from '../cache/model-cache.js';
+import type { ModelStore } from '../store/model-store.js';
+import { VersionLists } from '../store/version-lists.js';
+import type { FileMapper } from '../onnx/file-map.js';
+import { GraphSessions } from '../onnx/graph-sessions.js';
+import { modelBatching, parseModelConfig, sessionOverrides } from '../store/model-config.js';
+import type { ExecutionProvider, SessionTuning } from '../onnx/onnx-runtime.js';
+import type { ModelSession } from '../onnx/model-session.js';
+import type { ModelSignature } from '../../common/tensor.js';
+import type { InferOutcome, ServingBackend } from './serving-backend.js';
+
+export interface ReplicaServiceOptions {
+  store: ModelStore;
+  provider: ExecutionProvider;
+  session: SessionTuning;
+  /** Maps the store's private files instead of reading them (absent: every load reads). */
+  mapper?: FileMapper;
+  maxModels: number;
+  maxModelBytes?: number;
+  maxConcurrentLoads: number;
+  cachePolicy: CachePolicy;
+  maxBatchSize: number;
+  batchWaitMs: number;
+  requestTimeoutMs: number;
+  /** Tests only: added to every load. */
+  loadDelayMs: number;
+  clock: Clock;
+  log: Logger;
+  metrics: ReplicaMetrics;
+  /** Called on every change of the loaded/loading sets. */
+  onTableChange: () => void;
+}
+
+/** What a replica's configuration decides of its service: everything but its parts and wiring. */
+export type ServiceTuning = Pick<
+  ReplicaServiceOptions,
+  'provider' | 'session' | 'maxModels' | 'maxModelBytes' | 'maxConcurrentLoads' | 'cachePolicy' | 'maxBatchSize' | 'batchWaitMs' | 'requestTimeoutMs' | 'loadDelayMs'
+>;
+
+export function serviceTuning(config: ReplicaConfig): ServiceTuning {
+  return {
+    provider: config.executionProvider,
+    session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights, shareGraphs: config.shareGraphs, intraOpThreads: config.intraOpThreads, interOpThreads: 1 },
+    maxModels: config.maxModels,
+    ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
+    maxConcurrentLoads: config.maxConcurrentLoads,
+    cachePolicy: config.cachePolicy,
+    maxBatchSize: config.maxBatchSize,
+    batchWaitMs: config.batchWaitMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+    loadDelayMs: config.testHooks ? config.testLoadDelayMs : 0,
+  };
+}
+
+const ms = (n: number): string => `${n.toFixed(1)}ms`;
+
+/** How long a listing of a model's versions in the store answers metadata requests. */
+const VERSION_LIST_TTL_MS = 5_000;
+/** Models whose version listings are remembered at once (each up to MAX_LISTED_VERSIONS names). */
+const VERSION_LIST_MODELS = 256;
+
+
+/** The replica's inference path: cache → (load from the store) → batcher → response body. */
+export class ReplicaService implements ServingBackend {
+  readonly cache: ModelCache<ModelSession>;
+  private readonly batcher: Batcher;
+  private readonly sessions: GraphSessions;
+  private readonly versionLists: VersionLists | undefined;
+
+  constructor(private readonly opts: ReplicaServiceOptions) {
+    this.sessions = new GraphSessions(
+      opts.provider,
+      opts.session,
+      (kind, weights, singleRow) => {
+        opts.metrics.opens.inc({ kind });
+        if (weights === 'mapped') opts.metrics.mappedLoads.inc();
+        if (singleRow) opts.metrics.singleRowLoads.inc();
+      },
+      opts.mapper,
+    );
+    this.cache = new ModelCache<ModelSession>({
+      maxModels: opts.maxModels,
+      ...(opts.maxModelBytes !== undefined ? { maxBytes: opts.maxModelBytes } : {}),
+      maxConcurrentLoads: opts.maxConcurrentLoads,
+      policy: opts.cachePolicy,
+      clock: opts.clock,
+      load: (id, fresh) => this.load(id as ModelId, fresh),
+      onEvent: (e) => this.onCacheEvent(e),
+    });
+    this.batcher = new Batcher(opts.clock, (n) => opts.metrics.batchSize.observe(n));
+    const list = opts.store.listVersions?.bind(opts.store);
+    this.versionLists = list === undefined ? undefined : new VersionLists(list, opts.clock, VERSION_LIST_TTL_MS, VERSION_LIST_MODELS);
+  }
+
+  table(): ModelTable {
+    return cacheTable(this.cache, this.opts.maxModels, this.opts.maxModelBytes);
+  }
+
+  /**
+   * Runs one request. `holdMs` (tests only) keeps the model leased that long before running,
+   * to show that an evicted model still answers the requests using it.
+   */
+  async infer(id: ModelId, body: unknown, binary: Uint8Array, holdMs = 0): Promise<InferOutcome> {
+    return this.withDeadline(
+      this.withModel(id, async (model) => {
+        const req = parseInferBody(body, model.signature, binary);
+        if (holdMs > 0) await sleep(holdMs);
+        const outputs = await this.batcher.run(id, model, req);
+        return inferResponseBody(req, id, outputs);
+      }),
+    );
+  }
+
+  private async signature(id: ModelId): Promise<{ signature: ModelSignature; hit: boolean }> {
+    const r = await this.withDeadline(this.withModel(id, async (m) => m.signature));
+    return { signature: r.body, hit: r.hit };
+  }
+
+  async metadata(id: ModelId): Promise<{ body: unknown; hit: boolean }> {
+    const { signature, hit } = await this.signature(id);
+    return { body: modelMetadataBody(id, signature, await this.versions(id)), hit };
+  }
+
+  /**
+   * A version names itself; the default version lists the store's versions of its model, or
+   * none when the store cannot be listed now: the model is loaded and its metadata still answers.
+   */
+  private async versions(id: ModelId): Promise<string[] | undefined> {
+    const { base, version } = splitModelId(id);
+    if (version !== undefined) return [version];
+    try {
+      return await this.versionLists?.get(base as ModelId);
+    } catch (err) {
+      this.opts.log.warn(`Cannot list the versions of model '${base}'.`, { model: base, event: 'list-versions-failed', ...failure(err) });
+      return undefined;
+    }
+  }
+
+  /** The engine is in the process: ready as long as the process is. */
+  ready(): boolean {
+    return true;
+  }
+
+  close(): Promise<void> {
+    return this.cache.close();
+  }
+
+  private async withModel<R>(id: ModelId, use: (m: ModelSession) => Promise<R>): Promise<{ body: R; hit: boolean }> {
+    const lease = await this.cache.acquire(id);
+    (lease.hit ? this.opts.metrics.cacheHits : this.opts.metrics.cacheMisses).inc();
+    try {
+      return { body: await use(lease.value), hit: lease.hit };
+    } finally {
+      lease.done();
+    }
+  }
+
+  /** The lease is given back when the work ends, even after the caller got its 504. */
+  private withDeadline<R>(work: Promise<{ body: R; hit: boolean }>): Promise<{ body: R; hit: boolean }> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new ModelmuxError('timeout', `the request did not finish within ${this.opts.requestTimeoutMs} ms`)), this.opts.requestTimeoutMs);
+    });
+    work.catch(() => undefined);
+    return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+  }
+
+  private async load(id: ModelId, fresh: boolean): Promise<Loaded<ModelSession>> {
+    const file = await this.opts.store.fetch(id, fresh);
+    let session: ModelSession;
+    try {
+      if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
+      const config = file.config !== undefined ? parseModelConfig(id, file.config) : {};
+      session = await this.sessions.open(file.path, file.private === true, sessionOverrides(config));
+      // The pool's batching options are the defaults of the models that turn batching on.
+      const batching = modelBatching(config, { maxBatchSize: this.opts.maxBatchSize, batchWaitMs: this.opts.batchWaitMs });
+      if (batching !== undefined) session = { ...session, batching };
+    } catch (err) {
+      file.settle?.(false);
+      throw err;
+    }
+    file.settle?.(true);
+    return { value: session, bytes: file.bytes, ...(file.version !== undefined ? { version: file.version.tag, checkedAt: file.version.checkedAt } : {}) };
+  }
+
+  private onCacheEvent(e: CacheEvent): void {
+    const { log, metrics } = this.opts;
+    switch (e.type) {
+      case 'load-start':
+        log.info(`Loading model '${e.id}'.`, { model: e.id, event: 'load-start' });
+        break;
+      case 'load-end':
+        metrics.loads.inc({ result: e.ok ? 'success' : 'failure' });
+        metrics.loadDuration.observe(e.durationMs / 1000);
+        if (e.ok) log.info(`Successfully loaded model '${e.id}' in ${ms(e.durationMs)}.`, { model: e.id, event: 'load-end', durationMs: e.durationMs, bytes: e.bytes });
+        else log.warn(`Failed to load model '${e.id}' after ${ms(e.durationMs)}.`, { model: e.id, event: 'load-failed', durationMs: e.durationMs, ...failure(e.error) });
+        break;
+      case 'evict':
+        metrics.evictions.inc({ reason: e.reason });
+        log.info(e.reason === 'capacity' ? `Unloading model '${e.id}'.` : `Not keeping model '${e.id}': asked for less often than the model it would evict.`, {
+          model: e.id,
+          event: 'evict',
+          reason: e.reason,
+          inUse: e.inUse,
+        });
+        break;
+      case 'swap':
+        metrics.swaps.inc({ result: e.ok ? 'success' : 'failure' });
+        if (e.ok) log.info(`Swapped in the new version of model '${e.id}' in ${ms(e.durationMs)}.`, { model: e.id, event: 'swap', durationMs: e.durationMs, bytes: e.bytes, inUse: e.inUse });
+        else log.warn(`Failed to load the new version of model '${e.id}' after ${ms(e.durationMs)}; the loaded version serves on.`, { model: e.id, event: 'swap-failed', durationMs: e.durationMs, ...failure(e.error) });
+        break;
+      case 'release':
+        metrics.releases.inc();
+        metrics.sharedGraphs.set(this.sessions.sharedCount);
+        if (e.error === undefined) log.info(`Successfully unloaded model '${e.id}' in ${ms(e.durationMs)}.`, { model: e.id, event: 'release', durationMs: e.durationMs });
+        else log.error(`Failed to release model '${e.id}'.`, { model: e.id, event: 'release-failed', reason: e.error instanceof Error ? e.error.message : String(e.error) });
+        break;
+      case 'change':
+        setCacheGauges(metrics, this.cache);
+        metrics.sharedGraphs.set(this.sessions.sharedCount);
+        this.opts.onTableChange();
+        break;
+    }
+  }
+}
