@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { ConfigError, HelpRequested } from '../common/config.js';
+import { unsupportedNode } from '../common/node-version.js';
 
 /**
  * The `modelmux` command. Each subcommand's module exports `run(argv, env)`, which resolves
@@ -19,6 +20,12 @@ function usage(): string {
 }
 
 async function main(): Promise<void> {
+  const unsupported = unsupportedNode(process.versions.node);
+  if (unsupported !== undefined) {
+    process.stderr.write(`${unsupported}\n`);
+    process.exitCode = 2;
+    return;
+  }
   const [name, ...rest] = process.argv.slice(2);
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(usage());
