@@ -8,6 +8,7 @@ import type { UnaryHandler } from '../../common/grpc/unary-server.js';
 import type { Logger } from '../../common/log.js';
 import type { ModelId } from '../../common/model-id.js';
 import { HEADER_CACHE, HEADER_REPLICA, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../../common/names.js';
+import { acceptedRequestId } from '../../common/request-id.js';
 import { versionedModel } from '../../common/request-grammar.js';
 import { grpcInferBody } from './grpc-request.js';
 import { grpcInferResponse, grpcModelMetadata } from './grpc-response.js';
@@ -35,7 +36,6 @@ export interface GrpcServerOptions {
   binaryInputs: boolean;
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 const SERVICE_PATH = '/inference.GRPCInferenceService/';
 
@@ -53,7 +53,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, UnaryHandler> 
 
   const context = (call: UnaryCall): CallContext => {
     const given = call.metadataValue(HEADER_REQUEST_ID);
-    const requestId = given !== undefined && REQUEST_ID.test(given) ? given : randomUUID();
+    const requestId = acceptedRequestId(given) ?? randomUUID();
     const trailers = new Metadata();
     trailers.set(HEADER_REQUEST_ID, requestId);
     trailers.set(HEADER_REPLICA, opts.replicaName());

@@ -5,6 +5,7 @@ import type { Logger } from '../../common/log.js';
 import type { ModelId } from '../../common/model-id.js';
 import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REPLICA, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../../common/names.js';
 import { matchRequest, requestModel, requestNotFound } from '../../common/request-grammar.js';
+import { acceptedRequestId } from '../../common/request-id.js';
 import { parseJsonBody } from '../../common/json-body.js';
 import { repositoryIndex } from '../cache/repository-index.js';
 import type { ReplicaMetrics } from '../metrics.js';
@@ -38,7 +39,6 @@ interface Locals {
   model: ModelId | undefined;
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** The replica's HTTP API. Every error is a catalogue code in JSON; nothing escapes a handler. */
 export function createReplicaApp(opts: ServerOptions): { app: express.Express; state: { shuttingDown: boolean; ongoing: number } } {
@@ -56,7 +56,7 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
 
   app.use((req, res, next) => {
     const given = req.get(HEADER_REQUEST_ID);
-    const requestId = given !== undefined && REQUEST_ID.test(given) ? given : randomUUID();
+    const requestId = acceptedRequestId(given) ?? randomUUID();
     Object.assign(res.locals, { requestId, startedAt: performance.now(), model: undefined } satisfies Locals);
     res.setHeader(HEADER_REQUEST_ID, requestId);
     res.setHeader(HEADER_REPLICA, opts.replicaName());

@@ -80,6 +80,9 @@ describe('replica over a real S3-compatible store', () => {
     }
     const echoed = await post(`${r.url}/v2/models/r1/infer`, v2Body(rows), { 'x-request-id': 'req-42' });
     expect(echoed.headers.get('x-request-id')).toBe('req-42');
+    // The router's alphabet (common/request-id.ts): an id the router passed on is the replica's too.
+    const traced = await post(`${r.url}/v2/models/r1/infer`, v2Body(rows), { 'x-request-id': 'trace@span=1+2' });
+    expect(traced.headers.get('x-request-id')).toBe('trace@span=1+2');
 
     const meta = await get(`${r.url}/v2/models/r1`);
     expect(meta.body).toMatchObject({ name: 'r1', inputs: [{ name: 'features', datatype: 'FP32', shape: [-1, 11] }], outputs: [{ name: 'quality', datatype: 'FP32', shape: [-1, 1] }] });
