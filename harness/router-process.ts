@@ -4,6 +4,8 @@ import { parsePrometheus, spawnModelmux, waitListeningAndReady } from './modelmu
 export interface RouterProcess {
   url: string;
   port: number;
+  /** The process id (for what only the OS tells, such as the CPU time of each of its threads). */
+  pid: number;
   /** The gRPC port's `host:port` (grpc-js address form), unless started with --grpc-port=-1. */
   grpcAddress: string | undefined;
   logs(): string;
@@ -21,5 +23,5 @@ export async function startRouter(args: string[], env: Record<string, string> = 
   const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', String(knownPort ?? 0), '--grpc-port=0', ...args], env);
   const { url, port } = await waitListeningAndReady(p, 'router', (l) => l['msg'] === 'router listening', '127.0.0.1', '/readyz', readyTimeoutMs, knownPort);
   const grpcPort = p.logLines().find((l) => l['msg'] === 'router listening')?.['grpcPort'];
-  return { url, port, grpcAddress: typeof grpcPort === 'number' ? `127.0.0.1:${grpcPort}` : undefined, logs: p.logs, logLines: p.logLines, metrics: async () => parsePrometheus(await (await fetch(`${url}/metrics`)).text()), stop: p.stop };
+  return { url, port, pid: p.pid, grpcAddress: typeof grpcPort === 'number' ? `127.0.0.1:${grpcPort}` : undefined, logs: p.logs, logLines: p.logLines, metrics: async () => parsePrometheus(await (await fetch(`${url}/metrics`)).text()), stop: p.stop };
 }
