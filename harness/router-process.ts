@@ -9,6 +9,8 @@ export interface RouterProcess {
   /** The admin port (/metrics, /routes, the model repository API), e.g. `http://127.0.0.1:40124`. */
   adminUrl: string;
   adminPort: number;
+  /** The process id (for what only the OS tells, such as the CPU time of each of its threads). */
+  pid: number;
   /** The gRPC port's `host:port` (grpc-js address form), unless started with --grpc-port=-1. */
   grpcAddress: string | undefined;
   logs(): string;
@@ -42,6 +44,7 @@ export async function startRouter(args: string[], env: Record<string, string> = 
     port,
     adminUrl,
     adminPort,
+    pid: p.pid,
     grpcAddress: typeof grpcPort === 'number' ? `127.0.0.1:${grpcPort}` : undefined,
     logs: p.logs,
     logLines: p.logLines,

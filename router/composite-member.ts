@@ -1,12 +1,43 @@
 import { ModelmuxError } from '../common/errors.js';
 import { HEADER_REQUEST_ID } from '../common/names.js';
 import { MODEL_HEADERS } from '../common/request-grammar.js';
+import type { CompositeTicket } from './composite-admission.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { Exchange } from './exchange.js';
+import type { MemberSlots } from './member-slots.js';
 import type { RouterProxy } from './proxy.js';
 
 /** A member's (or a step's) whole answer, or why there is none. */
 export type MemberAnswer = { ok: true; status: number; body: Buffer } | { ok: false; error: ModelmuxError };
+
+/**
+ * The bounds of one client's composite request, shared by every composite it passes through
+ * (an ensemble of ensembles is one client request): its member requests, its client's share of
+ * bytes, and how to end it when one of those bounds bites at any level.
+ */
+export interface CompositeScope {
+  readonly slots: MemberSlots;
+  readonly ticket: CompositeTicket;
+  /** Ends the client's request with `err`, whichever composite of it found that a bound bites. */
+  fail(err: ModelmuxError): void;
+  /** Whether the client's request has ended. */
+  ended(): boolean;
+}
+
+/** Counts the bytes of a member's answer as they arrive; refuses those its composite may not hold. */
+export interface AnswerBytes {
+  take(n: number): ModelmuxError | undefined;
+  release(n: number): void;
+}
+
+/** What a member request brings a member that is an ensemble or a sequence itself. */
+export interface CompositeParent {
+  scope: CompositeScope;
+  /** The request's body, in memory already: a member that is a composite itself neither reads nor counts it again. */
+  body: Buffer | null;
+  /** Gives back the member's place among those under way: a composite holds no replica slot. */
+  releaseSlot(): void;
+}
 
 /** One request a composite route sends for one of its models. */
 export interface MemberCall {
@@ -20,6 +51,9 @@ export interface MemberCall {
   /** The client's headers (flat `[name, value, …]`) passed on: a split member's sticky header, x-forwarded-for… */
   clientHeaders: readonly string[];
   remoteAddress: string | undefined;
+  /** Passed on to the member should it be a composite itself. */
+  parent: Omit<CompositeParent, 'body'>;
+  answerBytes: AnswerBytes;
 }
 
 /** Headers of the client's request a member request must not inherit: its model, its body's framing and encodings (the router reads the answer), its id. */
@@ -30,9 +64,11 @@ const NOT_INHERITED: ReadonlySet<string> = new Set([...MODEL_HEADERS, 'content-l
  * would go: the same route lookup, placement, retries, try timeouts, byte budget, metrics and
  * access-log line (ADR 0035). The exchange reads an in-memory request and writes into an
  * in-memory response; `done` gets the answer once, whole, held up to
- * `--max-response-buffer-bytes` (counted in the byte budget until `done` has run). The returned
- * function cancels: the exchange sees its client go away, so it stops waiting or aborts its
- * upstream request, and `done` is not called.
+ * `--max-response-buffer-bytes` and counted by `answerBytes` as it arrives: an answer given to
+ * `done` stays counted (its composite holds it parsed, and gives the bytes back when it ends),
+ * one that failed or was cancelled is given back at once. The returned function cancels: the
+ * exchange sees its client go away, so it stops waiting or aborts its upstream request, and
+ * `done` is not called.
  */
 export function sendMember(proxy: RouterProxy, call: MemberCall, done: (a: MemberAnswer) => void): () => void {
   const path = `${call.prefix}/v2/models/${call.model}${call.action === 'metadata' ? '' : `/${call.action}`}`;
@@ -43,8 +79,8 @@ export function sendMember(proxy: RouterProxy, call: MemberCall, done: (a: Membe
   }
   headers.push(HEADER_REQUEST_ID, call.requestId);
   if (call.body !== null) headers.push('content-type', 'application/json', 'content-length', String(call.body.length));
-  const req = new MemberRequest(call.action === 'infer' ? 'POST' : 'GET', path, headers, call.remoteAddress);
-  const res = new MemberResponse(proxy, done);
+  const req = new MemberRequest(call.action === 'infer' ? 'POST' : 'GET', path, headers, call.remoteAddress, { ...call.parent, body: call.body });
+  const res = new MemberResponse(proxy.limits.maxResponseBufferBytes, call.answerBytes, done);
   new Exchange(proxy, req, res).start();
   req.deliver(call.body);
   return () => res.cancel();
@@ -63,6 +99,8 @@ export class MemberRequest implements DownstreamRequest {
     readonly url: string,
     readonly rawHeaders: string[],
     remoteAddress: string | undefined,
+    /** Set when a composite sends it: a member that is a composite too takes its bounds and its body from it. */
+    readonly composite: CompositeParent | undefined = undefined,
   ) {
     // The answer is written to memory and never waits for a drain.
     this.socket = { remoteAddress, once: () => undefined, removeListener: () => undefined };
@@ -91,7 +129,8 @@ class MemberResponse implements DownstreamResponse {
   private settled = false;
 
   constructor(
-    private readonly proxy: RouterProxy,
+    private readonly limit: number,
+    private readonly bytes: AnswerBytes,
     private readonly done: (a: MemberAnswer) => void,
   ) {}
 
@@ -108,12 +147,13 @@ class MemberResponse implements DownstreamResponse {
 
   write(chunk: Buffer): boolean {
     if (this.destroyed) return true;
-    const limit = this.proxy.limits.maxResponseBufferBytes;
-    if (this.size + chunk.length > limit) {
-      this.abort(new ModelmuxError('upstream_unavailable', `the answer is larger than ${limit} bytes, the most the router holds of one answer (--max-response-buffer-bytes)`));
-    } else if (!this.proxy.buffered.take(chunk.length)) {
-      this.abort(this.proxy.buffered.fullError());
-    } else {
+    if (this.size + chunk.length > this.limit) {
+      this.abort(new ModelmuxError('upstream_unavailable', `the answer is larger than ${this.limit} bytes, the most the router holds of one answer (--max-response-buffer-bytes)`));
+      return true;
+    }
+    const refused = this.bytes.take(chunk.length);
+    if (refused !== undefined) this.abort(refused);
+    else {
       this.size += chunk.length;
       this.chunks.push(chunk);
     }
@@ -161,6 +201,8 @@ class MemberResponse implements DownstreamResponse {
   private settle(a: MemberAnswer): void {
     if (this.settled) return;
     this.settled = true;
+    // An answer handed over stays counted until its composite ends.
+    if (a.ok) this.size = 0;
     try {
       this.done(a);
     } finally {
@@ -169,7 +211,7 @@ class MemberResponse implements DownstreamResponse {
   }
 
   private releaseBytes(): void {
-    this.proxy.buffered.release(this.size);
+    this.bytes.release(this.size);
     this.size = 0;
   }
 

@@ -5,6 +5,7 @@ import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY
 import { DEFAULT_RECENT_MS, DEFAULT_RETRY_BUDGET_PERCENT } from './balancer.js';
 import { DEFAULT_ADMIN_PORT } from './admin-server.js';
 import { DEFAULT_GRPC_MAX_RESETS, DEFAULT_GRPC_PORT, RESET_WINDOW_MS } from './grpc-options.js';
+import { DEFAULT_COMPOSITE_LIMITS } from './composite-admission.js';
 import { DEFAULT_OUTLIER_POLICY } from './outlier-detection.js';
 import { MIN_PER_SECOND, WINDOW_MS } from './retry-budget.js';
 import { DEFAULT_MIRROR_MAX_IN_FLIGHT } from './route-split.js';
@@ -73,6 +74,13 @@ export const routerConfigSchema = z.object({
   maxBufferedBytes: positiveBytes.default(128 * 1024 * 1024),
   maxConnections: intString(0, 10_000_000).default(10_000),
   maxConnectionsPerClient: intString(0, 10_000_000).default(256),
+  compositeMaxBodyBytes: positiveBytes.default(DEFAULT_COMPOSITE_LIMITS.maxBodyBytes),
+  compositeMaxMemberRequests: intString(1, 100_000).default(DEFAULT_COMPOSITE_LIMITS.maxMemberRequests),
+  compositeMaxMembersInFlight: intString(1, 10_000).default(DEFAULT_COMPOSITE_LIMITS.maxMembersInFlight),
+  compositeMaxInFlight: intString(1, 1_000_000).default(DEFAULT_COMPOSITE_LIMITS.maxInFlight),
+  compositeMaxInFlightPerClient: intString(1, 1_000_000).default(DEFAULT_COMPOSITE_LIMITS.maxInFlightPerClient),
+  compositeMaxBytesPerClient: positiveBytes.default(DEFAULT_COMPOSITE_LIMITS.maxBytesPerClient),
+  compositeWorkers: intString(0, 64).default(DEFAULT_COMPOSITE_LIMITS.workers),
   ...logOptionsShape,
 });
 
@@ -198,6 +206,41 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
     flag: 'max-connections-per-client',
     env: 'MODELMUX_MAX_CONNECTIONS_PER_CLIENT',
     help: 'Client connections open at once from one address; past it 429 client_connection_limit and the connection closes (0: no limit; raise it behind a gateway). Default 256.',
+  },
+  compositeMaxBodyBytes: {
+    flag: 'composite-max-body-bytes',
+    env: 'MODELMUX_COMPOSITE_MAX_BODY_BYTES',
+    help: 'Largest body of an ensemble or sequence request (at most --max-body-bytes): the router parses it and sends it to every member; past it 413 body_too_large. Default 4Mi.',
+  },
+  compositeMaxMemberRequests: {
+    flag: 'composite-max-member-requests',
+    env: 'MODELMUX_COMPOSITE_MAX_MEMBER_REQUESTS',
+    help: 'Member requests one ensemble or sequence request may cause, counting those of the composite routes it names at every level; past it 502 composite_member_limit. Default 64.',
+  },
+  compositeMaxMembersInFlight: {
+    flag: 'composite-max-members-in-flight',
+    env: 'MODELMUX_COMPOSITE_MAX_MEMBERS_IN_FLIGHT',
+    help: 'Of those, under way at once (the replica slots one request may hold); the others wait for one to end. Default 4.',
+  },
+  compositeMaxInFlight: {
+    flag: 'composite-max-in-flight',
+    env: 'MODELMUX_COMPOSITE_MAX_IN_FLIGHT',
+    help: 'Ensemble and sequence requests under way at once, all clients together; past it 503 composite_saturated. Default 64.',
+  },
+  compositeMaxInFlightPerClient: {
+    flag: 'composite-max-in-flight-per-client',
+    env: 'MODELMUX_COMPOSITE_MAX_IN_FLIGHT_PER_CLIENT',
+    help: 'Of those, from one client address; past it 429 composite_client_limit (raise it behind a gateway). Default 8.',
+  },
+  compositeMaxBytesPerClient: {
+    flag: 'composite-max-bytes-per-client',
+    env: 'MODELMUX_COMPOSITE_MAX_BYTES_PER_CLIENT',
+    help: "Of the byte budget (--max-buffered-bytes), the most one client address's ensemble and sequence requests hold at once: bodies, members' bodies and answers; past it 429 composite_client_limit. Default 64Mi.",
+  },
+  compositeWorkers: {
+    flag: 'composite-workers',
+    env: 'MODELMUX_COMPOSITE_WORKERS',
+    help: "Worker threads that parse, combine and write the tensors of ensemble and sequence requests, so that this work does not hold up the event loop that serves every client (0: the event loop does it). Default 1.",
   },
   ...logOptionSpecs,
 };

@@ -3,6 +3,7 @@ import type { Logger } from '../common/log.js';
 import { AccessLog } from './access-log.js';
 import { systemSetTimer } from './balancer.js';
 import { ByteBudget } from '../common/byte-budget.js';
+import type { CompositeLimits } from './composite-admission.js';
 import { Deadlines, deadlineResolutionMs } from './deadlines.js';
 import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { Exchange } from './exchange.js';
@@ -38,6 +39,8 @@ export interface ProxyLimits {
   slowReaderTimeoutMs: number;
   /** Mirror copies of split-route requests under way at once; past it copies are dropped (route-mirror.ts). */
   mirrorMaxInFlight?: number;
+  /** The bounds of ensemble and sequence requests (composite-admission.ts); its defaults when absent. */
+  composite?: CompositeLimits;
 }
 
 /**

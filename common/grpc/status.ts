@@ -39,9 +39,11 @@ export const GRPC_STATUS_EXCEPTIONS: Readonly<Partial<Record<ErrorCode, status>>
   pool_saturated: status.RESOURCE_EXHAUSTED,
   connection_limit: status.RESOURCE_EXHAUSTED,
   buffer_full: status.RESOURCE_EXHAUSTED,
+  composite_saturated: status.RESOURCE_EXHAUSTED,
   ensemble_mismatch: status.FAILED_PRECONDITION,
   sequence_mapping: status.FAILED_PRECONDITION,
   sequence_step_failed: status.FAILED_PRECONDITION,
+  composite_member_limit: status.FAILED_PRECONDITION,
 };
 
 export function grpcStatus(code: ErrorCode): status {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { ModelmuxError } from '../../../common/errors.js';
-import { MAX_JSON_NESTING, nestingPastLimit, parseJsonBody } from '../../../common/json-body.js';
+import { MAX_JSON_NESTING, mayHoldLongInteger, nestingPastLimit, parseJsonBody } from '../../../common/json-body.js';
 
 const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
 
@@ -73,6 +73,20 @@ describe('parseJsonBody', () => {
   it('reads the bare NaN and ±Infinity tokens Python writes as the strings float tensors take, not inside strings', () => {
     const text = String.raw`{"data":[NaN,Infinity,-Infinity,1.5],"name":"NaN \"Infinity\" -Infinity","big":[-Infinity,9223372036854775807]}`;
     expect(parseJsonBody(bytes(text))).toEqual({ data: ['nan', 'inf', '-inf', 1.5], name: 'NaN "Infinity" -Infinity', big: ['-inf', 9223372036854775807n] });
+  });
+
+  it('keeps every integer past 2^53 exact wherever it stands, and takes floats printed with all their digits for no such integer', () => {
+    fc.assert(
+      fc.property(fc.array(fc.oneof(fc.bigInt({ min: -(2n ** 64n), max: 2n ** 64n }), fc.double({ noNaN: true, noDefaultInfinity: true }))), fc.constantFrom('', ' ', '\n'), (values, gap) => {
+        const tokens = values.map((v) => (typeof v === 'bigint' ? v.toString() : JSON.stringify(v)));
+        const text = `{"a":${gap}[${tokens.join(`,${gap}`)}]}`;
+        const exact = tokens.map((t) => (/^-?\d+$/.test(t) && !Number.isSafeInteger(Number(t)) ? BigInt(t) : Number(t)));
+        expect(parseJsonBody(bytes(text))).toEqual({ a: exact });
+      }),
+    );
+    expect(mayHoldLongInteger('12345678901234567')).toBe(true);
+    // float32 values as a replica writes them: 17 digits after the point, no integer past 2^53.
+    expect(mayHoldLongInteger(JSON.stringify({ outputs: [{ data: [0.30000001192092896, -1.2999999523162842, 142.71428571428572, 1e-7] }] }))).toBe(false);
   });
 
   it('refuses what is not JSON with invalid_request', () => {

@@ -7,6 +7,9 @@ describe('errorHeaders', () => {
     expect(errorHeaders('no_replicas')).toEqual(['retry-after', '1']);
     expect(errorHeaders('body_too_large')).toEqual(['connection', 'close']);
     expect(errorHeaders('request_timeout')).toEqual(['connection', 'close']);
+    expect(errorHeaders('composite_saturated')).toEqual(['retry-after', '1', 'connection', 'close']);
+    expect(errorHeaders('composite_client_limit')).toEqual(['retry-after', '1', 'connection', 'close']);
+    expect(errorHeaders('composite_member_limit')).toEqual([]);
     expect(errorHeaders('model_not_found')).toEqual([]);
   });
 
