@@ -119,9 +119,10 @@ describe.each([
   });
 
   it('answers a body that stops short of its Content-Length 408 request_timeout after the idle timeout, and lets go of its bytes', async () => {
-    const c = new RawClient(rt.port).send(INFER('Content-Length: 10485760\r\n'));
-    const nine = Buffer.alloc(9 * 1024 * 1024, 'x');
-    await new Promise<void>((resolve) => c.socket.write(nine, () => resolve()));
+    // The whole of --max-body-bytes (8Mi) announced, 7 MiB of it sent.
+    const c = new RawClient(rt.port).send(INFER('Content-Length: 8388608\r\n'));
+    const seven = Buffer.alloc(7 * 1024 * 1024, 'x');
+    await new Promise<void>((resolve) => c.socket.write(seven, () => resolve()));
     const sent = Date.now();
     const { ms, body } = await timedOut(c, sent, TIMEOUTS.bodyIdleMs);
     expect(body).toMatchObject({ error: 'request_timeout', message: expect.stringContaining('no byte of the body') });
