@@ -32,7 +32,7 @@ export interface InformerHooks {
 }
 
 /** Restarts after an error: 250 ms, doubling to 10 s while the API server stays away. */
-export const WATCH_RESTART_BACKOFF: BackoffPolicy = { baseMs: 250, maxMs: 10_000 };
+const WATCH_RESTART_BACKOFF: BackoffPolicy = { baseMs: 250, maxMs: 10_000 };
 /** An error this long after the previous one starts the backoff over: the outage in between ended. */
 const FAILURE_MEMORY_MS = 60_000;
 

@@ -56,10 +56,6 @@ export class Controller<K extends string> {
     private readonly newQueue: () => WorkQueue<K> = () => new WorkQueue<K>(),
   ) {}
 
-  get name(): ControllerName {
-    return this.spec.name;
-  }
-
   /** An informer event: enqueues its keys while the workers run. */
   observe(group: WatchedGroup, type: ChangeType, obj: KubernetesObject): void {
     const keys = this.spec.keysFor(group, type, obj);

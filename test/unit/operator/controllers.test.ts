@@ -7,7 +7,9 @@ import { Controller, type ControllerSpec } from '../../../operator/controller.js
 import { deploymentController } from '../../../operator/deployment-controller.js';
 import { EventRecorder } from '../../../operator/events.js';
 import { createOperatorMetrics, type OperatorMetrics } from '../../../operator/metrics.js';
+import type { ReconcileResult } from '../../../operator/reconciler.js';
 import { routeController } from '../../../operator/route-controller.js';
+import { systemTimers, WorkQueue } from '../../../operator/work-queue.js';
 import { autoscaledResource, storedResource } from './applied-objects.js';
 import { FakeCluster } from './fake-cluster.js';
 
@@ -177,5 +179,38 @@ describe('two controllers on one stream of events', () => {
     }
     expect(await reconcilesOf(s.metrics, 'modelroute', 'success')).toBe(2);
     expect(await reconcilesOf(s.metrics, 'multiplexeddeployment', 'success')).toBe(0);
+  });
+});
+
+describe('a controller’s handling of reconcile results', () => {
+  it('retries an error with backoff, looks again after a requeue, and leaves a terminal key until an event brings it back', async () => {
+    const metrics = createOperatorMetrics();
+    const script: (() => ReconcileResult)[] = [
+      () => {
+        throw new Error('API server away');
+      },
+      () => ({ requeueAfterMs: 5 }),
+      () => ({ terminal: true }),
+      () => ({}),
+    ];
+    let calls = 0;
+    const spec: ControllerSpec<string> = {
+      name: 'modelroute',
+      keysFor: (_group, _type, obj) => [obj.metadata?.namespace ?? ''],
+      allKeys: () => ['ml'],
+      synced: () => Promise.resolve(),
+      reconcile: () => Promise.resolve().then(script[calls++] ?? (() => ({}))),
+    };
+    const controller = new Controller(spec, metrics, silent, OPTIONS, () => new WorkQueue<string>(systemTimers, { baseMs: 5, maxMs: 5 }));
+    try {
+      await controller.start();
+      await eventually(async () => expect(await reconcilesOf(metrics, 'modelroute', 'terminal')).toBe(1));
+      expect([await reconcilesOf(metrics, 'modelroute', 'error'), await reconcilesOf(metrics, 'modelroute', 'requeue'), calls]).toEqual([1, 1, 3]);
+      controller.observe('routes', 'update', route('r1'));
+      await eventually(async () => expect(await reconcilesOf(metrics, 'modelroute', 'success')).toBe(1));
+      expect(calls).toBe(4);
+    } finally {
+      await controller.stop();
+    }
   });
 });
