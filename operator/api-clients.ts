@@ -1,5 +1,4 @@
 import {
-  ApiException,
   CoordinationV1Api,
   createConfiguration,
   CustomObjectsApi,
@@ -38,7 +37,7 @@ export function apiClients(kc: KubeConfig, onRequest: (verb: ApiVerb) => void): 
   if (!cluster) throw new Error('the kubeconfig has no current cluster');
   const countAndBound: Middleware = {
     pre: (ctx) => {
-      onRequest(apiVerb(ctx.getHttpMethod(), new URL(ctx.getUrl())));
+      onRequest(apiVerb(ctx.getHttpMethod(), new URL(ctx.getUrl()), ctx.getHeaders()['Content-Type']));
       ctx.setSignal(AbortSignal.timeout(REQUEST_TIMEOUT_MS));
       return Promise.resolve(ctx);
     },
@@ -50,28 +49,4 @@ export function apiClients(kc: KubeConfig, onRequest: (verb: ApiVerb) => void): 
     promiseMiddleware: [countAndBound],
   });
   return { objects: new KubernetesObjectApi(configuration), custom: new CustomObjectsApi(configuration), coordination: new CoordinationV1Api(configuration) };
-}
-
-/** The HTTP status of a failed client-node call, if it got that far. */
-export function apiStatus(err: unknown): number | undefined {
-  return err instanceof ApiException ? err.code : undefined;
-}
-
-/**
- * What went wrong, in one line: the API server's own message ("… must be no more than 63
- * characters") rather than client-node's dump of the whole response.
- */
-export function apiErrorMessage(err: unknown): string {
-  if (!(err instanceof ApiException)) return err instanceof Error ? err.message : String(err);
-  const body: unknown = typeof err.body === 'string' ? parseJson(err.body) : err.body;
-  const message = typeof body === 'object' && body !== null && 'message' in body && typeof body.message === 'string' ? body.message : String(err.body).slice(0, 200);
-  return `${err.code} ${message}`;
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }

@@ -1,8 +1,8 @@
 import type { KubeConfig, KubernetesObject, KubernetesObjectApi, V1Deployment, V1HorizontalPodAutoscaler, V1Pod } from '@kubernetes/client-node';
+import { collectionPath, KubeInformer, type ChangeType, type InformerHooks } from '../common/kube-informer.js';
 import { ROUTE_KIND, ROUTE_PLURAL } from '../common/model-route.js';
 import { API_GROUP, API_VERSION, KIND, LABEL_DEPLOYMENT, LABEL_MANAGED_BY, PLURAL } from '../common/names.js';
 import type { MultiplexedDeployment } from '../common/resource.js';
-import { Informer, type ChangeType, type InformerDeps } from './informer.js';
 import { MANAGED_BY } from './resources/meta.js';
 import type { StoredRoute } from './route-status.js';
 
@@ -12,16 +12,26 @@ export type StoredResource = MultiplexedDeployment & { metadata: { deletionTimes
 /** What a reconcile reads: the informers' caches, never the API server. */
 export interface ObjectReader {
   multiplexedDeployment(namespace: string, name: string): StoredResource | undefined;
+  /** Every MultiplexedDeployment: what a controller starting or resyncing enqueues. */
+  multiplexedDeployments(): readonly StoredResource[];
   deployment(namespace: string, name: string): V1Deployment | undefined;
   horizontalPodAutoscaler(namespace: string, name: string): V1HorizontalPodAutoscaler | undefined;
+  /** The cached copy of an object the operator applies, found by the apiVersion, kind, namespace and name of its desired form. */
+  owned(obj: KubernetesObject): KubernetesObject | undefined;
   /** Pods labelled as replicas of the resource `name` (the label the router selects on too). */
   replicaPods(namespace: string, name: string): readonly V1Pod[];
-  /** Every ModelRoute of the namespace, as stored. */
-  modelRoutes(namespace: string): readonly StoredRoute[];
+  /** The ModelRoutes of a namespace (of every namespace without one), as stored. */
+  modelRoutes(namespace?: string): readonly StoredRoute[];
 }
 
-/** What the informers report: `resources` are MultiplexedDeployments, `owned` anything the operator applies. */
-export type WatchedGroup = 'resources' | 'owned' | 'pods' | 'routes';
+/**
+ * What the informers report, by what an event of it means to the controllers: `resources` are
+ * MultiplexedDeployments, `deployments` their replica Deployments (whose status is theirs),
+ * `owned` every other kind the operator applies.
+ */
+export type WatchedGroup = 'resources' | 'deployments' | 'owned' | 'pods' | 'routes';
+
+export type ChangeHandler = (group: WatchedGroup, type: ChangeType, obj: KubernetesObject) => void;
 
 interface Kind {
   name: string;
@@ -34,10 +44,9 @@ interface Kind {
 const OWNED_SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
 
 const RESOURCES: Kind = { name: PLURAL, apiVersion: `${API_GROUP}/${API_VERSION}`, kind: KIND, group: 'resources' };
-const owned = (name: string, apiVersion: string, kind: string): Kind => ({ name, apiVersion, kind, group: 'owned', labelSelector: OWNED_SELECTOR });
-const DEPLOYMENTS = owned('deployments', 'apps/v1', 'Deployment');
+const owned = (name: string, apiVersion: string, kind: string, group: WatchedGroup = 'owned'): Kind => ({ name, apiVersion, kind, group, labelSelector: OWNED_SELECTOR });
+const DEPLOYMENTS = owned('deployments', 'apps/v1', 'Deployment', 'deployments');
 const HPAS = owned('horizontalpodautoscalers', 'autoscaling/v2', 'HorizontalPodAutoscaler');
-/** Owned kinds the reconcile never reads: watched so that their drift wakes their owner's reconcile. */
 const OTHER_OWNED: readonly Kind[] = [
   owned('services', 'v1', 'Service'),
   owned('serviceaccounts', 'v1', 'ServiceAccount'),
@@ -50,45 +59,43 @@ const ROUTES: Kind = { name: ROUTE_PLURAL, apiVersion: `${API_GROUP}/${API_VERSI
 /** Every kind the operator watches: its resources, each kind it owns, the replica pods and the ModelRoutes. */
 export const WATCHED_KINDS: readonly Kind[] = [RESOURCES, DEPLOYMENTS, HPAS, ...OTHER_OWNED, PODS, ROUTES];
 
-/** The collection path of a kind, e.g. /apis/apps/v1/namespaces/ml/deployments, or across namespaces without one. */
-function collectionPath(apiVersion: string, plural: string, namespace?: string): string {
-  const base = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
-  return `${base}${namespace !== undefined ? `/namespaces/${encodeURIComponent(namespace)}` : ''}/${plural}`;
-}
+const kindKey = (apiVersion: string | undefined, kind: string | undefined): string => `${apiVersion ?? ''} ${kind ?? ''}`;
 
-export interface CacheDeps extends Omit<InformerDeps, 'onRestart'> {
+export interface CacheHooks extends Omit<InformerHooks, 'onRestart'> {
   /** An informer of this kind (its plural) stopped on an error and is being started again. */
   onRestart: (resource: string) => void;
 }
 
 /**
- * One informer per watched kind, in `namespace` or across all. Reconciles read these caches
- * (controller-runtime's shape); what they write still goes to the API server.
+ * One informer per watched kind, in `namespace` or across all, shared by both controllers
+ * (controller-runtime's cache). It runs from the process's start, on a standby too, so a new
+ * leader acts on warm caches; reconciles read it, what they write goes to the API server.
  */
 export class OperatorCaches implements ObjectReader {
-  private readonly all: Informer<KubernetesObject>[] = [];
-  private readonly mxds: Informer<KubernetesObject>;
-  private readonly deployments: Informer<V1Deployment>;
-  private readonly hpas: Informer<V1HorizontalPodAutoscaler>;
-  private readonly pods: Informer<V1Pod>;
-  private readonly routes: Informer<KubernetesObject>;
+  private readonly byKind = new Map<string, KubeInformer<KubernetesObject>>();
+  private readonly handlers: ChangeHandler[] = [];
+  private readonly mxds: KubeInformer<KubernetesObject>;
+  private readonly deployments: KubeInformer<V1Deployment>;
+  private readonly hpas: KubeInformer<V1HorizontalPodAutoscaler>;
+  private readonly pods: KubeInformer<V1Pod>;
+  private readonly routes: KubeInformer<KubernetesObject>;
 
-  constructor(
-    kc: KubeConfig,
-    objects: KubernetesObjectApi,
-    namespace: string | undefined,
-    onChange: (group: WatchedGroup, type: ChangeType, obj: KubernetesObject) => void,
-    deps: CacheDeps,
-  ) {
-    const make = <T extends KubernetesObject>(k: Kind): Informer<T> => {
-      const target = {
-        name: k.name,
-        path: collectionPath(k.apiVersion, k.name, namespace),
-        list: () => objects.list<T>(k.apiVersion, k.kind, namespace, undefined, undefined, undefined, undefined, k.labelSelector),
-        ...(k.labelSelector !== undefined ? { labelSelector: k.labelSelector } : {}),
-      };
-      const informer = new Informer<T>(kc, target, (type, obj) => onChange(k.group, type, obj), { ...deps, onRestart: () => deps.onRestart(k.name) });
-      this.all.push(informer);
+  constructor(kc: KubeConfig, objects: KubernetesObjectApi, namespace: string | undefined, hooks: CacheHooks) {
+    const make = <T extends KubernetesObject>(k: Kind): KubeInformer<T> => {
+      const informer = new KubeInformer<T>(
+        kc,
+        {
+          name: k.name,
+          path: collectionPath(k.apiVersion, k.name, namespace),
+          list: () => objects.list<T>(k.apiVersion, k.kind, namespace, undefined, undefined, undefined, undefined, k.labelSelector),
+          ...(k.labelSelector !== undefined ? { labelSelector: k.labelSelector } : {}),
+        },
+        { ...hooks, onRestart: () => hooks.onRestart(k.name) },
+      );
+      informer.onChange((type, obj) => {
+        for (const h of this.handlers) h(k.group, type, obj);
+      });
+      this.byKind.set(kindKey(k.apiVersion, k.kind), informer as KubeInformer<KubernetesObject>);
       return informer;
     };
     this.mxds = make(RESOURCES);
@@ -99,35 +106,34 @@ export class OperatorCaches implements ObjectReader {
     this.routes = make(ROUTES);
   }
 
+  /** Every change any informer sees goes to `handler`, whether this process leads or not. */
+  onChange(handler: ChangeHandler): void {
+    this.handlers.push(handler);
+  }
+
   start(): void {
-    for (const i of this.all) i.start();
+    for (const i of this.byKind.values()) i.start();
   }
 
   stop(): void {
-    for (const i of this.all) i.stop();
+    for (const i of this.byKind.values()) i.stop();
   }
 
   /**
-   * Resolves once every cache but the ModelRoutes' holds a complete list. Routes do not hold up
-   * the pools: a cluster upgraded by `helm upgrade` (which installs no new CRD) has no ModelRoute
-   * kind, and its informer retries with backoff while pools reconcile. A route's status is
-   * computed from a complete list or not at all: before its list the cache is empty.
+   * Resolves once the caches of `groups` hold a complete list. The ModelRoutes' cache is never
+   * waited for: a cluster upgraded by `helm upgrade` (which installs no new CRD) has no
+   * ModelRoute kind, and its informer retries with backoff while pools reconcile. A route's
+   * status is computed from a complete list or not at all: before its list the cache is empty.
    */
-  async synced(): Promise<void> {
-    await Promise.all(this.all.filter((i) => i !== this.routes).map((i) => i.synced));
+  async synced(groups: readonly Exclude<WatchedGroup, 'routes'>[]): Promise<void> {
+    await Promise.all(WATCHED_KINDS.filter((k) => (groups as readonly WatchedGroup[]).includes(k.group)).map((k) => this.byKind.get(kindKey(k.apiVersion, k.kind))?.synced));
   }
 
-  /** Every MultiplexedDeployment in the cache: the periodic resync enqueues them all. */
-  resources(): readonly KubernetesObject[] {
-    return this.mxds.list();
+  multiplexedDeployments(): readonly StoredResource[] {
+    return this.mxds.list() as readonly StoredResource[];
   }
 
-  /** Namespaces holding a ModelRoute: the periodic resync looks at their routes' status too. */
-  routeNamespaces(): Set<string> {
-    return new Set(this.routes.list().flatMap((r) => (r.metadata?.namespace !== undefined ? [r.metadata.namespace] : [])));
-  }
-
-  modelRoutes(namespace: string): readonly StoredRoute[] {
+  modelRoutes(namespace?: string): readonly StoredRoute[] {
     return this.routes.list(namespace) as readonly StoredRoute[];
   }
 
@@ -142,6 +148,11 @@ export class OperatorCaches implements ObjectReader {
 
   horizontalPodAutoscaler(namespace: string, name: string): V1HorizontalPodAutoscaler | undefined {
     return this.hpas.get(name, namespace);
+  }
+
+  owned(obj: KubernetesObject): KubernetesObject | undefined {
+    const name = obj.metadata?.name;
+    return name === undefined ? undefined : this.byKind.get(kindKey(obj.apiVersion, obj.kind))?.get(name, obj.metadata?.namespace);
   }
 
   replicaPods(namespace: string, name: string): readonly V1Pod[] {

@@ -2,46 +2,50 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { API_GROUP, KIND, LABEL_DEPLOYMENT } from '../common/names.js';
 
 /**
- * Which MultiplexedDeployment an event concerns, as a work-queue key "namespace/name".
- * Pure: the informers' handlers call these and enqueue; reconcile then reads everything itself.
+ * The work-queue keys of the two controllers, and which key an event concerns. Pure: the
+ * informers' handlers call these and enqueue; reconcile then reads everything itself.
  */
 
-export function keyFor(namespace: string, name: string): string {
-  return `${namespace}/${name}`;
+/** The MultiplexedDeployment controller's key: "namespace/name" of one resource. */
+export type ResourceKey = string & { readonly __key: 'MultiplexedDeployment' };
+
+/**
+ * The ModelRoute controller's key: a namespace. The statuses of its routes are computed
+ * together (name conflicts, cycles), so one reconcile takes them all.
+ */
+export type RouteNamespaceKey = string & { readonly __key: 'ModelRouteNamespace' };
+
+export function resourceKey(namespace: string, name: string): ResourceKey {
+  return `${namespace}/${name}` as ResourceKey;
 }
 
-export function splitKey(key: string): { namespace: string; name: string } {
+export function splitResourceKey(key: ResourceKey): { namespace: string; name: string } {
   const i = key.indexOf('/');
   return { namespace: key.slice(0, i), name: key.slice(i + 1) };
 }
 
-/**
- * The key of every ModelRoute of a namespace: their statuses are computed together (name
- * conflicts, cycles). ':' is in no object name, so it never meets a MultiplexedDeployment's key.
- */
-export const ROUTES_KEY_NAME = ':routes';
-
-export function routesKey(namespace: string): string {
-  return keyFor(namespace, ROUTES_KEY_NAME);
-}
-
-export function ownKey(obj: KubernetesObject): string | undefined {
+export function ownKey(obj: { metadata?: { namespace?: string; name?: string } }): ResourceKey | undefined {
   const m = obj.metadata;
-  return m?.namespace !== undefined && m.name !== undefined ? keyFor(m.namespace, m.name) : undefined;
+  return m?.namespace !== undefined && m.name !== undefined ? resourceKey(m.namespace, m.name) : undefined;
 }
 
 /** The controlling MultiplexedDeployment of an owned object. */
-export function controllerKey(obj: KubernetesObject): string | undefined {
+export function controllerKey(obj: KubernetesObject): ResourceKey | undefined {
   const ns = obj.metadata?.namespace;
   const ref = obj.metadata?.ownerReferences?.find((r) => r.controller === true && r.kind === KIND && r.apiVersion.startsWith(`${API_GROUP}/`));
-  return ns !== undefined && ref !== undefined ? keyFor(ns, ref.name) : undefined;
+  return ns !== undefined && ref !== undefined ? resourceKey(ns, ref.name) : undefined;
 }
 
 /** A replica pod's resource, from the label the router also selects on. */
-export function podKey(pod: KubernetesObject): string | undefined {
+export function podKey(pod: KubernetesObject): ResourceKey | undefined {
   const ns = pod.metadata?.namespace;
   const name = pod.metadata?.labels?.[LABEL_DEPLOYMENT];
-  return ns !== undefined && name !== undefined ? keyFor(ns, name) : undefined;
+  return ns !== undefined && name !== undefined ? resourceKey(ns, name) : undefined;
+}
+
+/** The namespace of a ModelRoute or of the pool it names, as the route controller's key. */
+export function namespaceKey(obj: { metadata?: { namespace?: string } }): RouteNamespaceKey | undefined {
+  return obj.metadata?.namespace as RouteNamespaceKey | undefined;
 }
 
 interface PodStatusFields {

@@ -1,15 +1,20 @@
+import { apiErrorMessage } from '../common/kube-api-errors.js';
 import type { Logger } from '../common/log.js';
 import { API_GROUP, API_VERSION, KIND } from '../common/names.js';
 import type { MultiplexedDeployment } from '../common/resource.js';
-import { apiErrorMessage } from './api-clients.js';
 import type { ObjectWriter } from './kube-writer.js';
 
 /** Identical events for one object within this window are sent once: a failing reconcile retries often. */
 const DEDUPE_WINDOW_MS = 5 * 60_000;
 const COMPONENT = 'modelmux-operator';
 
-/** Records core/v1 Events on a MultiplexedDeployment (what `kubectl describe mxd` shows). */
-export class EventRecorder {
+/** Where a reconcile reports what `kubectl describe mxd` shows. */
+export interface EventSink {
+  record(mxd: MultiplexedDeployment, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
+}
+
+/** Records core/v1 Events on a MultiplexedDeployment. */
+export class EventRecorder implements EventSink {
   private readonly lastSent = new Map<string, number>();
 
   constructor(

@@ -2,7 +2,8 @@ import { PatchStrategy, setHeaderOptions, type KubernetesObject } from '@kuberne
 import { API_GROUP, API_VERSION, PLURAL } from '../common/names.js';
 import { ROUTE_PLURAL, type ModelRouteStatus } from '../common/model-route.js';
 import type { MultiplexedDeploymentStatus } from '../common/resource.js';
-import { apiStatus, type ApiClients } from './api-clients.js';
+import { apiStatus } from '../common/kube-api-errors.js';
+import type { ApiClients } from './api-clients.js';
 import { FIELD_MANAGER } from './resources/meta.js';
 
 /** What a reconcile writes. Every call goes to the API server; reads come from the caches. */

@@ -1,6 +1,6 @@
 import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
 import type { Logger } from '../common/log.js';
-import { apiErrorMessage, apiStatus } from './api-clients.js';
+import { apiErrorMessage, apiStatus } from '../common/kube-api-errors.js';
 import { claimLease, leaseVerdict, observe, releasedLease, type ElectionTiming, type Observation } from './lease-record.js';
 
 /** The Lease calls the election makes (client-node's CoordinationV1Api). */

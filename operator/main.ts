@@ -5,15 +5,13 @@ import { createLogger, stdoutSink } from '../common/log.js';
 import { apiClients, type ApiCaller, type ApiClients } from './api-clients.js';
 import { OperatorCaches } from './caches.js';
 import { parseOperatorConfig } from './config.js';
-import { Controller, type ReconcileFn } from './controller.js';
+import { Controller } from './controller.js';
+import { deploymentController } from './deployment-controller.js';
 import { EventRecorder } from './events.js';
 import { KubeWriter } from './kube-writer.js';
 import { LeaderElector } from './leader-election.js';
 import { createOperatorMetrics } from './metrics.js';
-import { ROUTES_KEY_NAME } from './event-keys.js';
-import { reconcile } from './reconciler.js';
-import { reconcileRoutes } from './route-reconciler.js';
-import { WorkQueue } from './work-queue.js';
+import { routeController } from './route-controller.js';
 
 /** `modelmux operator`: wiring only. */
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
@@ -51,24 +49,36 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
 
   const writer = new KubeWriter(reconcileClients);
   const events = new EventRecorder(writer, log);
-  const reconcileOne: ReconcileFn = (cache, namespace, name) =>
-    name === ROUTES_KEY_NAME
-      ? reconcileRoutes({ cache, writer, now: () => new Date() }, namespace)
-      : reconcile({ cache, writer, events, options: { defaultImage: config.replicaImage }, log: log.child({ key: `${namespace}/${name}` }), now: () => new Date() }, namespace, name);
-  const newController = (): Controller =>
+  const now = (): Date => new Date();
+  // One shared cache, started now, on a standby too: a new leader acts on warm caches, and only
+  // the controllers' workers wait for the Lease (controller-runtime's manager).
+  const caches = new OperatorCaches(kc, informerClients.objects, config.namespace, {
+    log,
+    onWatch: () => metrics.apiRequests.inc({ caller: 'informer', verb: 'watch' }),
+    onRestart: (resource) => metrics.watchRestarts.inc({ resource }),
+  });
+  const controllerOptions = { workers: config.workers, resyncMs: config.resyncSeconds * 1000 };
+  const controllers = [
     new Controller(
-      (onChange) =>
-        new OperatorCaches(kc, informerClients.objects, config.namespace, onChange, {
-          log,
-          onWatch: () => metrics.apiRequests.inc({ caller: 'informer', verb: 'watch' }),
-          onRestart: (resource) => metrics.watchRestarts.inc({ resource }),
-        }),
-      new WorkQueue(),
-      reconcileOne,
+      deploymentController({
+        cache: caches,
+        synced: () => caches.synced(['resources', 'deployments', 'owned', 'pods']),
+        writer,
+        events,
+        options: { defaultImage: config.replicaImage },
+        log,
+        now,
+      }),
       metrics,
       log,
-      { workers: config.workers, resyncMs: config.resyncSeconds * 1000 },
-    );
+      controllerOptions,
+    ),
+    new Controller(routeController({ cache: caches, synced: () => caches.synced(['resources']), writer, now }), metrics, log, controllerOptions),
+  ];
+  caches.onChange((group, type, obj) => {
+    for (const c of controllers) c.observe(group, type, obj);
+  });
+  caches.start();
   const elector = config.leaderElection
     ? new LeaderElector(
         clientsFor('leader_election').coordination,
@@ -80,44 +90,45 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       )
     : undefined;
 
-  let controller: Controller | undefined;
   let stopping = false;
+  const stopControllers = async (): Promise<void> => {
+    await Promise.all(controllers.map((c) => c.stop()));
+  };
   const stop = async (code: number): Promise<void> => {
     if (stopping) return;
     stopping = true;
     log.info('operator stopping');
-    await controller?.stop();
+    await stopControllers();
     await elector?.release();
+    caches.stop();
     server.close();
     process.exit(code);
   };
   process.once('SIGTERM', () => void stop(0));
   process.once('SIGINT', () => void stop(0));
 
-  // Lead, act until the lease is lost, stop acting (watches closed, in-flight reconciles
-  // finished), campaign again. An API server outage longer than the lease costs a restart of
-  // the watches, not of the process.
+  // Lead, act until the lease is lost, stop acting (queues shut down, in-flight reconciles
+  // finished; the caches go on), campaign again. An API server outage longer than the lease
+  // costs a new term of the workers, not a restart of the process.
   const lead = async (): Promise<void> => {
     while (!stopping) {
       let lost: () => void = () => undefined;
       const lostLease = new Promise<void>((resolve) => (lost = resolve));
       if (elector) {
         await elector.acquire((reason) => {
-          log.error('lost leadership, stopping the controller', { reason });
+          log.error('lost leadership, stopping the controllers', { reason });
           lost();
         });
       }
       if (stopping) return;
-      controller = newController();
-      void controller.start();
+      for (const c of controllers) void c.start();
       leading = true;
       metrics.leader.set(1);
       log.info('operator started', { namespace: config.namespace ?? '(all)', leaderElection: config.leaderElection });
       await lostLease;
       leading = false;
       metrics.leader.set(0);
-      await controller.stop();
-      controller = undefined;
+      await stopControllers();
     }
   };
   void lead().catch((err: unknown) => {

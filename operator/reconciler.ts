@@ -1,15 +1,14 @@
-import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { apiErrorMessage } from '../common/kube-api-errors.js';
 import { multiplexedDeploymentSpecSchema, type MultiplexedDeployment, type MultiplexedDeploymentStatus } from '../common/resource.js';
 import type { Logger } from '../common/log.js';
-import { apiErrorMessage } from './api-clients.js';
+import type { ApplyRecords } from './apply-records.js';
 import type { ObjectReader } from './caches.js';
-import type { EventRecorder } from './events.js';
+import type { EventSink } from './events.js';
 import type { ObjectWriter } from './kube-writer.js';
-import { buildDeployment, type DeploymentOptions } from './resources/deployment.js';
-import { buildHpa } from './resources/hpa.js';
+import type { DeploymentOptions } from './resources/deployment.js';
+import { desiredState } from './resources/desired.js';
 import { ownedNames, type StoredMultiplexedDeployment } from './resources/meta.js';
-import { buildReplicaRole, buildReplicaRoleBinding, buildReplicaServiceAccount } from './resources/replica-rbac.js';
-import { buildService } from './resources/service.js';
 import { computeStatus, statusChanged, type ReconcileFailure } from './status.js';
 
 /** What the work queue does with the key afterwards (controller-runtime's reconcile.Result). */
@@ -24,7 +23,9 @@ export interface ReconcilerDeps {
   /** The informers' caches: a reconcile reads nothing from the API server. */
   cache: ObjectReader;
   writer: ObjectWriter;
-  events: EventRecorder;
+  events: EventSink;
+  /** What this process last applied for each resource: a status-only wake-up applies nothing. */
+  applied: ApplyRecords;
   options: DeploymentOptions;
   log: Logger;
   now: () => Date;
@@ -40,20 +41,26 @@ function controlledBy(obj: { metadata?: { ownerReferences?: { uid: string; contr
 /**
  * Level-triggered and idempotent: reads the resource, what it owns and its pods from the
  * informers' caches and converges every owned object to the desired state with server-side
- * apply, whatever event woke it. A failure is recorded as an Event and as Degraded, then
- * thrown so the queue retries with backoff.
+ * apply, whatever event woke it — unless the caches show them all as this process last applied
+ * them (apply-records.ts), changed in status at most: then only the status is recomputed. A
+ * failure is recorded as an Event and as Degraded, then thrown so the queue retries with backoff.
  */
 export async function reconcile(deps: ReconcilerDeps, namespace: string, name: string): Promise<ReconcileResult> {
   const { cache, writer } = deps;
+  const key = `${namespace}/${name}`;
   const raw = cache.multiplexedDeployment(namespace, name);
   // Gone: the garbage collector removes what it owned through the ownerReferences.
-  if (raw === undefined || raw.metadata.deletionTimestamp !== undefined) return {};
+  if (raw === undefined || raw.metadata.deletionTimestamp !== undefined) {
+    deps.applied.forget(key);
+    return {};
+  }
   const uid = raw.metadata.uid;
-  if (uid === undefined) throw new Error(`${namespace}/${name} has no uid`);
+  if (uid === undefined) throw new Error(`${key} has no uid`);
 
   const parsed = multiplexedDeploymentSpecSchema.safeParse(raw.spec);
   if (!parsed.success) {
     // The CRD schema refuses most bad specs; this catches what it cannot express. Terminal: only a spec edit helps.
+    deps.applied.forget(key);
     const message = parsed.error.issues.map((i) => `spec.${i.path.join('.')}: ${i.message}`).join('; ');
     await deps.events.record(raw, 'Warning', 'InvalidSpec', message);
     await writeStatus(deps, raw, { ...raw, spec: { ...raw.spec, replicas: raw.spec.replicas ?? 0 } }, undefined, [], { reason: 'InvalidSpec', message });
@@ -61,29 +68,36 @@ export async function reconcile(deps: ReconcilerDeps, namespace: string, name: s
   }
   const mxd: StoredMultiplexedDeployment = { ...raw, spec: parsed.data, metadata: { ...raw.metadata, uid } };
   const names = ownedNames(mxd);
+  const desired = desiredState(mxd, deps.options);
 
-  let deployment: V1Deployment;
+  let deployment = cache.deployment(namespace, names.deployment);
   try {
-    await writer.apply(buildReplicaServiceAccount(mxd));
-    await writer.apply(buildReplicaRole(mxd));
-    await writer.apply(buildReplicaRoleBinding(mxd));
-    await writer.apply(buildService(mxd));
-    // The apply's answer is the Deployment as stored now, fresher than the cache.
-    deployment = await writer.apply(buildDeployment(mxd, deps.options));
-    const hpa = buildHpa(mxd);
-    if (hpa !== undefined) await writer.apply(hpa);
-    else {
+    const live = (obj: KubernetesObject): KubernetesObject | undefined => cache.owned(obj);
+    const plan = deps.applied.plan(key, desired.objects, live);
+    if (plan !== undefined) {
+      deps.log.info('applying owned objects', { reason: plan.reason, kinds: plan.objects.map((o) => o.kind) });
+      const stored = [];
+      for (const obj of plan.objects) {
+        const answer = await writer.apply(obj);
+        stored.push(answer);
+        // The apply's answer is the Deployment as stored now, fresher than the cache.
+        if (obj === desired.deployment) deployment = answer as V1Deployment;
+      }
+      deps.applied.remember(key, desired.objects, plan.objects, stored, live);
+    }
+    if (desired.hpa === undefined) {
       const existing = cache.horizontalPodAutoscaler(namespace, names.hpa);
       // Only ever delete an HPA this resource made; a user's HPA of the same name is theirs.
       if (existing !== undefined && controlledBy(existing, uid)) await writer.delete({ apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler', metadata: { name: names.hpa, namespace } });
     }
   } catch (err) {
+    deps.applied.forget(key);
     const failure: ReconcileFailure = { reason: 'ReconcileError', message: apiErrorMessage(err) };
     await deps.events.record(mxd, 'Warning', 'ReconcileError', failure.message);
     try {
       await writeStatus(deps, raw, mxd, cache.deployment(namespace, names.deployment), cache.replicaPods(namespace, name), failure);
     } catch (statusErr) {
-      deps.log.warn('could not write the failure to status', { key: `${namespace}/${name}`, error: apiErrorMessage(statusErr) });
+      deps.log.warn('could not write the failure to status', { key, error: apiErrorMessage(statusErr) });
     }
     throw err;
   }

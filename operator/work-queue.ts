@@ -1,7 +1,10 @@
+import { backoffDelayMs, type BackoffPolicy } from '../common/backoff.js';
+
 /**
- * A per-key work queue after client-go's workqueue: a key waits at most once in the queue,
- * is handed to one worker at a time (a key added while it is being processed is queued
- * again when that worker calls done), and failures back off exponentially per key.
+ * A per-key work queue after client-go's typed workqueue: a key waits at most once in the
+ * queue, is handed to one worker at a time (a key added while it is being processed is queued
+ * again when that worker calls done), and failures back off exponentially per key. `K` is the
+ * controller's own key type, so one controller's keys cannot reach another's queue.
  */
 
 export interface Timers {
@@ -19,30 +22,17 @@ export const systemTimers: Timers = {
   clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
 };
 
-export interface BackoffPolicy {
-  /** Delay after the first failure. */
-  baseMs: number;
-  /** Ceiling of the delay. */
-  maxMs: number;
-}
-
 export const DEFAULT_BACKOFF: BackoffPolicy = { baseMs: 200, maxMs: 60_000 };
 
-/** base * 2^(failures-1), capped: 200 ms, 400 ms, 800 ms … 60 s. */
-export function backoffDelayMs(failures: number, policy: BackoffPolicy): number {
-  if (failures <= 0) return 0;
-  return Math.min(policy.maxMs, policy.baseMs * 2 ** Math.min(failures - 1, 30));
-}
-
-export class WorkQueue {
-  private readonly queue: string[] = [];
-  private readonly queued = new Set<string>();
-  private readonly processing = new Set<string>();
+export class WorkQueue<K extends string> {
+  private readonly queue: K[] = [];
+  private readonly queued = new Set<K>();
+  private readonly processing = new Set<K>();
   /** Keys added while being processed: they go back in the queue on done(). */
-  private readonly dirty = new Set<string>();
-  private readonly failures = new Map<string, number>();
-  private readonly delayed = new Map<string, { at: number; handle: unknown }>();
-  private readonly waiters: ((key: string | undefined) => void)[] = [];
+  private readonly dirty = new Set<K>();
+  private readonly failures = new Map<K, number>();
+  private readonly delayed = new Map<K, { at: number; handle: unknown }>();
+  private readonly waiters: ((key: K | undefined) => void)[] = [];
   private shuttingDown = false;
 
   constructor(
@@ -51,7 +41,7 @@ export class WorkQueue {
     private readonly now: () => number = Date.now,
   ) {}
 
-  add(key: string): void {
+  add(key: K): void {
     if (this.shuttingDown) return;
     if (this.processing.has(key)) {
       this.dirty.add(key);
@@ -69,7 +59,7 @@ export class WorkQueue {
   }
 
   /** Adds the key after `ms`; an earlier pending delay for the same key wins. */
-  addAfter(key: string, ms: number): void {
+  addAfter(key: K, ms: number): void {
     if (this.shuttingDown) return;
     if (ms <= 0) {
       this.add(key);
@@ -87,7 +77,7 @@ export class WorkQueue {
   }
 
   /** Re-adds a failed key after its exponential backoff; returns the delay chosen. */
-  addRateLimited(key: string): number {
+  addRateLimited(key: K): number {
     const n = (this.failures.get(key) ?? 0) + 1;
     this.failures.set(key, n);
     const delay = backoffDelayMs(n, this.policy);
@@ -96,12 +86,12 @@ export class WorkQueue {
   }
 
   /** Resets the key's backoff after a success. */
-  forget(key: string): void {
+  forget(key: K): void {
     this.failures.delete(key);
   }
 
   /** The next key, or undefined once shut down. The caller must call done(key). */
-  get(): Promise<string | undefined> {
+  get(): Promise<K | undefined> {
     const key = this.queue.shift();
     if (key !== undefined) {
       this.queued.delete(key);
@@ -112,7 +102,7 @@ export class WorkQueue {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
-  done(key: string): void {
+  done(key: K): void {
     this.processing.delete(key);
     if (this.dirty.delete(key)) this.add(key);
   }

@@ -1,5 +1,6 @@
-import { CoreV1Api, CustomObjectsApi, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, KubeConfig, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import { systemClock } from '../common/clock.js';
+import { customObjectsPath, KubeInformer, listCustomObjects } from '../common/kube-informer.js';
 import type { Logger } from '../common/log.js';
 import type { ModelTable } from '../common/model-table.js';
 import { GRPC_PORT_NAME, LABEL_DEPLOYMENT, MODELS_ANNOTATION, PLURAL } from '../common/names.js';
@@ -9,7 +10,6 @@ import { parseTableAnnotation } from '../common/table-annotation.js';
 import { systemSetTimer } from './balancer.js';
 import type { Discovery, ReplicaEndpoint, RouteState } from './discovery.js';
 import { kubePoolKey } from './kube-model-routes.js';
-import { customObjectsPath, listCustomObjects, restartOnError } from './kube-watch.js';
 import { ReplicaTables } from './replica-tables.js';
 import { readModelTable } from './table-reader.js';
 
@@ -98,11 +98,11 @@ export function routesFromObjects(
 
 /**
  * Informers on MultiplexedDeployments and on the pods labelled with one (across namespaces,
- * or in `namespace`). The informer relists on a 410 Gone; a watch that errors out is started
- * again after a pause, so an API server restart heals by itself.
+ * or in `namespace`), through common/kube-informer.ts: relisted on a 410 Gone, started again
+ * after an error, so an API server restart heals by itself.
  */
 export class KubeDiscovery implements Discovery {
-  private readonly informers: (Informer<KubernetesObject> & ObjectCache<KubernetesObject>)[] = [];
+  private readonly informers: Pick<KubeInformer<KubernetesObject>, 'start' | 'stop'>[] = [];
   private stopped = false;
   private pending: NodeJS.Timeout | undefined;
   private tables: ReplicaTables | undefined;
@@ -120,30 +120,18 @@ export class KubeDiscovery implements Discovery {
     const custom = kc.makeApiClient(CustomObjectsApi);
     const core = kc.makeApiClient(CoreV1Api);
     const ns = this.namespace;
-    // An informer whose list fails reports it as a watch error and is restarted below; the
-    // routes are first published only once both lists have succeeded, so a router that starts
-    // while the API server is away stays unready instead of serving an empty route table.
-    const synced = { mxds: false, pods: false };
-    let onSynced = (): void => undefined;
-    const bothSynced = new Promise<void>((resolve) => (onSynced = resolve));
-    const listed = <T>(which: keyof typeof synced, list: () => Promise<T>) => async (): Promise<T> => {
-      const out = await list();
-      synced[which] = true;
-      if (synced.mxds && synced.pods) onSynced();
-      return out;
-    };
-    const mxds = makeInformer<MxdObject>(
+    const hooks = { log: this.log };
+    const mxds = new KubeInformer<MxdObject>(kc, { name: 'MultiplexedDeployments', path: customObjectsPath(PLURAL, ns), list: () => listCustomObjects<MxdObject>(custom, PLURAL, ns) }, hooks);
+    const pods = new KubeInformer<V1Pod>(
       kc,
-      customObjectsPath(PLURAL, ns),
-      listed('mxds', () => listCustomObjects<MxdObject>(custom, PLURAL, ns)),
+      {
+        name: 'pods',
+        path: ns ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
+        list: () => (ns ? core.listNamespacedPod({ namespace: ns, labelSelector: LABEL_DEPLOYMENT }) : core.listPodForAllNamespaces({ labelSelector: LABEL_DEPLOYMENT })),
+        labelSelector: LABEL_DEPLOYMENT,
+      },
+      hooks,
     );
-    const pods = makeInformer<V1Pod>(
-      kc,
-      ns ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
-      listed('pods', () => (ns ? core.listNamespacedPod({ namespace: ns, labelSelector: LABEL_DEPLOYMENT }) : core.listPodForAllNamespaces({ labelSelector: LABEL_DEPLOYMENT }))),
-      LABEL_DEPLOYMENT,
-    );
-    this.unblock = onSynced;
     const snapshot = (): RouteState[] => {
       const routes = routesFromObjects(mxds.list(), pods.list(), this.log, (p, url) =>
         tables.tableOf(`${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}`, url, p.metadata?.annotations?.[MODELS_ANNOTATION]),
@@ -169,15 +157,15 @@ export class KubeDiscovery implements Discovery {
       log: this.log,
     });
     this.tables = tables;
-    for (const inf of [mxds, pods] as (Informer<KubernetesObject> & ObjectCache<KubernetesObject>)[]) {
-      inf.on('add', emit);
-      inf.on('update', emit);
-      inf.on('delete', emit);
-      restartOnError(inf, inf === mxds ? 'MultiplexedDeployments' : 'pods', this.log, () => this.stopped);
-      this.informers.push(inf);
-    }
-    await Promise.all(this.informers.map((i) => i.start()));
-    await bothSynced;
+    mxds.onChange(emit);
+    pods.onChange(emit);
+    this.informers.push(mxds, pods);
+    // The routes are first published only once both lists have succeeded, so a router that
+    // starts while the API server is away stays unready instead of serving an empty route table.
+    const stopped = new Promise<void>((resolve) => (this.unblock = resolve));
+    for (const i of this.informers) i.start();
+    await Promise.race([Promise.all([mxds.synced, pods.synced]), stopped]);
+    if (this.stopped) return;
     // The first routes wait (a bounded while) for the exact tables compact annotations name,
     // so a router that just started does not place its first requests blind.
     snapshot();
@@ -192,6 +180,6 @@ export class KubeDiscovery implements Discovery {
     this.unblock();
     if (this.pending) clearTimeout(this.pending);
     this.tables?.stop();
-    for (const i of this.informers) void i.stop();
+    for (const i of this.informers) i.stop();
   }
 }

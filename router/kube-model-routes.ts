@@ -1,7 +1,7 @@
-import { CustomObjectsApi, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
+import { CustomObjectsApi, KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { customObjectsPath, KubeInformer, listCustomObjects } from '../common/kube-informer.js';
 import type { Logger } from '../common/log.js';
 import { ROUTE_PLURAL, parseModelRoute, type ModelRoute } from '../common/model-route.js';
-import { customObjectsPath, listCustomObjects, restartOnError } from './kube-watch.js';
 import type { RoutesByPool } from './route-file.js';
 
 /** Changes within this window produce one update: `kubectl apply -f` of many routes at once. */
@@ -49,12 +49,13 @@ export function routesByPool(objects: readonly KubernetesObject[], log: Logger, 
 
 /**
  * An informer on ModelRoutes (across namespaces, or in `namespace`), as kube-discovery.ts
- * watches pools: relisted on 410 Gone, restarted after an error. Routes never hold up the
+ * watches pools (common/kube-informer.ts): relisted on 410 Gone, restarted after an error, the
+ * routes published once listed and at every change after. Routes never hold up the
  * router's readiness: without the CRD or the right to list them, requests for plain models are
  * served and the watch keeps retrying.
  */
 export class KubeRoutes {
-  private informer: (Informer<KubernetesObject> & ObjectCache<KubernetesObject>) | undefined;
+  private informer: KubeInformer<KubernetesObject> | undefined;
   private stopped = false;
   private pending: NodeJS.Timeout | undefined;
   private readonly parsed: ParsedRoutes = new Map();
@@ -69,7 +70,7 @@ export class KubeRoutes {
     kc.loadFromDefault();
     const custom = kc.makeApiClient(CustomObjectsApi);
     const ns = this.namespace;
-    const inf = makeInformer<KubernetesObject>(kc, customObjectsPath(ROUTE_PLURAL, ns), () => listCustomObjects(custom, ROUTE_PLURAL, ns));
+    const inf = new KubeInformer<KubernetesObject>(kc, { name: 'ModelRoutes', path: customObjectsPath(ROUTE_PLURAL, ns), list: () => listCustomObjects(custom, ROUTE_PLURAL, ns) }, { log: this.log });
     const emit = (): void => {
       if (this.pending || this.stopped) return;
       this.pending = setTimeout(() => {
@@ -77,18 +78,16 @@ export class KubeRoutes {
         if (!this.stopped) onUpdate(routesByPool(inf.list(), this.log, this.parsed));
       }, COALESCE_MS);
     };
-    inf.on('add', emit);
-    inf.on('update', emit);
-    inf.on('delete', emit);
-    inf.on('connect', emit);
-    restartOnError(inf, 'ModelRoutes', this.log, () => this.stopped);
+    inf.onChange(emit);
+    // A namespace without routes has no change to report: its (empty) list is news too.
+    void inf.synced.then(emit);
     this.informer = inf;
-    inf.start().catch((e: unknown) => this.log.warn('ModelRoute watch failed to start', { reason: String(e) }));
+    inf.start();
   }
 
   stop(): void {
     this.stopped = true;
     if (this.pending) clearTimeout(this.pending);
-    void this.informer?.stop();
+    this.informer?.stop();
   }
 }

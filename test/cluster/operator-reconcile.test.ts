@@ -132,24 +132,27 @@ describe('the operator against a real control plane', () => {
     expect(condition(mxd, 'Ready')?.observedGeneration).toBe(mxd.metadata.generation);
   });
 
-  it('reconciles a steady resource from its informers’ caches: its applies reach the API server, no get or list does', async () => {
+  it('reconciles a steady resource from its informers’ caches, and applies nothing when what changed is not its spec', async () => {
     const before = await metricsOf(operator);
-    // A metadata change wakes a reconcile through the resource's informer; the spec stays as it is.
+    // A metadata change wakes a reconcile through the resource's informer; the spec, and so
+    // every object the resource owns, stays as it is.
     await cp.kubectl(['annotate', 'mxd', 'wine', `example.com/touched=${Date.now()}`, '--overwrite']);
+    const reconciles = (page: string): number => counter(page, 'modelmux_operator_reconciles_total', { controller: 'multiplexeddeployment' });
     const after = await eventually(async () => {
       const page = await metricsOf(operator);
-      if (counter(page, 'modelmux_operator_reconciles_total') <= counter(before, 'modelmux_operator_reconciles_total')) throw new Error('no reconcile yet');
-      // ServiceAccount, Role, RoleBinding, Service and Deployment: five applies a reconcile.
-      if (apiRequests(page, 'reconcile', 'patch') < apiRequests(before, 'reconcile', 'patch') + 5) throw new Error('applies not seen yet');
+      if (reconciles(page) <= reconciles(before)) throw new Error('no reconcile yet');
       return page;
     }, 30_000);
+    expect(apiRequests(after, 'reconcile', 'apply')).toBe(apiRequests(before, 'reconcile', 'apply'));
+    // The applies that made the ServiceAccount, Role, RoleBinding, Service and Deployment reached the API server.
+    expect(apiRequests(after, 'reconcile', 'apply')).toBeGreaterThanOrEqual(5);
     for (const verb of ['get', 'list', 'watch']) expect([verb, apiRequests(after, 'reconcile', verb)]).toEqual([verb, 0]);
     // Discovery (kind to path) was asked once per API version, on the first reconcile, not again.
     expect(apiRequests(after, 'reconcile', 'discovery')).toBe(apiRequests(before, 'reconcile', 'discovery'));
     expect(apiRequests(after, 'reconcile', 'discovery')).toBeGreaterThan(0);
-    // The reads happen, in the informers: a list and a watch for each of the eight kinds.
-    expect(apiRequests(after, 'informer', 'list')).toBeGreaterThanOrEqual(8);
-    expect(apiRequests(after, 'informer', 'watch')).toBeGreaterThanOrEqual(8);
+    // The reads happen, in the informers: a list and a watch for each of the nine kinds.
+    expect(apiRequests(after, 'informer', 'list')).toBeGreaterThanOrEqual(9);
+    expect(apiRequests(after, 'informer', 'watch')).toBeGreaterThanOrEqual(9);
   });
 
   it('leaves pods Pending when they ask for more GPUs than the node has, and says so in status', async () => {
@@ -195,7 +198,7 @@ describe('the operator against a real control plane', () => {
     expect(degraded.message).toContain('spec.resources.requests');
     expect(await getJson(cp, ['deployment', 'oddres'])).toBeUndefined();
     const text = await (await fetch(`${operator.metricsUrl}/metrics`)).text();
-    expect(text).toMatch(/modelmux_operator_reconciles_total\{result="terminal"\} [1-9]/);
+    expect(text).toMatch(/modelmux_operator_reconciles_total\{controller="multiplexeddeployment",result="terminal"\} [1-9]/);
     await cp.kubectl(['delete', 'mxd', 'oddres']);
   });
 
@@ -257,6 +260,13 @@ describe('the operator against a real control plane', () => {
       expect(await leaderOf(standby)).toBe(false);
       expect(await leaderOf(operator)).toBe(true);
       expect(await standby.logs()).not.toContain('"operator started"');
+      // A standby keeps its caches warm (a list of each kind) and reconciles nothing.
+      const standbyPage = await eventually(async () => {
+        const page = await metricsOf(standby);
+        expect(apiRequests(page, 'informer', 'list')).toBeGreaterThanOrEqual(9);
+        return page;
+      });
+      expect(counter(standbyPage, 'modelmux_operator_api_requests_total', { caller: 'reconcile' })).toBe(0);
       await operator.stop();
       await cp.kubectl(['scale', 'mxd/wine', '--replicas=3']);
       await eventually(async () => {
@@ -310,9 +320,10 @@ describe('the operator against a real control plane', () => {
 
   it('exports reconcile metrics', async () => {
     const text = await (await fetch(`${operator.metricsUrl}/metrics`)).text();
-    expect(text).toMatch(/modelmux_operator_reconciles_total\{result="(success|requeue)"\} [1-9]/);
+    expect(text).toMatch(/modelmux_operator_reconciles_total\{controller="multiplexeddeployment",result="(success|requeue)"\} [1-9]/);
     expect(text).toContain('modelmux_operator_reconcile_duration_seconds_bucket');
     expect(text).toMatch(/modelmux_operator_leader 1/);
-    expect(text).toContain('modelmux_operator_queue_depth');
+    expect(text).toContain('modelmux_operator_queue_depth{controller="multiplexeddeployment"}');
+    expect(text).toContain('modelmux_operator_queue_depth{controller="modelroute"}');
   });
 });

@@ -1,10 +1,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { multiplexedDeploymentSpecSchema, type MultiplexedDeploymentSpecInput } from '../../../common/resource.js';
-import { buildDeployment } from '../../../operator/resources/deployment.js';
-import { buildHpa } from '../../../operator/resources/hpa.js';
+import { desiredState } from '../../../operator/resources/desired.js';
 import type { StoredMultiplexedDeployment } from '../../../operator/resources/meta.js';
-import { buildReplicaRole, buildReplicaRoleBinding, buildReplicaServiceAccount } from '../../../operator/resources/replica-rbac.js';
-import { buildService } from '../../../operator/resources/service.js';
 
 /** A stored resource `wine` in namespace `ml` with S3 credentials and a GPU; `spec` overrides. */
 export function storedResource(spec: Partial<MultiplexedDeploymentSpecInput> = {}): StoredMultiplexedDeployment {
@@ -27,13 +24,6 @@ export const autoscaledResource = (spec: Partial<MultiplexedDeploymentSpecInput>
   storedResource({ autoscaling: { minReplicas: 1, maxReplicas: 3, targetOngoingRequests: 2.5 }, ...spec });
 
 /** Everything a reconcile of `mxd` applies, in the reconciler's order. */
-export function appliedObjects(mxd: StoredMultiplexedDeployment): KubernetesObject[] {
-  return [
-    buildReplicaServiceAccount(mxd),
-    buildReplicaRole(mxd),
-    buildReplicaRoleBinding(mxd),
-    buildService(mxd),
-    buildDeployment(mxd, { defaultImage: 'img' }),
-    ...[buildHpa(mxd)].filter((h) => h !== undefined),
-  ];
+export function appliedObjects(mxd: StoredMultiplexedDeployment): readonly KubernetesObject[] {
+  return desiredState(mxd, { defaultImage: 'img' }).objects;
 }

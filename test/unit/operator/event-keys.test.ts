@@ -1,5 +1,5 @@
 import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
-import { controllerKey, podFingerprint, podKey, splitKey } from '../../../operator/event-keys.js';
+import { controllerKey, podFingerprint, podKey, resourceKey, splitResourceKey } from '../../../operator/event-keys.js';
 
 const pod = (over: Partial<V1Pod> = {}): V1Pod => ({
   metadata: { name: 'wine-abc', namespace: 'ml', uid: 'u1', labels: { 'modelmux.io/deployment': 'wine' } },
@@ -31,7 +31,7 @@ describe('event keys', () => {
   });
 
   it('splits a key at the first slash', () => {
-    expect(splitKey('ml/wine')).toEqual({ namespace: 'ml', name: 'wine' });
+    expect(splitResourceKey(resourceKey('ml', 'wine'))).toEqual({ namespace: 'ml', name: 'wine' });
   });
 
   it('ignores model-table annotation churn but sees readiness and scheduling changes', () => {

@@ -1,7 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
-import { apiClients, apiErrorMessage, apiStatus } from '../../../operator/api-clients.js';
+import { apiErrorMessage, apiStatus } from '../../../common/kube-api-errors.js';
+import { apiClients } from '../../../operator/api-clients.js';
 import type { ApiVerb } from '../../../operator/api-verb.js';
 import { KubeWriter } from '../../../operator/kube-writer.js';
 import { buildService } from '../../../operator/resources/service.js';
@@ -72,7 +73,7 @@ describe('KubeWriter through client-node', () => {
     const stored = await writer.apply(service);
     expect(stored.metadata?.resourceVersion).toBe('7');
     await writer.apply(buildService(mxd));
-    expect(verbs).toEqual(['discovery', 'patch', 'patch']);
+    expect(verbs).toEqual(['discovery', 'apply', 'apply']);
     const patch = seen[1];
     expect(patch?.method).toBe('PATCH');
     expect(patch?.contentType).toBe('application/apply-patch+yaml');

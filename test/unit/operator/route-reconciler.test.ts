@@ -13,6 +13,8 @@ const stored = (name: string, pool: string, status?: ModelRouteStatus): StoredRo
 function cache(routes: StoredRoute[], pools: string[]): ObjectReader {
   return {
     modelRoutes: () => routes,
+    multiplexedDeployments: () => [],
+    owned: () => undefined,
     multiplexedDeployment: (_ns, name) => (pools.includes(name) ? ({} as ReturnType<ObjectReader['multiplexedDeployment']>) : undefined),
     deployment: () => undefined,
     horizontalPodAutoscaler: () => undefined,

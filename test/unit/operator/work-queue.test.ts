@@ -1,4 +1,5 @@
-import { WorkQueue, backoffDelayMs, type Timers } from '../../../operator/work-queue.js';
+import { backoffDelayMs } from '../../../common/backoff.js';
+import { WorkQueue, type Timers } from '../../../operator/work-queue.js';
 
 /** Timers driven by hand: advance(ms) fires what is due, in order. */
 class ManualTimers implements Timers {
@@ -27,9 +28,9 @@ class ManualTimers implements Timers {
   }
 }
 
-function setup(): { q: WorkQueue; timers: ManualTimers } {
+function setup(): { q: WorkQueue<string>; timers: ManualTimers } {
   const timers = new ManualTimers();
-  return { q: new WorkQueue(timers, { baseMs: 100, maxMs: 1000 }, () => timers.now), timers };
+  return { q: new WorkQueue<string>(timers, { baseMs: 100, maxMs: 1000 }, () => timers.now), timers };
 }
 
 describe('backoffDelayMs', () => {
