@@ -1,5 +1,5 @@
 import { ConfigError } from '../common/config.js';
-import { readRoutesFile } from '../router/route-file.js';
+import { readRoutesFile } from '../router/routes/route-file.js';
 
 /**
  * `modelmux local --routes`: the file must parse, and its routes must name the one local pool,

@@ -9,7 +9,7 @@ export const modelTableSchema = z.object({
   version: z.number().int().nonnegative(),
   /**
    * Most recently used first, so the last entry is the model the next load evicts; the router
-   * uses it to spare replicas whose victim is still wanted (router/placement.ts).
+   * uses it to spare replicas whose victim is still wanted (router/placement/placement.ts).
    */
   loaded: z.array(modelIdSchema),
   loading: z.array(modelIdSchema),

@@ -1,22 +1,22 @@
 import { systemClock, systemRandom } from '../common/clock.js';
 import { createLogger, stdoutSink } from '../common/log.js';
-import { AccessLog } from './access-log.js';
-import { AdminServer } from './admin-server.js';
-import { systemSetTimer } from './balancer.js';
+import { AccessLog } from './exchange/access-log.js';
+import { AdminServer } from './http1/admin-server.js';
+import { systemSetTimer } from './placement/balancer.js';
 import { parseRouterConfig } from './config.js';
-import type { Discovery } from './discovery.js';
-import { grpcUpstreamOptions } from './grpc-options.js';
-import { RouterGrpcServer } from './grpc-server.js';
-import { GrpcUpstreams } from './grpc-upstreams.js';
-import { KubeDiscovery } from './kube-discovery.js';
-import { KubeRoutes } from './kube-model-routes.js';
+import type { Discovery } from './discovery/discovery.js';
+import { grpcUpstreamOptions } from './grpc/grpc-options.js';
+import { RouterGrpcServer } from './grpc/grpc-server.js';
+import { GrpcUpstreams } from './grpc/grpc-upstreams.js';
+import { KubeDiscovery } from './discovery/kube-discovery.js';
+import { KubeRoutes } from './discovery/kube-model-routes.js';
 import { RouterMetrics } from './metrics.js';
-import { RouterProxy } from './proxy.js';
-import { publicRepositoryAccess } from './repository-access.js';
-import { readRoutesFile } from './route-file.js';
-import { RouteTable } from './route-table.js';
-import { RouterServer } from './server.js';
-import { StaticDiscovery } from './static-discovery.js';
+import { RouterProxy } from './exchange/proxy.js';
+import { publicRepositoryAccess } from './routes/repository-access.js';
+import { readRoutesFile } from './routes/route-file.js';
+import { RouteTable } from './routes/route-table.js';
+import { RouterServer } from './http1/server.js';
+import { StaticDiscovery } from './discovery/static-discovery.js';
 
 /** `modelmux router`: wiring only. Resolves once listening; SIGTERM/SIGINT drain and exit. */
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {

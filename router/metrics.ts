@@ -1,6 +1,6 @@
 import { Gauge, Registry } from 'prom-client';
 import { BoundCounter, BoundHistogram, type CounterChild, type HistogramChild } from '../common/bound-metrics.js';
-import type { PlacementKind } from './placement.js';
+import type { PlacementKind } from './placement/placement.js';
 
 /**
  * The router's metrics, declared once. Labels are bounded: the route (one per

@@ -23,7 +23,7 @@ export interface Nginx {
 
 export const NGINX_BINARY = process.env.MODELMUX_BENCH_NGINX ?? '/usr/sbin/nginx';
 
-/** The router's access log line (router/access-log.ts) as far as nginx has its fields; nginx times in seconds. */
+/** The router's access log line (router/exchange/access-log.ts) as far as nginx has its fields; nginx times in seconds. */
 function routerLikeLogFormat(routePrefix: string): string {
   return (
     `'{"time":"$time_iso8601","level":"info","msg":"request","component":"nginx","requestId":"$request_id","method":"$request_method",` +

@@ -1,8 +1,8 @@
 import { systemClock, systemRandom } from '../../common/clock.js';
 import { createLogger, stdoutSink } from '../../common/log.js';
-import { systemSetTimer } from '../../router/balancer.js';
-import { KubeDiscovery } from '../../router/kube-discovery.js';
-import { RouteTable } from '../../router/route-table.js';
+import { systemSetTimer } from '../../router/placement/balancer.js';
+import { KubeDiscovery } from '../../router/discovery/kube-discovery.js';
+import { RouteTable } from '../../router/routes/route-table.js';
 
 /**
  * One router's discovery for bench:tables, in a process of its own so its CPU is its own: the

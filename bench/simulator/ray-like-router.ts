@@ -1,5 +1,5 @@
 import type { Random } from '../../common/clock.js';
-import type { AcquireResult, Lease, SetTimer } from '../../router/balancer.js';
+import type { AcquireResult, Lease, SetTimer } from '../../router/placement/balancer.js';
 import type { EventQueue } from './event-queue.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { Random } from '../../common/clock.js';
-import { Balancer, DEFAULT_RECENT_MS, type AcquireResult, type Lease, type SetTimer, type TableView } from '../../router/balancer.js';
-import { defaultPlacementPolicy, type PlacementPolicy } from '../../router/placement.js';
+import { Balancer, DEFAULT_RECENT_MS, type AcquireResult, type Lease, type SetTimer, type TableView } from '../../router/placement/balancer.js';
+import { defaultPlacementPolicy, type PlacementPolicy } from '../../router/placement/placement.js';
 import { EventQueue } from './event-queue.js';
 import { modelSampler, type PatternName } from './patterns.js';
 import { RayLikeRouter } from './ray-like-router.js';

@@ -127,7 +127,7 @@ export function buildDeployment(mxd: StoredMultiplexedDeployment, options: Deplo
               name: 'modelmux',
               image: spec.image ?? options.defaultImage,
               args: ['replica'],
-              // Kube discovery finds the gRPC service by this port's name (router/kube-discovery.ts).
+              // Kube discovery finds the gRPC service by this port's name (router/discovery/kube-discovery.ts).
               ports: [
                 { name: 'http', containerPort: REPLICA_PORT, protocol: 'TCP' },
                 { name: GRPC_PORT_NAME, containerPort: REPLICA_GRPC_PORT, protocol: 'TCP' },

@@ -2,7 +2,7 @@ import { exampleModelIds, parseDestination } from '../../cli/example-models.js';
 import { bannerText, curlCommands, tritonGrpcCommand } from '../../cli/local-banner.js';
 import { worthShowing } from '../../cli/local-processes.js';
 import { createLogger } from '../../common/log.js';
-import { AccessLog } from '../../router/access-log.js';
+import { AccessLog } from '../../router/exchange/access-log.js';
 
 describe('modelmux models destinations', () => {
   it('reads s3 URIs, file URIs and plain paths, and refuses other schemes', () => {

@@ -1,5 +1,5 @@
 import type { LogLevel } from '../../../common/log.js';
-import { AccessLog, type AccessEntry } from '../../../router/access-log.js';
+import { AccessLog, type AccessEntry } from '../../../router/exchange/access-log.js';
 
 const ok: AccessEntry = {
   requestId: 'r1',

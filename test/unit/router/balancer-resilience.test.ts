@@ -1,4 +1,4 @@
-import { Balancer, type AcquireResult, type BalancerOptions, type Lease, type TryWatcher } from '../../../router/balancer.js';
+import { Balancer, type AcquireResult, type BalancerOptions, type Lease, type TryWatcher } from '../../../router/placement/balancer.js';
 import { FakeTime } from './fake-time.js';
 
 // What the balancer adds around the pure outlier, budget and latency rules (ADR 0030): who is

@@ -1,5 +1,5 @@
-import { Balancer, type AcquireResult, type BalancerOptions } from '../../../router/balancer.js';
-import { defaultPlacementPolicy } from '../../../router/placement.js';
+import { Balancer, type AcquireResult, type BalancerOptions } from '../../../router/placement/balancer.js';
+import { defaultPlacementPolicy } from '../../../router/placement/placement.js';
 import { draws, FakeTime } from './fake-time.js';
 
 // One request per replica fills it, so a second request has to wait for a slot.

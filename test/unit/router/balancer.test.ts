@@ -1,5 +1,5 @@
-import { Balancer, type AcquireResult, type BalancerOptions, type Lease } from '../../../router/balancer.js';
-import { rendezvousRank } from '../../../router/rendezvous.js';
+import { Balancer, type AcquireResult, type BalancerOptions, type Lease } from '../../../router/placement/balancer.js';
+import { rendezvousRank } from '../../../router/placement/rendezvous.js';
 import { draws, FakeTime } from './fake-time.js';
 
 /** A model id whose rendezvous order over the replicas a, b, c starts with `first`. */

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { refusal, type RefusalReason } from '../../../common/connection-limits.js';
-import { ClientConnections, writeStalled } from '../../../router/client-connections.js';
+import { ClientConnections, writeStalled } from '../../../router/http1/client-connections.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
 
 describe('refusal', () => {

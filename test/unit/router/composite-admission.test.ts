@@ -1,5 +1,5 @@
 import { ModelmuxError } from '../../../common/errors.js';
-import { CompositeAdmission, CompositeTicket } from '../../../router/composite-admission.js';
+import { CompositeAdmission, CompositeTicket } from '../../../router/composite/composite-admission.js';
 
 function ticket(a: CompositeAdmission, client: string): CompositeTicket {
   const t = a.admit(client);

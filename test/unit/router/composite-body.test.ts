@@ -1,6 +1,6 @@
 import { ModelmuxError } from '../../../common/errors.js';
-import { errorOfAnswer, parseCompositeRequest, parseInferAnswer, stringify } from '../../../router/composite-body.js';
-import { parseModelMetadata } from '../../../router/composite-metadata.js';
+import { errorOfAnswer, parseCompositeRequest, parseInferAnswer, stringify } from '../../../router/composite/composite-body.js';
+import { parseModelMetadata } from '../../../router/composite/composite-metadata.js';
 
 function codeOf(fn: () => unknown): string {
   try {

@@ -1,7 +1,7 @@
 import { ModelmuxError } from '../../../common/errors.js';
 import { createLogger } from '../../../common/log.js';
-import { CompositeCodec } from '../../../router/composite-codec.js';
-import { CompositeWorkers } from '../../../router/composite-workers.js';
+import { CompositeCodec } from '../../../router/composite/composite-codec.js';
+import { CompositeWorkers } from '../../../router/composite/composite-workers.js';
 
 const bytes = (v: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(v));
 const json = (b: Uint8Array | undefined): unknown => JSON.parse(new TextDecoder().decode(b));

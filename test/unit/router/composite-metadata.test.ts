@@ -1,5 +1,5 @@
 import type { ModelRouteSpec } from '../../../common/model-route.js';
-import { compositeMetadata, type ModelMetadata } from '../../../router/composite-metadata.js';
+import { compositeMetadata, type ModelMetadata } from '../../../router/composite/composite-metadata.js';
 
 const classifier: ModelMetadata = {
   inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }],

@@ -1,4 +1,4 @@
-import { Deadlines, deadlineResolutionMs, type Expiring } from '../../../router/deadlines.js';
+import { Deadlines, deadlineResolutionMs, type Expiring } from '../../../router/exchange/deadlines.js';
 import { FakeTime } from './fake-time.js';
 
 function entry(deadlineAt: number, fired: string[], name: string): Expiring {

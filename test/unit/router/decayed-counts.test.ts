@@ -1,4 +1,4 @@
-import { DecayedCounts } from '../../../router/decayed-counts.js';
+import { DecayedCounts } from '../../../router/placement/decayed-counts.js';
 
 describe('DecayedCounts', () => {
   it('counts events in the same millisecond fully and halves them every half-life', () => {

@@ -1,4 +1,4 @@
-import { EnsembleTally, type QuorumDecision } from '../../../router/ensemble-quorum.js';
+import { EnsembleTally, type QuorumDecision } from '../../../router/composite/ensemble-quorum.js';
 
 const ok = { ok: true } as const;
 const failed = (code: 'model_not_found' | 'input_mismatch' | 'upstream_unavailable', message = 'no'): { ok: false; code: typeof code; message: string } => ({ ok: false, code, message });

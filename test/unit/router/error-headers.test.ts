@@ -1,4 +1,4 @@
-import { errorHeaders } from '../../../router/error-headers.js';
+import { errorHeaders } from '../../../router/http1/error-headers.js';
 
 describe('errorHeaders', () => {
   it('asks a client to wait where waiting helps, and closes where the body was left unread', () => {

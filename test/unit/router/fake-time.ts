@@ -1,5 +1,5 @@
 import type { Clock } from '../../../common/clock.js';
-import type { SetTimer } from '../../../router/balancer.js';
+import type { SetTimer } from '../../../router/placement/balancer.js';
 
 /** A stepped clock with timers that fire only when the test advances time. */
 export class FakeTime implements Clock {

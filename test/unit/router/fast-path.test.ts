@@ -1,7 +1,7 @@
 import { createServer, IncomingMessage, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { DownstreamRequest, DownstreamResponse } from '../../../router/downstream.js';
-import { FastPath, type FastPathOptions } from '../../../router/fast-path.js';
+import type { DownstreamRequest, DownstreamResponse } from '../../../router/http1/downstream.js';
+import { FastPath, type FastPathOptions } from '../../../router/http1/fast-path.js';
 import type { TimeoutPhase } from '../../../router/metrics.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
 

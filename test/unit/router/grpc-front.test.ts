@@ -2,11 +2,11 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { inferenceServiceDefinition } from '../../../common/grpc/inference-service.js';
 import { silentLogger } from '../../../common/log.js';
 import { scanRequest } from '../../../common/grpc/message-scan.js';
-import { addressedTo } from '../../../router/grpc-head.js';
-import { grpcServerLimits } from '../../../router/grpc-options.js';
+import { addressedTo } from '../../../router/grpc/grpc-head.js';
+import { grpcServerLimits } from '../../../router/grpc/grpc-options.js';
 import { parseRouterConfig } from '../../../router/config.js';
-import { podGrpcAddress, routesFromObjects } from '../../../router/kube-discovery.js';
-import { parseStaticRoutes } from '../../../router/static-discovery.js';
+import { podGrpcAddress, routesFromObjects } from '../../../router/discovery/kube-discovery.js';
+import { parseStaticRoutes } from '../../../router/discovery/static-discovery.js';
 
 const encode = (method: string, message: unknown): Buffer => (inferenceServiceDefinition()[method] as { requestSerialize(v: unknown): Buffer }).requestSerialize(message);
 const decode = (method: string, raw: Buffer): Record<string, unknown> => (inferenceServiceDefinition()[method] as { requestDeserialize(b: Buffer): Record<string, unknown> }).requestDeserialize(raw);

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ClientErrors, clientErrorAnswer, clientErrorResponse } from '../../../router/client-error.js';
+import { ClientErrors, clientErrorAnswer, clientErrorResponse } from '../../../router/http1/client-error.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;

@@ -1,9 +1,9 @@
 import * as fc from 'fast-check';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
-import type { DownstreamRequest, DownstreamResponse } from '../../../router/downstream.js';
-import { ClientErrors } from '../../../router/client-error.js';
-import { FastPath } from '../../../router/fast-path.js';
+import type { DownstreamRequest, DownstreamResponse } from '../../../router/http1/downstream.js';
+import { ClientErrors } from '../../../router/http1/client-error.js';
+import { FastPath } from '../../../router/http1/fast-path.js';
 
 /**
  * The guard ADR 0019 asks for: the router's own HTTP/1.1 request reader (the fast path) must
@@ -83,7 +83,7 @@ interface Side {
 }
 
 /**
- * A server as the router sets one up (router/server.ts), with a smaller head limit: its
+ * A server as the router sets one up (router/http1/server.ts), with a smaller head limit: its
  * clientError handler on both sides, as node:http's default answers a bad request pipelined
  * behind another at once, before that other's answer, where the fast path has answered it first.
  */

@@ -1,4 +1,4 @@
-import { scanRequestHead } from '../../../router/http1-request.js';
+import { scanRequestHead } from '../../../router/http1/http1-request.js';
 
 const scan = (text: string, max = 1024): ReturnType<typeof scanRequestHead> => scanRequestHead(Buffer.from(text, 'latin1'), max);
 

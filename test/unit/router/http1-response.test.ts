@@ -1,5 +1,5 @@
-import { ResponseParser, type ResponseHead, type ResponseSink } from '../../../router/http1-response.js';
-import { ProtocolError, fieldValue, headerFields } from '../../../router/http1-syntax.js';
+import { ResponseParser, type ResponseHead, type ResponseSink } from '../../../router/exchange/http1-response.js';
+import { ProtocolError, fieldValue, headerFields } from '../../../router/http1/http1-syntax.js';
 
 /** Records what the parser reports, in order. */
 class Recorder implements ResponseSink {

@@ -2,7 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { silentLogger } from '../../../common/log.js';
 import type { ModelId } from '../../../common/model-id.js';
 import { encodeTableAnnotation } from '../../../common/table-annotation.js';
-import { podIsReady, routesFromObjects } from '../../../router/kube-discovery.js';
+import { podIsReady, routesFromObjects } from '../../../router/discovery/kube-discovery.js';
 
 const spec = (routePrefix: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ routePrefix, modelSource: { uri: 's3://models/wine' }, ...extra });
 const mxd = (name: string, s: unknown, namespace = 'ml') => ({ apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', metadata: { name, namespace }, spec: s });

@@ -1,5 +1,5 @@
-import { LatencyWindows } from '../../../router/latency-window.js';
-import { adaptiveTryTimeoutMs, type TryTimeoutPolicy } from '../../../router/try-timeout.js';
+import { LatencyWindows } from '../../../router/placement/latency-window.js';
+import { adaptiveTryTimeoutMs, type TryTimeoutPolicy } from '../../../router/exchange/try-timeout.js';
 
 describe('LatencyWindows', () => {
   it('reads the 99th percentile within a quarter above the truth', () => {

@@ -1,5 +1,5 @@
 import { ModelmuxError } from '../../../common/errors.js';
-import { MemberSlots } from '../../../router/member-slots.js';
+import { MemberSlots } from '../../../router/composite/member-slots.js';
 
 describe('MemberSlots', () => {
   it('runs at most maxInFlight members at once, the others in the order they were asked for as places free', () => {

@@ -1,9 +1,9 @@
 import { silentLogger } from '../../../common/log.js';
 import { systemClock } from '../../../common/clock.js';
 import { parseModelRoute, type ModelRoute } from '../../../common/model-route.js';
-import { systemSetTimer } from '../../../router/balancer.js';
-import { routesByPool, type ParsedRoutes } from '../../../router/kube-model-routes.js';
-import { RouteTable } from '../../../router/route-table.js';
+import { systemSetTimer } from '../../../router/placement/balancer.js';
+import { routesByPool, type ParsedRoutes } from '../../../router/discovery/kube-model-routes.js';
+import { RouteTable } from '../../../router/routes/route-table.js';
 
 const route = (name: string, pool: string, spec: Record<string, unknown>): ModelRoute => {
   const r = parseModelRoute({ apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name }, spec: { deploymentRef: { name: pool }, ...spec } });

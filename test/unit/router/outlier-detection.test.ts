@@ -1,4 +1,4 @@
-import { maxEjected, OutlierState, type OutlierPolicy } from '../../../router/outlier-detection.js';
+import { maxEjected, OutlierState, type OutlierPolicy } from '../../../router/placement/outlier-detection.js';
 
 const policy: OutlierPolicy = { consecutiveFailures: 3, ejectionMs: 1000, maxEjectionMs: 5000, maxEjectedPercent: 50 };
 

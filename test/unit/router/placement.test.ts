@@ -1,5 +1,5 @@
-import { decide, leastOfTwo, rendezvousPick, type PlacementPolicy, type PlacementRequest, type ReplicaLoad } from '../../../router/placement.js';
-import { rendezvousRank } from '../../../router/rendezvous.js';
+import { decide, leastOfTwo, rendezvousPick, type PlacementPolicy, type PlacementRequest, type ReplicaLoad } from '../../../router/placement/placement.js';
+import { rendezvousRank } from '../../../router/placement/rendezvous.js';
 import { draws } from './fake-time.js';
 
 const policy: PlacementPolicy = { maxOngoingRequests: 4, spreadAt: 2, loadFactor: 1.25, loadFloor: 2, spreadPerCopy: 3, copyShare: 1, trafficSlack: 2 };

@@ -2,13 +2,13 @@ import { createServer, request, type ClientRequest, type IncomingHttpHeaders, ty
 import type { AddressInfo } from 'node:net';
 import { systemClock, systemRandom } from '../../../common/clock.js';
 import { silentLogger } from '../../../common/log.js';
-import { AccessLog } from '../../../router/access-log.js';
-import { systemSetTimer } from '../../../router/balancer.js';
+import { AccessLog } from '../../../router/exchange/access-log.js';
+import { systemSetTimer } from '../../../router/placement/balancer.js';
 import { RouterMetrics } from '../../../router/metrics.js';
-import { RouterProxy, type ProxyLimits } from '../../../router/proxy.js';
-import { publicRepositoryAccess } from '../../../router/repository-access.js';
-import { RouteTable } from '../../../router/route-table.js';
-import { RouterServer } from '../../../router/server.js';
+import { RouterProxy, type ProxyLimits } from '../../../router/exchange/proxy.js';
+import { publicRepositoryAccess } from '../../../router/routes/repository-access.js';
+import { RouteTable } from '../../../router/routes/route-table.js';
+import { RouterServer } from '../../../router/http1/server.js';
 import { eventually } from '../../../harness/eventually.js';
 
 /**

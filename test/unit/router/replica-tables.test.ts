@@ -2,7 +2,7 @@ import { silentLogger } from '../../../common/log.js';
 import type { ModelId } from '../../../common/model-id.js';
 import type { ModelTable } from '../../../common/model-table.js';
 import { encodeTableAnnotation } from '../../../common/table-annotation.js';
-import { ReplicaTables } from '../../../router/replica-tables.js';
+import { ReplicaTables } from '../../../router/discovery/replica-tables.js';
 import { FakeTime } from './fake-time.js';
 
 /** Ids long enough that a few hundred make the annotation compact. */

@@ -1,4 +1,4 @@
-import { bearerToken, publicRepositoryAccess, REPOSITORY_OPEN } from '../../../router/repository-access.js';
+import { bearerToken, publicRepositoryAccess, REPOSITORY_OPEN } from '../../../router/routes/repository-access.js';
 
 const TOKEN = 'k3y-0f-the-repository-api_x';
 

@@ -1,5 +1,5 @@
 import { indexSchema, type IndexEntry } from '../../../common/repository-index.js';
-import { mergeIndexes } from '../../../router/repository-merge.js';
+import { mergeIndexes } from '../../../router/routes/repository-merge.js';
 
 const e = (name: string, state: IndexEntry['state']): IndexEntry => ({ name, state });
 

@@ -1,8 +1,8 @@
 import { ModelmuxError } from '../../../common/errors.js';
 import { parseModelId } from '../../../common/model-id.js';
-import { endToEndFields, scanRequestHeaders } from '../../../router/hop-headers.js';
-import { MODEL_HEADERS, parseRequestForm } from '../../../router/request-form.js';
-import { parseStaticRoutes } from '../../../router/static-discovery.js';
+import { endToEndFields, scanRequestHeaders } from '../../../router/http1/hop-headers.js';
+import { MODEL_HEADERS, parseRequestForm } from '../../../router/exchange/request-form.js';
+import { parseStaticRoutes } from '../../../router/discovery/static-discovery.js';
 
 function codeOf(fn: () => unknown): string | undefined {
   try {

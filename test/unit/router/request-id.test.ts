@@ -1,5 +1,5 @@
-import { REQUEST_ID } from '../../../router/exchange.js';
-import { RequestIds } from '../../../router/request-id.js';
+import { REQUEST_ID } from '../../../router/exchange/exchange.js';
+import { RequestIds } from '../../../router/exchange/request-id.js';
 
 describe('RequestIds', () => {
   it('gives unique ids within a process and different ones in another, all passing the accepted id pattern', () => {

@@ -1,5 +1,5 @@
 import { ByteBudget } from '../../../common/byte-budget.js';
-import { ResponseBacklog } from '../../../router/response-backlog.js';
+import { ResponseBacklog } from '../../../router/exchange/response-backlog.js';
 
 describe('ByteBudget', () => {
   it('takes bytes only while they fit, counts bytes in hand past the limit, and gives them back', () => {

@@ -1,4 +1,4 @@
-import { MIN_PER_SECOND, RetryBudget, WINDOW_MS } from '../../../router/retry-budget.js';
+import { MIN_PER_SECOND, RetryBudget, WINDOW_MS } from '../../../router/placement/retry-budget.js';
 
 const FLOOR = (MIN_PER_SECOND * WINDOW_MS) / 1000;
 

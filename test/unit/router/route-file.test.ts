@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkLocalRoutes } from '../../../cli/local-routes.js';
 import { ConfigError } from '../../../common/config.js';
-import { parseRoutesYaml, readRoutesFile } from '../../../router/route-file.js';
+import { parseRoutesYaml, readRoutesFile } from '../../../router/routes/route-file.js';
 
 const doc = (name: string, pool: string, weight = 1) => `apiVersion: modelmux.io/v1alpha1
 kind: ModelRoute

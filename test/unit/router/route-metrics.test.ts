@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { RouterMetrics } from '../../../router/metrics.js';
-import { ModelRouteMetrics, routeOutcome } from '../../../router/route-metrics.js';
+import { ModelRouteMetrics, routeOutcome } from '../../../router/routes/route-metrics.js';
 
 describe('the metrics of split routes', () => {
   it('count by route, backend and outcome on the router registry, once per registry', async () => {

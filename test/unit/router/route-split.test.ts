@@ -1,6 +1,6 @@
 import type { SplitBackend } from '../../../common/model-route.js';
-import { mirrored, stickyBackend, weightedBackend } from '../../../router/route-split.js';
-import { rewriteModelHeaders, rewriteV2Path } from '../../../router/route-rewrite.js';
+import { mirrored, stickyBackend, weightedBackend } from '../../../router/routes/route-split.js';
+import { rewriteModelHeaders, rewriteV2Path } from '../../../router/routes/route-rewrite.js';
 
 const backends = (...w: [string, number][]): SplitBackend[] => w.map(([model, weight]) => ({ model, weight }));
 

@@ -1,5 +1,5 @@
 import { ModelmuxError } from '../../../common/errors.js';
-import { stepInputs, type StepSources } from '../../../router/sequence-mapping.js';
+import { stepInputs, type StepSources } from '../../../router/composite/sequence-mapping.js';
 
 const from: StepSources = {
   previousStep: 1,

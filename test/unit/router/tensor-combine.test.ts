@@ -1,5 +1,5 @@
 import { ModelmuxError } from '../../../common/errors.js';
-import { combineOutputs, type MemberOutputs, type V2Tensor } from '../../../router/tensor-combine.js';
+import { combineOutputs, type MemberOutputs, type V2Tensor } from '../../../router/composite/tensor-combine.js';
 
 function t(name: string, datatype: string, shape: number[], data: unknown[]): V2Tensor {
   return { name, datatype, shape, data };

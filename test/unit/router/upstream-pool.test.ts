@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
-import { fieldValue } from '../../../router/http1-syntax.js';
-import { UpstreamPool, type UpstreamController, type UpstreamHandler, type UpstreamRequest } from '../../../router/upstream-pool.js';
+import { fieldValue } from '../../../router/http1/http1-syntax.js';
+import { UpstreamPool, type UpstreamController, type UpstreamHandler, type UpstreamRequest } from '../../../router/exchange/upstream-pool.js';
 
 /** What one try ended with. */
 interface Outcome {

@@ -1,0 +1,500 @@
+import { ModelmuxError, toModelmuxError, type ErrorBody, type ErrorCode } from '../../common/errors.js';
+import type { MirrorSpec } from '../../common/model-route.js';
+import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../../common/names.js';
+import type { Lease } from '../placement/balancer.js';
+import { serveComposite } from '../composite/composite-route.js';
+import type { DownstreamRequest, DownstreamResponse } from '../http1/downstream.js';
+import { errorHeaders } from '../http1/error-headers.js';
+import { endToEndFields, scanRequestHeaders } from '../http1/hop-headers.js';
+import { fieldValue } from '../http1/http1-syntax.js';
+import type { RetryReason, RouteMetrics, TimeoutPhase } from '../metrics.js';
+import type { RouterProxy } from './proxy.js';
+import { MODEL_HEADERS, parseRequestForm, type RequestForm } from './request-form.js';
+import { ResponseBacklog } from './response-backlog.js';
+import { ModelRouteMetrics } from '../routes/route-metrics.js';
+import { RouteMirrors } from '../routes/route-mirror.js';
+import { rewriteForBackend } from '../routes/route-rewrite.js';
+import type { Route } from '../routes/route-table.js';
+import { TryAttempts } from './try-attempts.js';
+import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
+
+export interface ExchangeOptions {
+  /** The request is a route's mirror copy (route-mirror.ts): it is not copied again nor counted as the route's. */
+  mirror?: boolean;
+}
+
+/** A client's own request: one shared object, so the hot path allocates none for it. */
+const CLIENT_REQUEST: ExchangeOptions = Object.freeze({});
+
+/** A request id we pass on as given: bounded and printable, so it cannot break a log line. */
+export const REQUEST_ID = /^[A-Za-z0-9._:@=+-]{1,128}$/;
+
+/** Socket failures before any byte of the response (UPSTREAM_CLOSED: upstream-pool.ts). */
+const CONNECTION_FAILURE_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'UPSTREAM_CLOSED']);
+
+/** Of those, the ones that mean nothing listens there: outlier detection ejects at once. */
+const REFUSAL_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+function errorCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** Errors that mean the request got no answer from a replica's application, so another may take it. */
+function isConnectionFailure(err: unknown): boolean {
+  return CONNECTION_FAILURE_CODES.has(errorCode(err) ?? '');
+}
+
+/** An upstream failure for a message: its code first when it has one (ECONNRESET, HTTP_PROTOCOL_ERROR…). */
+function describe(err: Error): string {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' ? `${code}: ${err.message}` : err.message;
+}
+
+/**
+ * One proxied request, start to end, as a callback state machine that is also the upstream
+ * handler of its tries. Its body, request, try and slow-reader deadlines are one entry in the
+ * proxy's shared `Deadlines` (no timer of its own). One `close` listener per request notices a
+ * client that goes away. A try without response headers yet is watched by the balancer, which
+ * tells it when its replica is marked down; it is then given up and the request retried
+ * elsewhere, as when it outlives its adaptive timeout (ADR 0030). The deadline the sweep checks
+ * (`deadlineAt`) is, while the body comes, the earlier of the body's idle and total deadlines;
+ * then the request deadline (set when the body is in), or while a try waits for its response
+ * headers the earlier of that and the try's own deadline, or while a slow client holds the
+ * replica's answer the earlier of that and the hold's end.
+ */
+export class Exchange extends TryAttempts implements UpstreamHandler {
+  private requestId = '';
+  private path = '/';
+  private upstreamPath = '/';
+  private form: RequestForm | undefined;
+  private headers: string[] = [];
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private body: Buffer | null = null;
+  /** Bytes of the body taken from the proxy's `ByteBudget`, given back when the request ends. */
+  private budgeted = 0;
+  /** When the body began (the head was read) and when its last bytes came. */
+  private bodyStart = 0;
+  private bodyAt = 0;
+  /** What is held of the answer for a client that reads it slowly; made at the first sign of one. */
+  private backlog: ResponseBacklog | undefined;
+  /** While the replica's answer is paused for a slow client: when the exchange ends (ADR 0026). */
+  private holdUntil = Number.POSITIVE_INFINITY;
+  private controller: UpstreamController | undefined;
+  /** A try was handed to the pool and has not ended: its end gives the slot back, not `fail`. */
+  private dispatched = false;
+  /** The replica refused (503 overloaded) or a gateway failed: its body is discarded before the retry. */
+  private discarding: RetryReason | undefined;
+  private status = 500;
+  private error: ErrorCode | undefined;
+  /** The request named a split ModelRoute: its public name and the model that serves it. */
+  private routed: { route: string; backend: string } | undefined;
+  /** Mirrors the request is copied to once its body is in, and how to name them. */
+  private mirrors: { to: MirrorSpec[]; form: RequestForm; prefix: string; rest: string; query: string } | undefined;
+
+  constructor(
+    proxy: RouterProxy,
+    private readonly req: DownstreamRequest,
+    private readonly res: DownstreamResponse,
+    private readonly options: ExchangeOptions = CLIENT_REQUEST,
+  ) {
+    super(proxy, 'body');
+  }
+
+  start(): void {
+    const { req, res } = this;
+    res.on('close', this.onClientClose);
+    try {
+      const url = req.url ?? '/';
+      const q = url.indexOf('?');
+      const path = q === -1 ? url : url.slice(0, q);
+      const slash = path.indexOf('/', 1);
+      const prefix = slash === -1 ? path : path.slice(0, slash);
+      const rest = slash === -1 ? '' : path.slice(slash);
+      this.path = path;
+      const scanned = scanRequestHeaders(req.rawHeaders, MODEL_HEADERS);
+      this.requestId = scanned.requestId !== undefined && REQUEST_ID.test(scanned.requestId) ? scanned.requestId : this.proxy.requestIds.next();
+      const route = this.proxy.routes.match(prefix);
+      if (route === undefined) throw new ModelmuxError('route_not_found', `no route serves ${prefix}`);
+      this.route = route;
+      this.routeMetrics = this.proxy.metrics.forRoute(route.prefix);
+      const form = parseRequestForm(req.method ?? 'GET', rest, scanned.modelHeaders);
+      this.model = form.model;
+      this.form = form.form;
+      const limit = this.proxy.limits.maxBodyBytes;
+      const declared = Number(scanned.contentLength ?? '0');
+      if (declared > limit) throw new ModelmuxError('body_too_large', `the body is ${declared} bytes; the limit is ${limit}`);
+      if (declared > this.proxy.buffered.available) throw this.proxy.buffered.fullError();
+      this.upstreamPath = `${rest === '' ? '/' : rest}${q === -1 ? '' : url.slice(q)}`;
+      const headers = scanned.forward;
+      headers.push(HEADER_REQUEST_ID, this.requestId);
+      const peer = req.socket.remoteAddress;
+      if (peer !== undefined) headers.push('x-forwarded-for', scanned.forwardedFor === undefined ? peer : `${scanned.forwardedFor}, ${peer}`);
+      else if (scanned.forwardedFor !== undefined) headers.push('x-forwarded-for', scanned.forwardedFor);
+      // The router's own credential for the repository API (repository-access.ts) stops here.
+      this.headers = form.repository === undefined ? headers : endToEndFields(headers, 'authorization');
+      // One lookup for a plain model; a repository request names models, never routes.
+      if (this.model !== undefined && form.repository === undefined && route.models.has(this.model) && this.resolveRoute(route, form.form, rest, q === -1 ? '' : url.slice(q))) return;
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    const now = this.proxy.clock.now();
+    this.bodyStart = now;
+    this.bodyAt = now;
+    this.deadlineAt = now + Math.min(this.proxy.limits.bodyIdleTimeoutMs, this.proxy.limits.bodyTimeoutMs);
+    this.proxy.deadlines.add(this);
+    req.on('data', this.onBodyData);
+    req.on('end', this.onBodyEnd);
+  }
+
+  /**
+   * The model is a ModelRoute's public name: the request goes to the backend the route picks,
+   * named so in its path or model header, as the replica must see it (route-rewrite.ts).
+   * True when the name is an ensemble or a sequence, which then has the request (composite-route.ts).
+   */
+  private resolveRoute(route: Route, form: RequestForm, rest: string, query: string): boolean {
+    const r = route.models.resolve(this.model as string, this.req.rawHeaders);
+    if (r.kind !== 'model') {
+      // An ensemble or sequence answers the request itself (ADR 0035): this exchange ends here.
+      this.phase = 'done';
+      serveComposite(this.proxy, this.req, this.res, { route, modelRoute: r.route, form });
+      return true;
+    }
+    this.routed = { route: r.routes[0] as string, backend: r.model };
+    this.model = r.model;
+    this.upstreamPath = `${rewriteForBackend(form, rest === '' ? '/' : rest, this.headers, r.model)}${query}`;
+    // Only inference is copied: a metadata or readiness read tells a shadow model nothing.
+    if (this.options.mirror === true || r.mirrors.length === 0 || this.req.method !== 'POST') return false;
+    const to = route.models.sampleMirrors(r.mirrors);
+    if (to.length > 0) this.mirrors = { to, form, prefix: route.prefix, rest, query };
+    return false;
+  }
+
+  /** Copies the request to its mirrors, the client's request already on its way (route-mirror.ts). */
+  private sendMirrors(): void {
+    const m = this.mirrors;
+    if (m === undefined || this.routed === undefined) return;
+    this.mirrors = undefined;
+    for (const mirror of m.to) {
+      const rawHeaders = [...this.req.rawHeaders];
+      const path = rewriteForBackend(m.form, m.rest, rawHeaders, mirror.model);
+      RouteMirrors.for(this.proxy).send({
+        route: this.routed.route,
+        model: mirror.model,
+        method: this.req.method ?? 'POST',
+        url: `${m.prefix}${path}${m.query}`,
+        rawHeaders,
+        body: this.body,
+        remoteAddress: this.req.socket.remoteAddress,
+      });
+    }
+  }
+
+  // --- request body -------------------------------------------------------------------------
+
+  private readonly onBodyData = (chunk: Buffer): void => {
+    if (this.phase !== 'body') return;
+    const limits = this.proxy.limits;
+    const now = this.proxy.clock.now();
+    this.bodyAt = now;
+    this.deadlineAt = Math.min(this.bodyStart + limits.bodyTimeoutMs, now + limits.bodyIdleTimeoutMs);
+    this.size += chunk.length;
+    if (this.size > limits.maxBodyBytes) return this.fail(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
+    if (!this.proxy.buffered.take(chunk.length)) return this.fail(this.proxy.buffered.fullError());
+    this.budgeted += chunk.length;
+    this.chunks.push(chunk);
+  };
+
+  private readonly onBodyEnd = (): void => {
+    if (this.phase !== 'body') return;
+    try {
+      this.body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.size);
+      this.chunks = [];
+      // Like Envoy's route timeout, the request deadline starts once the request is in: the
+      // body had its own.
+      this.requestDeadline = this.proxy.clock.now() + this.proxy.limits.requestTimeoutMs;
+      this.deadlineAt = this.requestDeadline;
+      this.place();
+      if (this.mirrors !== undefined) this.sendMirrors();
+    } catch (err) {
+      this.guard(err);
+    }
+  };
+
+  // --- placement ----------------------------------------------------------------------------
+
+  protected dispatch(lease: Lease): void {
+    const route = this.route as Route;
+    this.beginTry(lease);
+    const pool = route.pools.get(lease.replica);
+    if (pool === undefined) return this.fail(new ModelmuxError('upstream_unavailable', `replica ${lease.replica} has no connection pool`));
+    this.phase = 'upstream';
+    this.discarding = undefined;
+    this.controller = undefined;
+    this.timeTry(lease);
+    route.balancer.watch(lease, this);
+    const method = this.req.method ?? 'GET';
+    this.dispatched = true;
+    pool.dispatch({ method, path: this.upstreamPath, headers: this.headers, body: method === 'GET' || method === 'HEAD' ? null : this.body }, this);
+  }
+
+  /** The try is over (answered, failed or aborted): its slot goes back to the balancer. */
+  protected endTry(): void {
+    this.controller = undefined;
+    this.dispatched = false;
+    this.releaseLease();
+  }
+
+  /** A granted retry also drops the refused answer it discarded. */
+  protected override retry(reason: RetryReason): void {
+    this.discarding = undefined;
+    super.retry(reason);
+  }
+
+  /** Gives up the try in flight, closing its connection; its end (onResponseError) retries. */
+  protected abandon(reason: RetryReason): void {
+    this.abandoning = reason;
+    (this.controller as UpstreamController).abort(new ModelmuxError('timeout', `the try at replica ${this.replica ?? '?'} was given up (${reason})`));
+  }
+
+  replicaDown(): void {
+    if (this.phase !== 'upstream' || this.abandoning !== undefined) return;
+    try {
+      if (this.mayRetry()) this.abandon('replica_down');
+    } catch (err) {
+      this.guard(err);
+    }
+  }
+
+  // --- upstream handler ----------------------------------------------------------------------
+
+  onRequestStart(controller: UpstreamController): void {
+    // A request that was given up while queued in the pool stops as soon as it starts.
+    if (this.phase !== 'upstream') return controller.abort(new ModelmuxError('timeout', 'the request was given up'));
+    this.controller = controller;
+  }
+
+  onResponseStart(_controller: UpstreamController, statusCode: number, headers: string[]): void {
+    if (this.phase !== 'upstream' || statusCode < 200) return;
+    const balancer = (this.route as Route).balancer;
+    balancer.unwatch(this.lease as Lease, this);
+    this.adaptivePending = false;
+    this.deadlineAt = this.requestDeadline;
+    const ms = this.proxy.clock.now() - this.tryStart;
+    (this.routeMetrics as RouteMetrics).upstreamLatency(ms / 1000);
+    // 502 and 504 come from something between router and replica; the replica sends neither.
+    const gateway = statusCode === 502 || statusCode === 504;
+    if (gateway) this.report('failed');
+    else {
+      // What the adaptive try timeout learns from: answers that waited for no load.
+      const warm = statusCode < 500 && (this.model === undefined || fieldValue(headers, HEADER_CACHE) === 'hit');
+      balancer.reportTry(this.replica as string, this.model, 'answered', warm ? ms : undefined);
+    }
+    // A replica that is full or shutting down refused before doing any work (x-modelmux-overloaded).
+    const refused = statusCode === 503 && fieldValue(headers, HEADER_OVERLOADED) !== undefined;
+    if ((refused || gateway) && this.mayRetry()) {
+      this.discarding = refused ? 'overloaded' : 'gateway_error';
+      return;
+    }
+    // The replica has the model now (hit) or just loaded it (miss): learn it before the
+    // annotation round trip.
+    if (this.model !== undefined && statusCode < 500 && fieldValue(headers, HEADER_CACHE) !== undefined) {
+      const version = Number(fieldValue(headers, HEADER_TABLE_VERSION));
+      (this.route as Route).balancer.observe(this.replica as string, this.model, Number.isSafeInteger(version) ? version : undefined);
+    }
+    const out = endToEndFields(headers, HEADER_REQUEST_ID);
+    out.push(HEADER_REQUEST_ID, this.requestId);
+    if (this.routed !== undefined) out.push(HEADER_BACKEND, this.routed.backend);
+    this.phase = 'responding';
+    this.status = statusCode;
+    this.res.writeHead(statusCode, out);
+  }
+
+  /**
+   * A client that does not keep up gets the answer queued on its connection, counted, so that
+   * the replica finishes and its slot is freed; past the bounds the replica's connection pauses
+   * and the client has `slowReaderTimeoutMs` to drain it (ADR 0026).
+   */
+  onResponseData(controller: UpstreamController, chunk: Buffer): void {
+    if (this.phase !== 'responding') return;
+    const accepted = this.res.write(chunk);
+    if (accepted && this.backlog?.isBehind !== true) return;
+    const backlog = (this.backlog ??= new ResponseBacklog(this.proxy.buffered, this.proxy.limits.maxResponseBufferBytes));
+    const wasBehind = backlog.isBehind;
+    const pause = backlog.wrote(chunk.length, accepted);
+    if (!wasBehind) this.watchDrain(backlog);
+    if (pause && this.holdUntil === Number.POSITIVE_INFINITY) {
+      controller.pause();
+      this.holdUntil = this.proxy.clock.now() + this.proxy.limits.slowReaderTimeoutMs;
+      this.deadlineAt = Math.min(this.requestDeadline, this.holdUntil);
+    }
+  }
+
+  /** Until the client's connection drains or closes, what the backlog counts stays held, even after the exchange. */
+  private watchDrain(backlog: ResponseBacklog): void {
+    const socket = this.req.socket;
+    const drained = (): void => {
+      socket.removeListener('drain', drained);
+      socket.removeListener('close', drained);
+      backlog.drained();
+      if (this.holdUntil === Number.POSITIVE_INFINITY) return;
+      this.holdUntil = Number.POSITIVE_INFINITY;
+      if (this.phase !== 'responding') return;
+      this.deadlineAt = this.requestDeadline;
+      this.controller?.resume();
+    };
+    socket.once('drain', drained);
+    socket.once('close', drained);
+  }
+
+  onResponseEnd(): void {
+    this.endTry();
+    try {
+      if (this.phase === 'upstream' && this.discarding !== undefined) return this.retry(this.discarding);
+      if (this.phase !== 'responding') return;
+      this.res.end();
+      this.finish();
+    } catch (err) {
+      this.guard(err);
+    }
+  }
+
+  onResponseError(_controller: UpstreamController, err: Error): void {
+    this.endTry();
+    const phase = this.phase;
+    if (phase === 'done') return;
+    const replica = this.replica as string;
+    try {
+      if (phase === 'upstream') {
+        const granted = this.abandoning ?? this.discarding;
+        if (granted !== undefined) return this.retry(granted);
+        if (isConnectionFailure(err)) {
+          this.report(REFUSAL_CODES.has(errorCode(err) ?? '') ? 'refused' : 'failed');
+          if (this.mayRetry()) return this.retry('connect_error');
+        }
+        return this.fail(new ModelmuxError('upstream_unavailable', `replica ${replica} failed: ${describe(err)}`, { cause: err }));
+      }
+      // The response broke off while streaming: the client sees a cut connection.
+      this.fail(new ModelmuxError('upstream_unavailable', `replica ${replica} broke off its response: ${describe(err)}`, { cause: err }));
+    } catch (again) {
+      this.guard(again);
+    }
+  }
+
+  // --- endings ----------------------------------------------------------------------------------
+
+  expire(): void {
+    try {
+      const limits = this.proxy.limits;
+      const now = this.proxy.clock.now();
+      if (this.phase === 'body') {
+        const idle = now - this.bodyAt >= limits.bodyIdleTimeoutMs;
+        this.timedOut(idle ? 'body_idle' : 'body_total');
+        this.fail(new ModelmuxError('request_timeout', idle ? `no byte of the body came for ${limits.bodyIdleTimeoutMs} ms` : `the body did not arrive within ${limits.bodyTimeoutMs} ms`));
+      } else if (this.phase === 'waiting') {
+        this.timedOut('request');
+        this.fail(new ModelmuxError('timeout', 'no replica slot freed up before the request deadline'));
+      } else if (this.phase === 'upstream' && this.adaptivePending && this.tryDeadline < this.requestDeadline) {
+        this.tryTimedOut();
+      } else if (this.phase === 'responding' && now >= this.holdUntil) {
+        this.timedOut('slow_reader');
+        this.fail(new ModelmuxError('timeout', `the client took none of the answer for ${limits.slowReaderTimeoutMs} ms while replica ${this.replica ?? '?'} waited`));
+      } else {
+        this.timedOut(this.phase === 'upstream' && this.deadlineAt < this.requestDeadline ? 'upstream' : 'request');
+        this.fail(new ModelmuxError('timeout', `replica ${this.replica ?? '?'} did not answer in time`));
+      }
+    } catch (err) {
+      this.guard(err);
+    }
+  }
+
+  private timedOut(phase: TimeoutPhase): void {
+    if (this.phase !== 'done') this.proxy.metrics.timedOut(phase);
+  }
+
+  /** The body's bytes are no longer held for the request. */
+  private releaseBody(): void {
+    this.proxy.buffered.release(this.budgeted);
+    this.budgeted = 0;
+  }
+
+  /** The client went away before its answer was complete: no work for nobody. */
+  private readonly onClientClose = (): void => {
+    if (this.phase === 'done' || this.res.writableFinished) return;
+    try {
+      this.fail(new ModelmuxError('timeout', 'the client closed the connection before the answer'));
+    } catch (err) {
+      this.guard(err);
+    }
+  };
+
+  /**
+   * The last guard of a callback: an unexpected throw answers `internal` (or cuts the
+   * response) instead of escaping into the upstream pool, the balancer's queue or the event loop.
+   */
+  protected guard(err: unknown): void {
+    try {
+      if (this.phase !== 'done') return this.fail(err);
+    } catch {
+      // fail itself threw: fall through and cut the connection.
+    }
+    this.proxy.log.error('unhandled request error', { requestId: this.requestId, reason: err instanceof Error ? err.message : String(err) });
+    this.proxy.deadlines.remove(this);
+    this.releaseBody();
+    if (!this.dispatched) this.endTry();
+    this.res.destroy();
+  }
+
+  /** Answers with the error (or cuts a response already under way), stops any wait or try. */
+  protected fail(err: unknown): void {
+    if (this.phase === 'done') return;
+    const was = this.markDone();
+    const e = toModelmuxError(err);
+    this.error = e.code;
+    if (e.code === 'buffer_full') this.proxy.metrics.rejected('buffered_bytes');
+    // The pool then calls onResponseError, which gives the slot back.
+    if (this.controller !== undefined) this.controller.abort(e);
+    else if (!this.dispatched) this.endTry();
+    const res = this.res;
+    if (!res.headersSent && !res.destroyed) {
+      this.status = e.status;
+      const payload: ErrorBody = { error: e.code, message: e.message, requestId: this.requestId };
+      const headers = ['content-type', 'application/json', HEADER_REQUEST_ID, this.requestId];
+      if (this.routed !== undefined) headers.push(HEADER_BACKEND, this.routed.backend);
+      headers.push(...errorHeaders(e.code));
+      res.writeHead(e.status, headers).end(JSON.stringify(payload));
+    } else {
+      if (!res.headersSent) this.status = e.status;
+      res.destroy();
+    }
+    if (e.code === 'internal' || was === 'responding') this.proxy.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
+    this.finish();
+  }
+
+  private finish(): void {
+    this.phase = 'done';
+    this.proxy.deadlines.remove(this);
+    this.releaseBody();
+    const ms = this.proxy.clock.now() - this.started;
+    if (this.routeMetrics !== undefined) this.routeMetrics.answered(this.status, ms / 1000);
+    else this.proxy.metrics.forRoute('none').answered(this.status, ms / 1000);
+    if (this.routed !== undefined && this.options.mirror !== true) ModelRouteMetrics.for(this.proxy.metrics).answered(this.routed.route, this.routed.backend, this.status);
+    this.proxy.access.request({
+      requestId: this.requestId,
+      method: this.req.method ?? 'GET',
+      path: this.path,
+      route: this.route === undefined ? 'none' : this.route.prefix,
+      model: this.model,
+      form: this.form,
+      replica: this.replica,
+      placement: this.placement,
+      waitedMs: this.waitedMs,
+      tries: this.tries === 0 ? undefined : this.tries,
+      error: this.error,
+      status: this.status,
+      durationMs: ms,
+    });
+  }
+}
