@@ -11,7 +11,7 @@ import { GrpcUpstreams } from './grpc/grpc-upstreams.js';
 import { KubeDiscovery } from './discovery/kube-discovery.js';
 import { KubeRoutes } from './discovery/kube-model-routes.js';
 import { RouterMetrics } from './metrics.js';
-import { RouterProxy } from './exchange/proxy.js';
+import { RequestDispatcher } from './exchange/dispatch.js';
 import { publicRepositoryAccess } from './routes/repository-access.js';
 import { readRoutesFile } from './routes/route-file.js';
 import { RouteTable } from './routes/route-table.js';
@@ -46,7 +46,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     systemSetTimer,
     log,
   );
-  const proxy = new RouterProxy(
+  const dispatcher = new RequestDispatcher(
     routes,
     {
       maxBodyBytes: config.maxBodyBytes,
@@ -76,11 +76,11 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     systemClock,
     access,
   );
-  const server = new RouterServer(proxy, publicRepositoryAccess(config.repositoryApiToken, config.adminPort), routes, metrics, log, config);
-  const admin = config.adminPort === -1 ? undefined : new AdminServer(server, proxy, metrics, log, config);
+  const server = new RouterServer(dispatcher, publicRepositoryAccess(config.repositoryApiToken, config.adminPort), routes, metrics, log, config);
+  const admin = config.adminPort === -1 ? undefined : new AdminServer(server, dispatcher, metrics, log, config);
   const upstreams = new GrpcUpstreams(grpcUpstreamOptions(config));
   let ready = false;
-  const grpc = config.grpcPort === -1 ? undefined : new RouterGrpcServer({ proxy, upstreams }, config, () => ready, log);
+  const grpc = config.grpcPort === -1 ? undefined : new RouterGrpcServer({ router: dispatcher.context, upstreams }, config, () => ready, log);
   const discovery: Discovery =
     config.discovery === 'kube'
       ? new KubeDiscovery(config.namespace, log)

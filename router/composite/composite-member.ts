@@ -3,9 +3,8 @@ import { HEADER_REQUEST_ID } from '../../common/names.js';
 import { MODEL_HEADERS } from '../../common/request-grammar.js';
 import type { CompositeTicket } from './composite-admission.js';
 import type { DownstreamRequest, DownstreamResponse } from '../http1/downstream.js';
-import { Exchange } from '../exchange/exchange.js';
 import type { MemberSlots } from './member-slots.js';
-import type { RouterProxy } from '../exchange/proxy.js';
+import type { RequestSender } from '../exchange/request-sender.js';
 
 /** A member's (or a step's) whole answer, or why there is none. */
 export type MemberAnswer = { ok: true; status: number; body: Buffer } | { ok: false; error: ModelmuxError };
@@ -60,17 +59,17 @@ export interface MemberCall {
 const NOT_INHERITED: ReadonlySet<string> = new Set([...MODEL_HEADERS, 'content-length', 'content-type', 'transfer-encoding', 'content-encoding', 'accept-encoding', 'expect', HEADER_REQUEST_ID, 'inference-header-content-length']);
 
 /**
- * Sends one member request through the router's own `Exchange`, as a request from a client
- * would go: the same route lookup, placement, retries, try timeouts, byte budget, metrics and
- * access-log line (ADR 0035). The exchange reads an in-memory request and writes into an
- * in-memory response; `done` gets the answer once, whole, held up to
+ * Sends one member request through the router (`send`: the dispatcher's), as a request from a
+ * client would go: the same classification, route lookup, placement, retries, try timeouts,
+ * byte budget, metrics and access-log line (ADR 0035). The router reads an in-memory request and
+ * writes into an in-memory response (`maxAnswerBytes`: --max-response-buffer-bytes); `done` gets the answer once, whole, held up to
  * `--max-response-buffer-bytes` and counted by `answerBytes` as it arrives: an answer given to
  * `done` stays counted (its composite holds it parsed, and gives the bytes back when it ends),
  * one that failed or was cancelled is given back at once. The returned function cancels: the
  * exchange sees its client go away, so it stops waiting or aborts its upstream request, and
  * `done` is not called.
  */
-export function sendMember(proxy: RouterProxy, call: MemberCall, done: (a: MemberAnswer) => void): () => void {
+export function sendMember(send: RequestSender, maxAnswerBytes: number, call: MemberCall, done: (a: MemberAnswer) => void): () => void {
   const path = `${call.prefix}/v2/models/${call.model}${call.action === 'metadata' ? '' : `/${call.action}`}`;
   const headers: string[] = [];
   for (let i = 0; i + 1 < call.clientHeaders.length; i += 2) {
@@ -80,15 +79,15 @@ export function sendMember(proxy: RouterProxy, call: MemberCall, done: (a: Membe
   headers.push(HEADER_REQUEST_ID, call.requestId);
   if (call.body !== null) headers.push('content-type', 'application/json', 'content-length', String(call.body.length));
   const req = new MemberRequest(call.action === 'infer' ? 'POST' : 'GET', path, headers, call.remoteAddress, { ...call.parent, body: call.body });
-  const res = new MemberResponse(proxy.limits.maxResponseBufferBytes, call.answerBytes, done);
-  new Exchange(proxy, req, res).start();
+  const res = new MemberResponse(maxAnswerBytes, call.answerBytes, done);
+  send(req, res);
   req.deliver(call.body);
   return () => res.cancel();
 }
 
 type Listener = (() => void) | ((chunk: Buffer) => void);
 
-/** An in-memory client request for an Exchange: also the request of a split route's mirror copy (route-mirror.ts). */
+/** An in-memory client request sent through the router: a member's, and a split route's mirror copy (route-mirror.ts). */
 export class MemberRequest implements DownstreamRequest {
   private readonly data: ((chunk: Buffer) => void)[] = [];
   private readonly end: (() => void)[] = [];

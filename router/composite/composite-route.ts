@@ -1,20 +1,20 @@
 import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorBody, type ErrorCode } from '../../common/errors.js';
 import { publicName, type EnsembleSpec, type ModelRoute, type SequenceSpec, type SequenceStep } from '../../common/model-route.js';
 import { HEADER_REQUEST_ID } from '../../common/names.js';
-import { oncePer } from '../../common/once-per.js';
+import { acceptedRequestId } from '../../common/request-id.js';
 import type { RequestForm } from '../../common/request-grammar.js';
 import { errorOfAnswer, stringify } from './composite-body.js';
-import { CompositeAdmission, DEFAULT_COMPOSITE_LIMITS, type CompositeLimits } from './composite-admission.js';
+import type { CompositeAdmission, CompositeLimits } from './composite-admission.js';
 import { MemberRequest, sendMember, type AnswerBytes, type CompositeParent, type CompositeScope, type MemberAnswer, type MemberCall } from './composite-member.js';
 import { compositeMetadata, parseModelMetadata, type ModelMetadata } from './composite-metadata.js';
 import { CompositeMetrics, type MemberOutcome } from './composite-metrics.js';
-import { CompositeWorkers, type CodecPort } from './composite-workers.js';
+import type { CodecPort, CompositeWorkers } from './composite-workers.js';
 import type { DownstreamRequest, DownstreamResponse } from '../http1/downstream.js';
 import { EnsembleTally, type MemberSettlement, type QuorumDecision } from './ensemble-quorum.js';
 import { errorHeaders } from '../http1/error-headers.js';
-import { REQUEST_ID } from '../exchange/exchange.js';
 import { MemberSlots } from './member-slots.js';
-import type { RouterProxy } from '../exchange/proxy.js';
+import type { RouterContext } from '../exchange/context.js';
+import type { RequestSender } from '../exchange/request-sender.js';
 import { readBody } from '../http1/whole-body.js';
 import { rawHeaderValue } from '../routes/route-rewrite.js';
 import type { Route } from '../routes/route-table.js';
@@ -33,16 +33,17 @@ export interface CompositeTarget {
   form?: RequestForm | undefined;
 }
 
-/** The router's composite bounds (`--composite-*`). */
-export function compositeLimits(proxy: RouterProxy): CompositeLimits {
-  return proxy.limits.composite ?? DEFAULT_COMPOSITE_LIMITS;
+/**
+ * What composites read of the router: its shared parts (exchange/context.ts), their bounds
+ * (`--composite-*`), admission and worker threads (one each per router), and the sender their
+ * members go out through (the dispatcher's).
+ */
+export interface CompositeContext extends Pick<RouterContext, 'limits' | 'clock' | 'buffered' | 'metrics' | 'log' | 'access' | 'requestIds'> {
+  compositeLimits: CompositeLimits;
+  admission: CompositeAdmission;
+  workers: CompositeWorkers;
+  send: RequestSender;
 }
-
-/** The one admission of composite requests per proxy. */
-const admissionOf = oncePer((proxy: RouterProxy) => new CompositeAdmission(compositeLimits(proxy)));
-
-/** The worker threads of the composite requests of a proxy. */
-const workersOf = oncePer((proxy: RouterProxy) => new CompositeWorkers(compositeLimits(proxy).workers, proxy.log));
 
 /**
  * Serves a request for an ensemble or a sequence route (ADR 0035): reads its V2 JSON body, sends
@@ -55,8 +56,8 @@ const workersOf = oncePer((proxy: RouterProxy) => new CompositeWorkers(composite
  * (member requests in all and under way). Never throws for the request's own failures: every one
  * is answered with a catalogue error.
  */
-export function serveComposite(proxy: RouterProxy, req: DownstreamRequest, res: DownstreamResponse, target: CompositeTarget): void {
-  new CompositeRequest(proxy, req, res, target, req instanceof MemberRequest ? req.composite : undefined).start();
+export function serveComposite(ctx: CompositeContext, req: DownstreamRequest, res: DownstreamResponse, target: CompositeTarget): void {
+  new CompositeRequest(ctx, req, res, target, req instanceof MemberRequest ? req.composite : undefined).start();
 }
 
 class CompositeRequest {
@@ -82,19 +83,18 @@ class CompositeRequest {
   private onEnd: ((outcome: MemberOutcome) => void) | undefined;
 
   constructor(
-    private readonly proxy: RouterProxy,
+    private readonly ctx: CompositeContext,
     private readonly req: DownstreamRequest,
     private readonly res: DownstreamResponse,
     private readonly target: CompositeTarget,
     /** Set when this composite is a member of another: it is part of that client request. */
     private readonly parent: CompositeParent | undefined,
   ) {
-    this.started = proxy.clock.now();
-    const given = rawHeaderValue(req.rawHeaders, HEADER_REQUEST_ID);
-    this.requestId = given !== undefined && REQUEST_ID.test(given) ? given : proxy.requestIds.next();
+    this.started = ctx.clock.now();
+    this.requestId = acceptedRequestId(rawHeaderValue(req.rawHeaders, HEADER_REQUEST_ID)) ?? ctx.requestIds.next();
     this.name = publicName(target.modelRoute);
-    this.metrics = CompositeMetrics.for(proxy.metrics);
-    this.codec = workersOf(proxy).port();
+    this.metrics = CompositeMetrics.for(ctx.metrics);
+    this.codec = ctx.workers.port();
   }
 
   start(): void {
@@ -112,8 +112,8 @@ class CompositeRequest {
     // A member request of another composite brings its body: it is neither read nor counted again.
     const given = this.parent?.body ?? null;
     if (given !== null) return this.read(given);
-    const { limits, buffered } = this.proxy;
-    const limit = Math.min(limits.maxBodyBytes, compositeLimits(this.proxy).maxBodyBytes);
+    const { limits, buffered } = this.ctx;
+    const limit = Math.min(limits.maxBodyBytes, this.ctx.compositeLimits.maxBodyBytes);
     const declared = Number(rawHeaderValue(this.req.rawHeaders, 'content-length') ?? '0');
     if (declared > limit) return this.fail(bodyTooLarge(declared, limit));
     if (declared > buffered.available) return this.fail(buffered.fullError());
@@ -134,12 +134,12 @@ class CompositeRequest {
    * its members; false (and answered) when a bound refuses it.
    */
   private admit(): boolean {
-    const ticket = admissionOf(this.proxy).admit(this.req.socket.remoteAddress ?? '');
+    const ticket = this.ctx.admission.admit(this.req.socket.remoteAddress ?? '');
     if (ticket instanceof ModelmuxError) {
       this.fail(ticket);
       return false;
     }
-    const { maxMemberRequests, maxMembersInFlight } = compositeLimits(this.proxy);
+    const { maxMemberRequests, maxMembersInFlight } = this.ctx.compositeLimits;
     this.scope = { slots: new MemberSlots(maxMemberRequests, maxMembersInFlight), ticket, fail: (err) => this.fail(err), ended: () => this.finished };
     return true;
   }
@@ -150,7 +150,7 @@ class CompositeRequest {
    */
   private read(body: Buffer): void {
     const { ensemble, sequence } = this.target.modelRoute.spec;
-    const requestTimeoutMs = this.proxy.limits.requestTimeoutMs;
+    const requestTimeoutMs = this.ctx.limits.requestTimeoutMs;
     const deadlineMs = Math.min(requestTimeoutMs, ensemble?.deadlineMs ?? Number.POSITIVE_INFINITY);
     this.timer = setTimeout(() => this.expire(deadlineMs < requestTimeoutMs ? `the ensemble deadline of ${deadlineMs} ms passed` : `the request deadline of ${deadlineMs} ms passed`), deadlineMs);
     this.coded = true;
@@ -195,7 +195,7 @@ class CompositeRequest {
       let sent = 0;
       void this.send(model, 'infer', body, (at) => (sent = at)).then(async (a) => {
         if (this.finished) return;
-        const seconds = (this.proxy.clock.now() - sent) / 1000;
+        const seconds = (this.ctx.clock.now() - sent) / 1000;
         const r = await this.result(a, 'ensemble_mismatch', i);
         if (this.finished || decided) return;
         this.counted(model, r.ok ? 'ok' : 'failed', seconds);
@@ -240,7 +240,7 @@ class CompositeRequest {
     this.onEnd = (outcome) => this.counted(step.model, outcome, undefined);
     const a = await this.send(step.model, 'infer', body, (at) => (sent = at));
     if (this.finished) return false;
-    const seconds = (this.proxy.clock.now() - sent) / 1000;
+    const seconds = (this.ctx.clock.now() - sent) / 1000;
     const r = await this.result(a, 'sequence_step_failed', n);
     if (this.finished) return false;
     this.onEnd = undefined;
@@ -329,7 +329,7 @@ class CompositeRequest {
           return scope.fail(refused);
         }
         counted = body?.length ?? 0;
-        started?.(this.proxy.clock.now());
+        started?.(this.ctx.clock.now());
         const call: MemberCall = {
           prefix: this.target.route.prefix,
           model,
@@ -341,7 +341,7 @@ class CompositeRequest {
           parent: { scope, releaseSlot: endSlot },
           answerBytes: this.answerBytes,
         };
-        cancelExchange = sendMember(this.proxy, call, (a) => {
+        cancelExchange = sendMember(this.ctx.send, this.ctx.limits.maxResponseBufferBytes, call, (a) => {
           end();
           resolve(a);
         });
@@ -362,9 +362,9 @@ class CompositeRequest {
     const ticket = (this.scope as CompositeScope).ticket;
     const refused = ticket.take(n);
     if (refused !== undefined) return refused;
-    if (!this.proxy.buffered.take(n)) {
+    if (!this.ctx.buffered.take(n)) {
       ticket.release(n);
-      return this.proxy.buffered.fullError();
+      return this.ctx.buffered.fullError();
     }
     this.held += n;
     return undefined;
@@ -374,7 +374,7 @@ class CompositeRequest {
     const m = Math.min(n, this.held);
     this.held -= m;
     this.scope?.ticket.release(m);
-    this.proxy.buffered.release(m);
+    this.ctx.buffered.release(m);
   }
 
   /**
@@ -442,7 +442,7 @@ class CompositeRequest {
   private fail(err: unknown, runningAs: MemberOutcome = 'cancelled'): void {
     if (this.finished) return;
     const e = toModelmuxError(err);
-    if (e.code === 'internal') this.proxy.log.error('composite request failed', { requestId: this.requestId, route: this.name, reason: e.message });
+    if (e.code === 'internal') this.ctx.log.error('composite request failed', { requestId: this.requestId, route: this.name, reason: e.message });
     if (!this.res.headersSent && !this.res.destroyed) {
       const payload: ErrorBody = { error: e.code, message: e.message, requestId: this.requestId };
       const headers = ['content-type', 'application/json', HEADER_REQUEST_ID, this.requestId];
@@ -462,12 +462,12 @@ class CompositeRequest {
     this.unhold(this.held);
     if (this.parent === undefined) this.scope?.ticket.end();
     if (this.coded) void this.codec.call('drop').catch(() => undefined);
-    const ms = this.proxy.clock.now() - this.started;
+    const ms = this.ctx.clock.now() - this.started;
     const prefix = this.target.route.prefix;
-    this.proxy.metrics.forRoute(prefix).answered(status, ms / 1000);
+    this.ctx.metrics.forRoute(prefix).answered(status, ms / 1000);
     const url = this.req.url ?? '/';
     const q = url.indexOf('?');
-    this.proxy.access.request({
+    this.ctx.access.request({
       requestId: this.requestId,
       method: this.req.method ?? 'POST',
       path: q === -1 ? url : url.slice(0, q),

@@ -2,32 +2,23 @@ import { ModelmuxError, toModelmuxError, type ErrorBody, type ErrorCode } from '
 import type { MirrorSpec } from '../../common/model-route.js';
 import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../../common/names.js';
 import type { Lease } from '../placement/balancer.js';
-import { serveComposite } from '../composite/composite-route.js';
 import type { DownstreamRequest, DownstreamResponse } from '../http1/downstream.js';
 import { errorHeaders } from '../http1/error-headers.js';
-import { endToEndFields, scanRequestHeaders } from '../http1/hop-headers.js';
+import { endToEndFields, type ScannedRequestHeaders } from '../http1/hop-headers.js';
 import { fieldValue } from '../http1/http1-syntax.js';
 import type { RetryReason, RouteMetrics, TimeoutPhase } from '../metrics.js';
-import type { RouterProxy } from './proxy.js';
-import { MODEL_HEADERS, parseRequestForm, type RequestForm } from './request-form.js';
+import type { RouterContext } from './context.js';
+import type { SendOptions } from './request-sender.js';
 import { ResponseBacklog } from './response-backlog.js';
 import { ModelRouteMetrics } from '../routes/route-metrics.js';
-import { RouteMirrors } from '../routes/route-mirror.js';
+import type { RequestClass } from '../routes/classify.js';
+import type { RouteMirrors } from '../routes/route-mirror.js';
 import { rewriteForBackend } from '../routes/route-rewrite.js';
 import type { Route } from '../routes/route-table.js';
+import { acceptedRequestId } from '../../common/request-id.js';
+import type { RequestForm } from '../../common/request-grammar.js';
 import { TryAttempts } from './try-attempts.js';
 import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
-
-export interface ExchangeOptions {
-  /** The request is a route's mirror copy (route-mirror.ts): it is not copied again nor counted as the route's. */
-  mirror?: boolean;
-}
-
-/** A client's own request: one shared object, so the hot path allocates none for it. */
-const CLIENT_REQUEST: ExchangeOptions = Object.freeze({});
-
-/** A request id we pass on as given: bounded and printable, so it cannot break a log line. */
-export const REQUEST_ID = /^[A-Za-z0-9._:@=+-]{1,128}$/;
 
 /** Socket failures before any byte of the response (UPSTREAM_CLOSED: upstream-pool.ts). */
 const CONNECTION_FAILURE_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'UPSTREAM_CLOSED']);
@@ -91,85 +82,71 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   /** The request named a split ModelRoute: its public name and the model that serves it. */
   private routed: { route: string; backend: string } | undefined;
   /** Mirrors the request is copied to once its body is in, and how to name them. */
-  private mirrors: { to: MirrorSpec[]; form: RequestForm; prefix: string; rest: string; query: string } | undefined;
+  private mirrors: { to: readonly MirrorSpec[]; form: RequestForm; prefix: string; rest: string; query: string } | undefined;
 
   constructor(
-    proxy: RouterProxy,
+    router: RouterContext,
     private readonly req: DownstreamRequest,
     private readonly res: DownstreamResponse,
-    private readonly options: ExchangeOptions = CLIENT_REQUEST,
+    /** What the dispatcher found the request to be: plain, a split route's, or refused. */
+    private readonly target: RequestClass,
+    private readonly scanned: ScannedRequestHeaders,
+    private readonly routeMirrors: RouteMirrors,
+    private readonly options: SendOptions,
   ) {
-    super(proxy, 'body');
+    super(router, 'body');
   }
 
   start(): void {
-    const { req, res } = this;
+    const { req, res, target, scanned } = this;
     res.on('close', this.onClientClose);
     try {
-      const url = req.url ?? '/';
-      const q = url.indexOf('?');
-      const path = q === -1 ? url : url.slice(0, q);
-      const slash = path.indexOf('/', 1);
-      const prefix = slash === -1 ? path : path.slice(0, slash);
-      const rest = slash === -1 ? '' : path.slice(slash);
-      this.path = path;
-      const scanned = scanRequestHeaders(req.rawHeaders, MODEL_HEADERS);
-      this.requestId = scanned.requestId !== undefined && REQUEST_ID.test(scanned.requestId) ? scanned.requestId : this.proxy.requestIds.next();
-      const route = this.proxy.routes.match(prefix);
-      if (route === undefined) throw new ModelmuxError('route_not_found', `no route serves ${prefix}`);
-      this.route = route;
-      this.routeMetrics = this.proxy.metrics.forRoute(route.prefix);
-      const form = parseRequestForm(req.method ?? 'GET', rest, scanned.modelHeaders);
-      this.model = form.model;
-      this.form = form.form;
-      const limit = this.proxy.limits.maxBodyBytes;
+      this.path = target.path;
+      this.requestId = acceptedRequestId(scanned.requestId) ?? this.router.requestIds.next();
+      if (target.route !== undefined) {
+        this.route = target.route;
+        this.routeMetrics = this.router.metrics.forRoute(target.route.prefix);
+      }
+      if (target.kind === 'refused') throw target.error;
+      if (target.kind !== 'plain' && target.kind !== 'split') throw new ModelmuxError('internal', `a ${target.kind} request reached the exchange`);
+      this.model = target.model;
+      this.form = target.form;
+      const limit = this.router.limits.maxBodyBytes;
       const declared = Number(scanned.contentLength ?? '0');
       if (declared > limit) throw new ModelmuxError('body_too_large', `the body is ${declared} bytes; the limit is ${limit}`);
-      if (declared > this.proxy.buffered.available) throw this.proxy.buffered.fullError();
-      this.upstreamPath = `${rest === '' ? '/' : rest}${q === -1 ? '' : url.slice(q)}`;
+      if (declared > this.router.buffered.available) throw this.router.buffered.fullError();
+      const rest = target.rest === '' ? '/' : target.rest;
+      this.upstreamPath = `${rest}${target.query}`;
       const headers = scanned.forward;
       headers.push(HEADER_REQUEST_ID, this.requestId);
       const peer = req.socket.remoteAddress;
       if (peer !== undefined) headers.push('x-forwarded-for', scanned.forwardedFor === undefined ? peer : `${scanned.forwardedFor}, ${peer}`);
       else if (scanned.forwardedFor !== undefined) headers.push('x-forwarded-for', scanned.forwardedFor);
       // The router's own credential for the repository API (repository-access.ts) stops here.
-      this.headers = form.repository === undefined ? headers : endToEndFields(headers, 'authorization');
-      // One lookup for a plain model; a repository request names models, never routes.
-      if (this.model !== undefined && form.repository === undefined && route.models.has(this.model) && this.resolveRoute(route, form.form, rest, q === -1 ? '' : url.slice(q))) return;
+      this.headers = target.kind === 'plain' && target.repository ? endToEndFields(headers, 'authorization') : headers;
+      if (target.kind === 'split') this.toBackend(target);
     } catch (err) {
       this.fail(err);
       return;
     }
-    const now = this.proxy.clock.now();
+    const now = this.router.clock.now();
     this.bodyStart = now;
     this.bodyAt = now;
-    this.deadlineAt = now + Math.min(this.proxy.limits.bodyIdleTimeoutMs, this.proxy.limits.bodyTimeoutMs);
-    this.proxy.deadlines.add(this);
+    this.deadlineAt = now + Math.min(this.router.limits.bodyIdleTimeoutMs, this.router.limits.bodyTimeoutMs);
+    this.router.deadlines.add(this);
     req.on('data', this.onBodyData);
     req.on('end', this.onBodyEnd);
   }
 
   /**
-   * The model is a ModelRoute's public name: the request goes to the backend the route picks,
-   * named so in its path or model header, as the replica must see it (route-rewrite.ts).
-   * True when the name is an ensemble or a sequence, which then has the request (composite-route.ts).
+   * The model is a split ModelRoute's public name: the request goes to the backend the route
+   * picked, named so in its path or model header, as the replica must see it (route-rewrite.ts),
+   * and is copied to the mirrors it was sampled for once its body is in.
    */
-  private resolveRoute(route: Route, form: RequestForm, rest: string, query: string): boolean {
-    const r = route.models.resolve(this.model as string, this.req.rawHeaders);
-    if (r.kind !== 'model') {
-      // An ensemble or sequence answers the request itself (ADR 0035): this exchange ends here.
-      this.phase = 'done';
-      serveComposite(this.proxy, this.req, this.res, { route, modelRoute: r.route, form });
-      return true;
-    }
-    this.routed = { route: r.routes[0] as string, backend: r.model };
-    this.model = r.model;
-    this.upstreamPath = `${rewriteForBackend(form, rest === '' ? '/' : rest, this.headers, r.model)}${query}`;
-    // Only inference is copied: a metadata or readiness read tells a shadow model nothing.
-    if (this.options.mirror === true || r.mirrors.length === 0 || this.req.method !== 'POST') return false;
-    const to = route.models.sampleMirrors(r.mirrors);
-    if (to.length > 0) this.mirrors = { to, form, prefix: route.prefix, rest, query };
-    return false;
+  private toBackend(target: Extract<RequestClass, { kind: 'split' }>): void {
+    this.routed = { route: target.routeName, backend: target.model };
+    this.upstreamPath = `${rewriteForBackend(target.form, target.rest === '' ? '/' : target.rest, this.headers, target.model)}${target.query}`;
+    if (target.mirrors.length > 0) this.mirrors = { to: target.mirrors, form: target.form, prefix: target.prefix, rest: target.rest, query: target.query };
   }
 
   /** Copies the request to its mirrors, the client's request already on its way (route-mirror.ts). */
@@ -180,7 +157,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     for (const mirror of m.to) {
       const rawHeaders = [...this.req.rawHeaders];
       const path = rewriteForBackend(m.form, m.rest, rawHeaders, mirror.model);
-      RouteMirrors.for(this.proxy).send({
+      this.routeMirrors.send({
         route: this.routed.route,
         model: mirror.model,
         method: this.req.method ?? 'POST',
@@ -196,13 +173,13 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
 
   private readonly onBodyData = (chunk: Buffer): void => {
     if (this.phase !== 'body') return;
-    const limits = this.proxy.limits;
-    const now = this.proxy.clock.now();
+    const limits = this.router.limits;
+    const now = this.router.clock.now();
     this.bodyAt = now;
     this.deadlineAt = Math.min(this.bodyStart + limits.bodyTimeoutMs, now + limits.bodyIdleTimeoutMs);
     this.size += chunk.length;
     if (this.size > limits.maxBodyBytes) return this.fail(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
-    if (!this.proxy.buffered.take(chunk.length)) return this.fail(this.proxy.buffered.fullError());
+    if (!this.router.buffered.take(chunk.length)) return this.fail(this.router.buffered.fullError());
     this.budgeted += chunk.length;
     this.chunks.push(chunk);
   };
@@ -214,7 +191,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
       this.chunks = [];
       // Like Envoy's route timeout, the request deadline starts once the request is in: the
       // body had its own.
-      this.requestDeadline = this.proxy.clock.now() + this.proxy.limits.requestTimeoutMs;
+      this.requestDeadline = this.router.clock.now() + this.router.limits.requestTimeoutMs;
       this.deadlineAt = this.requestDeadline;
       this.place();
       if (this.mirrors !== undefined) this.sendMirrors();
@@ -282,7 +259,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     balancer.unwatch(this.lease as Lease, this);
     this.adaptivePending = false;
     this.deadlineAt = this.requestDeadline;
-    const ms = this.proxy.clock.now() - this.tryStart;
+    const ms = this.router.clock.now() - this.tryStart;
     (this.routeMetrics as RouteMetrics).upstreamLatency(ms / 1000);
     // 502 and 504 come from something between router and replica; the replica sends neither.
     const gateway = statusCode === 502 || statusCode === 504;
@@ -321,13 +298,13 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     if (this.phase !== 'responding') return;
     const accepted = this.res.write(chunk);
     if (accepted && this.backlog?.isBehind !== true) return;
-    const backlog = (this.backlog ??= new ResponseBacklog(this.proxy.buffered, this.proxy.limits.maxResponseBufferBytes));
+    const backlog = (this.backlog ??= new ResponseBacklog(this.router.buffered, this.router.limits.maxResponseBufferBytes));
     const wasBehind = backlog.isBehind;
     const pause = backlog.wrote(chunk.length, accepted);
     if (!wasBehind) this.watchDrain(backlog);
     if (pause && this.holdUntil === Number.POSITIVE_INFINITY) {
       controller.pause();
-      this.holdUntil = this.proxy.clock.now() + this.proxy.limits.slowReaderTimeoutMs;
+      this.holdUntil = this.router.clock.now() + this.router.limits.slowReaderTimeoutMs;
       this.deadlineAt = Math.min(this.requestDeadline, this.holdUntil);
     }
   }
@@ -387,8 +364,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
 
   expire(): void {
     try {
-      const limits = this.proxy.limits;
-      const now = this.proxy.clock.now();
+      const limits = this.router.limits;
+      const now = this.router.clock.now();
       if (this.phase === 'body') {
         const idle = now - this.bodyAt >= limits.bodyIdleTimeoutMs;
         this.timedOut(idle ? 'body_idle' : 'body_total');
@@ -411,12 +388,12 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   }
 
   private timedOut(phase: TimeoutPhase): void {
-    if (this.phase !== 'done') this.proxy.metrics.timedOut(phase);
+    if (this.phase !== 'done') this.router.metrics.timedOut(phase);
   }
 
   /** The body's bytes are no longer held for the request. */
   private releaseBody(): void {
-    this.proxy.buffered.release(this.budgeted);
+    this.router.buffered.release(this.budgeted);
     this.budgeted = 0;
   }
 
@@ -440,8 +417,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     } catch {
       // fail itself threw: fall through and cut the connection.
     }
-    this.proxy.log.error('unhandled request error', { requestId: this.requestId, reason: err instanceof Error ? err.message : String(err) });
-    this.proxy.deadlines.remove(this);
+    this.router.log.error('unhandled request error', { requestId: this.requestId, reason: err instanceof Error ? err.message : String(err) });
+    this.router.deadlines.remove(this);
     this.releaseBody();
     if (!this.dispatched) this.endTry();
     this.res.destroy();
@@ -453,7 +430,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     const was = this.markDone();
     const e = toModelmuxError(err);
     this.error = e.code;
-    if (e.code === 'buffer_full') this.proxy.metrics.rejected('buffered_bytes');
+    if (e.code === 'buffer_full') this.router.metrics.rejected('buffered_bytes');
     // The pool then calls onResponseError, which gives the slot back.
     if (this.controller !== undefined) this.controller.abort(e);
     else if (!this.dispatched) this.endTry();
@@ -469,19 +446,19 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
       if (!res.headersSent) this.status = e.status;
       res.destroy();
     }
-    if (e.code === 'internal' || was === 'responding') this.proxy.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
+    if (e.code === 'internal' || was === 'responding') this.router.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
     this.finish();
   }
 
   private finish(): void {
     this.phase = 'done';
-    this.proxy.deadlines.remove(this);
+    this.router.deadlines.remove(this);
     this.releaseBody();
-    const ms = this.proxy.clock.now() - this.started;
+    const ms = this.router.clock.now() - this.started;
     if (this.routeMetrics !== undefined) this.routeMetrics.answered(this.status, ms / 1000);
-    else this.proxy.metrics.forRoute('none').answered(this.status, ms / 1000);
-    if (this.routed !== undefined && this.options.mirror !== true) ModelRouteMetrics.for(this.proxy.metrics).answered(this.routed.route, this.routed.backend, this.status);
-    this.proxy.access.request({
+    else this.router.metrics.forRoute('none').answered(this.status, ms / 1000);
+    if (this.routed !== undefined && this.options.mirror !== true) ModelRouteMetrics.for(this.router.metrics).answered(this.routed.route, this.routed.backend, this.status);
+    this.router.access.request({
       requestId: this.requestId,
       method: this.req.method ?? 'GET',
       path: this.path,

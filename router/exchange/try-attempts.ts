@@ -1,7 +1,7 @@
 import { NO_EXCLUDE, type AcquireResult, type Lease, type TryWatcher } from '../placement/balancer.js';
 import type { Expiring } from './deadlines.js';
 import type { RetryReason, RouteMetrics } from '../metrics.js';
-import type { RouterProxy } from './proxy.js';
+import type { RouterContext } from './context.js';
 import type { Route } from '../routes/route-table.js';
 import { adaptiveTryTimeoutMs } from './try-timeout.js';
 
@@ -49,10 +49,10 @@ export abstract class TryAttempts implements Expiring, TryWatcher {
   protected waitedMs: number | undefined;
 
   constructor(
-    protected readonly proxy: RouterProxy,
+    protected readonly router: RouterContext,
     protected phase: ExchangePhase,
   ) {
-    this.started = proxy.clock.now();
+    this.started = router.clock.now();
   }
 
   abstract expire(): void;
@@ -122,8 +122,8 @@ export abstract class TryAttempts implements Expiring, TryWatcher {
 
   /** Starts the try's clocks: its adaptive timeout, its cap, and the sweep's next deadline. */
   protected timeTry(lease: Lease): void {
-    const now = this.proxy.clock.now();
-    const policy = this.proxy.tryTimeouts;
+    const now = this.router.clock.now();
+    const policy = this.router.tryTimeouts;
     // A try that loads its model takes what the load takes: only a warm one is judged by latency.
     const timeout = lease.warm ? adaptiveTryTimeoutMs((this.route as Route).balancer.recentP99(lease.model), policy) : policy.capMs;
     (this.routeMetrics as RouteMetrics).tryTimeoutSet(timeout);
@@ -149,7 +149,7 @@ export abstract class TryAttempts implements Expiring, TryWatcher {
    * in placement, and within the route's retry budget, which this takes a retry from.
    */
   protected mayRetry(): boolean {
-    if (this.tries > this.proxy.limits.maxRetries) return false;
+    if (this.tries > this.router.limits.maxRetries) return false;
     const taken = (this.route as Route).balancer.takeRetry(this.replica as string, this.exclude);
     if (taken === 'budget_spent') (this.routeMetrics as RouteMetrics).retryRefused();
     return taken === 'taken';
@@ -161,7 +161,7 @@ export abstract class TryAttempts implements Expiring, TryWatcher {
     const ms = (this.route as Route).balancer.reportTry(replica, this.model, outcome);
     if (ms === 0) return;
     (this.routeMetrics as RouteMetrics).ejected(outcome);
-    this.proxy.log.warn('replica ejected', { route: (this.route as Route).prefix, replica, outcome, ejectedMs: ms });
+    this.router.log.warn('replica ejected', { route: (this.route as Route).prefix, replica, outcome, ejectedMs: ms });
   }
 
   /** Sends the request to another replica; the retry was granted by `mayRetry`. */
@@ -171,7 +171,7 @@ export abstract class TryAttempts implements Expiring, TryWatcher {
     this.adaptivePending = false;
     this.deadlineAt = this.requestDeadline;
     // A try given up by its deadline was taken out of the sweep: the request deadline goes on.
-    this.proxy.deadlines.add(this);
+    this.router.deadlines.add(this);
     (this.routeMetrics as RouteMetrics).retried(reason);
     this.exclude = new Set([...this.exclude, replica]);
     this.endTry();
@@ -197,6 +197,6 @@ export abstract class TryAttempts implements Expiring, TryWatcher {
     }
     balancer.watch(lease, this);
     this.deadlineAt = Math.min(this.requestDeadline, this.tryCapAt);
-    this.proxy.deadlines.add(this);
+    this.router.deadlines.add(this);
   }
 }

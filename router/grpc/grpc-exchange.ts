@@ -7,11 +7,11 @@ import type { UnaryCall } from '../../common/grpc/unary-call.js';
 import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../../common/names.js';
 import { versionedModel } from '../../common/request-grammar.js';
 import type { Lease } from '../placement/balancer.js';
-import { REQUEST_ID } from '../exchange/exchange.js';
 import { addressedTo } from './grpc-head.js';
 import type { GrpcUpstreams } from './grpc-upstreams.js';
 import type { RetryReason, RouteMetrics } from '../metrics.js';
-import type { RouterProxy } from '../exchange/proxy.js';
+import type { RouterContext } from '../exchange/context.js';
+import { acceptedRequestId } from '../../common/request-id.js';
 import { ModelRouteMetrics } from '../routes/route-metrics.js';
 import type { Route } from '../routes/route-table.js';
 import { TryAttempts } from '../exchange/try-attempts.js';
@@ -27,7 +27,7 @@ export const GRPC_ROUTE_METADATA = 'x-modelmux-route';
 
 /** What every gRPC exchange of one server shares: the HTTP side's routes, limits and metrics, and the replicas' channels. */
 export interface GrpcContext {
-  proxy: RouterProxy;
+  router: RouterContext;
   upstreams: GrpcUpstreams;
 }
 
@@ -92,19 +92,19 @@ export class GrpcExchange extends TryAttempts {
     private readonly method: ForwardedMethod,
     private readonly call: UnaryCall,
   ) {
-    super(ctx.proxy, 'waiting');
+    super(ctx.router, 'waiting');
   }
 
   start(): void {
-    const { proxy } = this.ctx;
+    const { router } = this.ctx;
     const call = this.call;
     call.onCancel(this.onCancelled);
     try {
       const given = call.metadataValue(HEADER_REQUEST_ID);
-      this.requestId = given !== undefined && REQUEST_ID.test(given) ? given : proxy.requestIds.next();
+      this.requestId = acceptedRequestId(given) ?? router.requestIds.next();
       const route = this.selectRoute();
       this.route = route;
-      this.routeMetrics = proxy.metrics.forRoute(route.prefix);
+      this.routeMetrics = router.metrics.forRoute(route.prefix);
       const raw = call.message;
       // The replicas' own rule of which messages are valid, so the router forwards none they would
       // refuse, and none whose decode would cost a replica more than its bytes (ADR 0039).
@@ -116,7 +116,7 @@ export class GrpcExchange extends TryAttempts {
       // One lookup for a plain model, as over HTTP.
       const message = this.model !== undefined && route.models.has(this.model) ? this.resolveRoute(route, raw) : raw;
       if (message !== raw) {
-        if (!proxy.buffered.take(message.length)) throw proxy.buffered.fullError();
+        if (!router.buffered.take(message.length)) throw router.buffered.fullError();
         this.budgeted = message.length;
       }
       this.message = message;
@@ -126,10 +126,10 @@ export class GrpcExchange extends TryAttempts {
       const forwardedFor = call.metadataValue('x-forwarded-for');
       md.set('x-forwarded-for', forwardedFor === undefined ? call.client : `${forwardedFor}, ${call.client}`);
       this.metadata = md;
-      const now = proxy.clock.now();
-      this.requestDeadline = now + Math.min(proxy.limits.requestTimeoutMs, Math.max(0, call.deadlineAt - Date.now()));
+      const now = router.clock.now();
+      this.requestDeadline = now + Math.min(router.limits.requestTimeoutMs, Math.max(0, call.deadlineAt - Date.now()));
       this.deadlineAt = this.requestDeadline;
-      proxy.deadlines.add(this);
+      router.deadlines.add(this);
       this.place();
     } catch (err) {
       this.fail(err);
@@ -152,7 +152,7 @@ export class GrpcExchange extends TryAttempts {
   }
 
   private selectRoute(): Route {
-    const routes = this.ctx.proxy.routes;
+    const routes = this.router.routes;
     const named = this.call.metadataValue(GRPC_ROUTE_METADATA);
     if (named !== undefined) {
       const prefix = named.startsWith('/') ? named : `/${named}`;
@@ -243,7 +243,7 @@ export class GrpcExchange extends TryAttempts {
     try {
       if (this.phase !== 'upstream') return this.endTry();
       if (this.abandoning !== undefined) return this.retry(this.abandoning);
-      const ms = this.ctx.proxy.clock.now() - this.tryStart;
+      const ms = this.router.clock.now() - this.tryStart;
       if (s.code === GrpcStatus.UNAVAILABLE) {
         const { code, refused } = upstreamError(s);
         if (code === undefined) return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${replica} failed: ${s.details}`), refused ? 'refused' : 'failed');
@@ -253,7 +253,7 @@ export class GrpcExchange extends TryAttempts {
       } else if (s.code === GrpcStatus.DEADLINE_EXCEEDED && catalogueCode(s.metadata.get(ERROR_CODE_TRAILER)[0]) === undefined) {
         // grpc-js ended the try at its deadline (the sweep had not yet): the replica did not answer in time.
         this.report('failed');
-        this.ctx.proxy.metrics.timedOut(this.tryCapAt < this.requestDeadline ? 'upstream' : 'request');
+        this.router.metrics.timedOut(this.tryCapAt < this.requestDeadline ? 'upstream' : 'request');
         this.endTry();
         return this.fail(new ModelmuxError('timeout', `replica ${replica} did not answer in time`));
       } else {
@@ -298,14 +298,14 @@ export class GrpcExchange extends TryAttempts {
 
   expire(): void {
     try {
-      const now = this.ctx.proxy.clock.now();
+      const now = this.router.clock.now();
       if (this.phase === 'waiting') {
-        this.ctx.proxy.metrics.timedOut('request');
+        this.router.metrics.timedOut('request');
         return this.fail(new ModelmuxError('timeout', 'no replica slot freed up before the request deadline'));
       }
       if (this.phase === 'upstream' && this.adaptivePending && this.tryDeadline < this.requestDeadline && now < this.tryCapAt) return this.tryTimedOut();
       if (this.phase !== 'upstream') return;
-      this.ctx.proxy.metrics.timedOut(this.deadlineAt < this.requestDeadline ? 'upstream' : 'request');
+      this.router.metrics.timedOut(this.deadlineAt < this.requestDeadline ? 'upstream' : 'request');
       this.fail(new ModelmuxError('timeout', `replica ${this.replica ?? '?'} did not answer in time`));
     } catch (err) {
       this.fail(err);
@@ -329,7 +329,7 @@ export class GrpcExchange extends TryAttempts {
     this.endTry();
     upstream?.cancel();
     this.grpcCode = grpcStatus(e.code);
-    if (e.code === 'internal') this.ctx.proxy.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
+    if (e.code === 'internal') this.router.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
     try {
       const trailers = new Metadata();
       trailers.set(HEADER_REQUEST_ID, this.requestId);
@@ -338,23 +338,23 @@ export class GrpcExchange extends TryAttempts {
       this.call.fail(g.code, g.details, g.metadata);
     } catch (again) {
       // The last guard: the call is answered whatever broke, never left to its deadline.
-      this.ctx.proxy.log.error('unhandled gRPC call error', { requestId: this.requestId, reason: again instanceof Error ? again.message : String(again) });
+      this.router.log.error('unhandled gRPC call error', { requestId: this.requestId, reason: again instanceof Error ? again.message : String(again) });
       this.call.fail(GrpcStatus.INTERNAL, 'unexpected router error');
     }
     this.finish();
   }
 
   private finish(): void {
-    const proxy = this.ctx.proxy;
-    proxy.deadlines.remove(this);
-    proxy.buffered.release(this.budgeted);
+    const router = this.router;
+    router.deadlines.remove(this);
+    router.buffered.release(this.budgeted);
     this.budgeted = 0;
-    const ms = proxy.clock.now() - this.started;
+    const ms = router.clock.now() - this.started;
     const route = this.route === undefined ? 'none' : this.route.prefix;
-    proxy.metrics.grpcRequests.labels({ route, method: this.method, code: GrpcStatus[this.grpcCode] ?? String(this.grpcCode) }).inc();
-    proxy.metrics.grpcRequestDuration.labels({ route, method: this.method }).observe(ms / 1000);
-    if (this.routed !== undefined) ModelRouteMetrics.for(proxy.metrics).answered(this.routed.route, this.routed.backend, this.httpStatus);
-    proxy.access.request({
+    router.metrics.grpcRequests.labels({ route, method: this.method, code: GrpcStatus[this.grpcCode] ?? String(this.grpcCode) }).inc();
+    router.metrics.grpcRequestDuration.labels({ route, method: this.method }).observe(ms / 1000);
+    if (this.routed !== undefined) ModelRouteMetrics.for(router.metrics).answered(this.routed.route, this.routed.backend, this.httpStatus);
+    router.access.request({
       requestId: this.requestId,
       method: 'GRPC',
       path: `/inference.GRPCInferenceService/${this.method}`,

@@ -23,7 +23,7 @@ export class RouterGrpcServer {
   private readonly server: UnaryServer;
 
   constructor(ctx: GrpcContext, flags: GrpcFlags, isReady: () => boolean, log: Logger) {
-    const { proxy } = ctx;
+    const { router } = ctx;
     const own = (method: 'ServerLive' | 'ServerReady', value: () => unknown): UnaryHandler => (call) => call.answer(encodeResponse(method, value()));
     const methods = new Map<string, UnaryHandler>([
       [`${SERVICE_PATH}ServerLive`, own('ServerLive', () => ({ live: true }))],
@@ -43,18 +43,18 @@ export class RouterGrpcServer {
     this.server = new UnaryServer({
       methods,
       limits: grpcServerLimits(flags),
-      budget: proxy.buffered,
+      budget: router.buffered,
       portFlag: '--grpc-port',
       events: {
         refused: (reason, client) => {
-          if (reason !== 'resets') return proxy.metrics.rejected(reason);
-          proxy.metrics.rejected('resets');
+          if (reason !== 'resets') return router.metrics.rejected(reason);
+          router.metrics.rejected('resets');
           log.warn('gRPC client over its reset budget; its connections are closed', { client, maxResets: flags.grpcMaxResetsPerClient });
         },
-        timedOut: (phase) => proxy.metrics.timedOut(phase === 'write' ? 'downstream_write' : phase === 'message_idle' ? 'body_idle' : 'body_total'),
+        timedOut: (phase) => router.metrics.timedOut(phase === 'write' ? 'downstream_write' : phase === 'message_idle' ? 'body_idle' : 'body_total'),
         callRefused: (method, code, err) => {
-          if (err?.code === 'buffer_full') proxy.metrics.rejected('buffered_bytes');
-          proxy.metrics.grpcRequests.labels({ route: 'none', method, code: grpcStatusName(code) }).inc();
+          if (err?.code === 'buffer_full') router.metrics.rejected('buffered_bytes');
+          router.metrics.grpcRequests.labels({ route: 'none', method, code: grpcStatusName(code) }).inc();
         },
       },
     });

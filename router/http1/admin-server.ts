@@ -7,7 +7,7 @@ import { deadlineResolutionMs } from '../exchange/deadlines.js';
 import { listenOn } from './listen.js';
 import type { DownstreamResponse } from './downstream.js';
 import type { RouterMetrics } from '../metrics.js';
-import type { RouterProxy } from '../exchange/proxy.js';
+import type { RequestDispatcher } from '../exchange/dispatch.js';
 import { REPOSITORY_OPEN } from '../routes/repository-access.js';
 import { guardRequest, json, MAX_HEAD_BYTES, type OwnPath } from './server.js';
 
@@ -20,7 +20,7 @@ export const ADMIN_MAX_CONNECTIONS = 64;
 export interface AdminTimeouts {
   headersTimeoutMs: number;
   keepAliveTimeoutMs: number;
-  /** node:http's stop for a whole request, head and body (the body's own bounds are the proxy's). */
+  /** node:http's stop for a whole request, head and body (the body's own bounds are the dispatcher's). */
   bodyTimeoutMs: number;
   writeTimeoutMs: number;
 }
@@ -44,7 +44,7 @@ export class AdminServer {
   private readonly server: Server;
   private readonly connections: ClientConnections;
 
-  constructor(own: OwnEndpoints, proxy: RouterProxy, metrics: RouterMetrics, log: Logger, timeouts: AdminTimeouts) {
+  constructor(own: OwnEndpoints, dispatcher: RequestDispatcher, metrics: RouterMetrics, log: Logger, timeouts: AdminTimeouts) {
     const { headersTimeoutMs, keepAliveTimeoutMs, bodyTimeoutMs, writeTimeoutMs } = timeouts;
     const sweepMs = deadlineResolutionMs(Math.min(headersTimeoutMs, keepAliveTimeoutMs, writeTimeoutMs));
     const clientErrors = new ClientErrors();
@@ -58,7 +58,7 @@ export class AdminServer {
           const path = q === -1 ? url : url.slice(0, q);
           if (req.method === 'GET' && OWN_PATHS.has(path)) return own.answerOwn(path as OwnPath, res);
           const slash = path.indexOf('/', 1);
-          if (slash !== -1 && path.startsWith('/v2/repository/', slash)) return proxy.handle(req, res, REPOSITORY_OPEN);
+          if (slash !== -1 && path.startsWith('/v2/repository/', slash)) return dispatcher.handle(req, res, REPOSITORY_OPEN);
           json(res, 404, { error: 'not_found', message: `no ${req.method ?? 'GET'} ${path} on the admin port: it serves GET /healthz, /readyz, /metrics, /routes and POST /<route>/v2/repository/…` });
         } catch (err) {
           guardRequest(log, err, res);

@@ -9,7 +9,7 @@ import type { DownstreamRequest, DownstreamResponse } from './downstream.js';
 import { FastPath } from './fast-path.js';
 import { listenOn } from './listen.js';
 import type { RouterMetrics } from '../metrics.js';
-import type { RouterProxy } from '../exchange/proxy.js';
+import type { RequestDispatcher } from '../exchange/dispatch.js';
 import type { RepositoryAccess } from '../routes/repository-access.js';
 import type { RouteTable } from '../routes/route-table.js';
 
@@ -38,7 +38,7 @@ export type OwnPath = '/healthz' | '/readyz' | '/metrics' | '/routes';
 
 /**
  * The router's public HTTP server: `/healthz` and `/readyz` (load balancers probe them) and
- * everything else through the proxy, where the model repository API is refused unless
+ * everything else through the dispatcher, where the model repository API is refused unless
  * `repository` admits the caller. `/metrics`, `/routes` and the open repository API are the
  * admin port's (admin-server.ts), which answers them through `answerOwn`. Route prefixes are one
  * lowercase segment, so `healthz` and `readyz` are reserved.
@@ -53,7 +53,7 @@ export class RouterServer {
   private discoveryReady = false;
 
   constructor(
-    private readonly proxy: RouterProxy,
+    private readonly dispatcher: RequestDispatcher,
     private readonly repository: RepositoryAccess,
     private readonly routes: RouteTable,
     private readonly metrics: RouterMetrics,
@@ -146,7 +146,7 @@ export class RouterServer {
         const path = q === -1 ? url : url.slice(0, q);
         if (path === '/healthz' || path === '/readyz') return void this.answerOwn(path, res);
       }
-      this.proxy.handle(req, res, this.repository);
+      this.dispatcher.handle(req, res, this.repository);
     } catch (err) {
       guardRequest(this.log, err, res);
     }
@@ -170,7 +170,7 @@ export class RouterServer {
         this.metrics.replicas.set({ route: r.prefix }, r.balancer.replicaNames().length);
       }
       this.metrics.clientConnections.set(this.connections.size);
-      this.metrics.bufferedBytes.set(this.proxy.buffered.used);
+      this.metrics.bufferedBytes.set(this.dispatcher.context.buffered.used);
       const text = await this.metrics.registry.metrics();
       res.writeHead(200, ['content-type', this.metrics.registry.contentType]).end(text);
       return;
@@ -181,7 +181,7 @@ export class RouterServer {
   }
 }
 
-/** The proxy answers its own errors; this is the last guard so no request kills the process. */
+/** The dispatcher answers a request's own errors; this is the last guard so no request kills the process. */
 export function guardRequest(log: Logger, err: unknown, res: DownstreamResponse): void {
   log.error('unhandled request error', { reason: err instanceof Error ? err.message : String(err) });
   if (!res.headersSent) json(res, 500, { error: 'internal', message: 'unexpected router error' });

@@ -1,5 +1,5 @@
 import { ModelmuxError, toModelmuxError, type ErrorBody } from '../../common/errors.js';
-import { matchRequest, parseRequest } from '../../common/request-grammar.js';
+import { parseRequest } from '../../common/request-grammar.js';
 import type { Clock } from '../../common/clock.js';
 import { HEADER_REQUEST_ID } from '../../common/names.js';
 import type { AccessLog } from '../exchange/access-log.js';
@@ -7,17 +7,20 @@ import type { ByteBudget } from '../../common/byte-budget.js';
 import type { DownstreamRequest, DownstreamResponse } from '../http1/downstream.js';
 import { errorHeaders } from '../http1/error-headers.js';
 import type { RouterMetrics } from '../metrics.js';
+import type { RequestClass } from './classify.js';
 import type { RepositoryAccess } from './repository-access.js';
 import type { RequestIds } from '../exchange/request-id.js';
 import { indexRequestSchema, indexSchema, type IndexEntry } from '../../common/repository-index.js';
 import { mergeIndexes } from './repository-merge.js';
-import type { Route, RouteTable } from './route-table.js';
+import type { Route } from './route-table.js';
 import type { UpstreamController, UpstreamPool } from '../exchange/upstream-pool.js';
 import { readBody, type BodyLimits } from '../http1/whole-body.js';
 
-/** What the fan-out needs of the proxy (router/exchange/proxy.ts). */
+/** A repository call as the dispatcher classified it. */
+export type RepositoryCall = Extract<RequestClass, { kind: 'repository' }>;
+
+/** What the fan-out needs of the router (router/exchange/context.ts). */
 export interface FanoutContext {
-  routes: RouteTable;
   limits: BodyLimits & { tryTimeoutMs: number };
   buffered: ByteBudget;
   metrics: RouterMetrics;
@@ -41,21 +44,10 @@ export interface FanoutContext {
  * the store lacks, is a success with no effect, as on a replica: afterwards it is not loaded,
  * which is what was asked.
  *
- * Returns false when the request is not a call of the extension to a known route, or is an
- * admitted load (the exchange takes it).
+ * Returns false for an admitted load (the exchange takes it).
  */
-export function answerRepositoryFanout(ctx: FanoutContext, req: DownstreamRequest, res: DownstreamResponse, access: RepositoryAccess): boolean {
-  const url = req.url ?? '/';
-  if (req.method !== 'POST' || !url.includes('/v2/repository/')) return false;
-  const q = url.indexOf('?');
-  const path = q === -1 ? url : url.slice(0, q);
-  const slash = path.indexOf('/', 1);
-  if (slash === -1) return false;
-  const rest = path.slice(slash);
-  const call = matchRequest('POST', rest)?.repository;
-  if (call === undefined) return false;
-  const route = ctx.routes.match(path.slice(0, slash));
-  if (route === undefined) return false;
+export function answerRepository(ctx: FanoutContext, req: DownstreamRequest, res: DownstreamResponse, target: RepositoryCall, access: RepositoryAccess): boolean {
+  const { route, call, path, rest } = target;
   const refused = access.refusal(req.rawHeaders);
   if (refused === undefined && call === 'load') return false;
   const started = ctx.clock.now();

@@ -1,9 +1,8 @@
 import { ModelmuxError } from '../../common/errors.js';
-import { oncePer } from '../../common/once-per.js';
 import type { DownstreamResponse } from '../http1/downstream.js';
 import { MemberRequest } from '../composite/composite-member.js';
-import { Exchange } from '../exchange/exchange.js';
-import type { RouterProxy } from '../exchange/proxy.js';
+import type { RouterContext } from '../exchange/context.js';
+import type { RequestSender } from '../exchange/request-sender.js';
 import { ModelRouteMetrics, routeOutcome } from './route-metrics.js';
 import { DEFAULT_MIRROR_MAX_IN_FLIGHT } from './route-split.js';
 
@@ -23,8 +22,8 @@ export interface MirrorCopy {
 }
 
 /**
- * Sends mirror copies through the router's own Exchange (placement, retries, timeouts, the
- * byte budget) into a response that only measures and discards. The client's request never
+ * Sends mirror copies through the router (placement, retries, timeouts, the byte budget: the
+ * dispatcher's `send`) into a response that only measures and discards. The client's request never
  * waits for a copy or sees its fate: a copy starts after the client's body is in, is dropped
  * when `maxInFlight` copies are under way, and its answer or failure ends here.
  */
@@ -32,12 +31,13 @@ export class RouteMirrors {
   private inFlight = 0;
   private readonly metrics: ModelRouteMetrics;
 
-  private constructor(private readonly proxy: RouterProxy) {
-    this.metrics = ModelRouteMetrics.for(proxy.metrics);
+  /** One per router (the dispatcher's): its in-flight count bounds all its copies. */
+  constructor(
+    private readonly router: Pick<RouterContext, 'limits' | 'clock' | 'metrics' | 'log'>,
+    private readonly sendRequest: RequestSender,
+  ) {
+    this.metrics = ModelRouteMetrics.for(router.metrics);
   }
-
-  /** The one sender of `proxy`, whose in-flight count bounds all its copies. */
-  static readonly for = oncePer((proxy: RouterProxy) => new RouteMirrors(proxy));
 
   /** Copies under way now. */
   get active(): number {
@@ -45,24 +45,24 @@ export class RouteMirrors {
   }
 
   send(copy: MirrorCopy): void {
-    if (this.inFlight >= (this.proxy.limits.mirrorMaxInFlight ?? DEFAULT_MIRROR_MAX_IN_FLIGHT)) {
+    if (this.inFlight >= (this.router.limits.mirrorMaxInFlight ?? DEFAULT_MIRROR_MAX_IN_FLIGHT)) {
       this.metrics.mirrorEnded(copy.route, copy.model, 'dropped');
       return;
     }
     this.inFlight++;
-    const started = this.proxy.clock.now();
+    const started = this.router.clock.now();
     const res = new DiscardedResponse((status) => {
       this.inFlight--;
-      this.metrics.mirrorEnded(copy.route, copy.model, status === undefined ? 'error' : routeOutcome(status), (this.proxy.clock.now() - started) / 1000);
+      this.metrics.mirrorEnded(copy.route, copy.model, status === undefined ? 'error' : routeOutcome(status), (this.router.clock.now() - started) / 1000);
     });
     const req = new MemberRequest(copy.method, copy.url, copy.rawHeaders, copy.remoteAddress);
     try {
-      new Exchange(this.proxy, req, res, { mirror: true }).start();
+      this.sendRequest(req, res, { mirror: true });
       req.deliver(copy.body);
     } catch (err) {
-      // Exchange answers its own failures; this only keeps a copy's bug away from the client's request.
+      // The router answers a copy's own failures; this only keeps a copy's bug away from the client's request.
       res.destroy();
-      this.proxy.log.error('mirror copy failed', { route: copy.route, mirror: copy.model, reason: err instanceof ModelmuxError ? err.code : String(err) });
+      this.router.log.error('mirror copy failed', { route: copy.route, mirror: copy.model, reason: err instanceof ModelmuxError ? err.code : String(err) });
     }
   }
 }

@@ -1,5 +1,5 @@
 import { MODEL_HEADERS } from '../../common/request-grammar.js';
-import type { RequestForm } from '../exchange/request-form.js';
+import type { RequestForm } from '../../common/request-grammar.js';
 
 /**
  * A routed request carries the backend's model id to the replica where the client wrote the

@@ -1,8 +1,11 @@
 import { ModelmuxError } from '../../../common/errors.js';
 import { parseModelId } from '../../../common/model-id.js';
 import { endToEndFields, scanRequestHeaders } from '../../../router/http1/hop-headers.js';
-import { MODEL_HEADERS, parseRequestForm } from '../../../router/exchange/request-form.js';
+import { MODEL_HEADERS, parseRequest, type HeaderBag } from '../../../common/request-grammar.js';
 import { parseStaticRoutes } from '../../../router/discovery/static-discovery.js';
+
+/** The grammar as the router reads a request's target: `rest` is the path below the route prefix, '' its root. */
+const parseRequestForm = (method: string, rest: string, headers: HeaderBag) => parseRequest(method, rest === '' ? '/' : rest, headers);
 
 function codeOf(fn: () => unknown): string | undefined {
   try {

@@ -1,4 +1,4 @@
-import { REQUEST_ID } from '../../../router/exchange/exchange.js';
+import { REQUEST_ID } from '../../../common/request-id.js';
 import { RequestIds } from '../../../router/exchange/request-id.js';
 
 describe('RequestIds', () => {

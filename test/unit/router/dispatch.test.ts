@@ -5,7 +5,8 @@ import { silentLogger } from '../../../common/log.js';
 import { AccessLog } from '../../../router/exchange/access-log.js';
 import { systemSetTimer } from '../../../router/placement/balancer.js';
 import { RouterMetrics } from '../../../router/metrics.js';
-import { RouterProxy, type ProxyLimits } from '../../../router/exchange/proxy.js';
+import type { ProxyLimits, RouterContext } from '../../../router/exchange/context.js';
+import { RequestDispatcher } from '../../../router/exchange/dispatch.js';
 import { publicRepositoryAccess } from '../../../router/routes/repository-access.js';
 import { RouteTable } from '../../../router/routes/route-table.js';
 import { RouterServer } from '../../../router/http1/server.js';
@@ -43,7 +44,7 @@ async function stub(overloaded = false, hang = false): Promise<Stub> {
 interface Rig {
   url: string;
   routes: RouteTable;
-  proxy: RouterProxy;
+  proxy: RouterContext;
   metrics: RouterMetrics;
   lines: () => Record<string, unknown>[];
   close(): Promise<void>;
@@ -70,8 +71,8 @@ async function rig(replicas: Stub[], fastPath: boolean, limits: Partial<ProxyLim
   const written: string[] = [];
   const access = new AccessLog({ component: 'router' }, (line) => void written.push(line));
   const metrics = new RouterMetrics();
-  const proxy = new RouterProxy(routes, { ...LIMITS, ...limits }, metrics, silentLogger, systemClock, access);
-  const server = new RouterServer(proxy, publicRepositoryAccess(undefined, 8002), routes, metrics, silentLogger, {
+  const dispatcher = new RequestDispatcher(routes, { ...LIMITS, ...limits }, metrics, silentLogger, systemClock, access);
+  const server = new RouterServer(dispatcher, publicRepositoryAccess(undefined, 8002), routes, metrics, silentLogger, {
     fastPath,
     headersTimeoutMs: 2000,
     keepAliveTimeoutMs: 2000,
@@ -85,7 +86,7 @@ async function rig(replicas: Stub[], fastPath: boolean, limits: Partial<ProxyLim
   return {
     url: `http://127.0.0.1:${address.port}`,
     routes,
-    proxy,
+    proxy: dispatcher.context,
     metrics,
     lines: () => {
       return written.map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -118,7 +119,7 @@ function abandon(url: string, headers: Record<string, string>, send: (req: Clien
 describe.each([
   ['fast path', true],
   ['node:http only', false],
-])('RouterProxy, %s', (_reader, fastPath) => {
+])('the router’s dispatch and exchange, %s', (_reader, fastPath) => {
   it('forwards a request below its prefix without hop-by-hop headers and streams the answer back with the request id', async () => {
     const s = await stub();
     const r = await rig([s], fastPath);
@@ -260,7 +261,7 @@ async function sendMany(r: Rig, n: number, clients = 4): Promise<{ status: numbe
 // ADR 0030: a try that outlives its adaptive timeout, or whose replica is marked down, is retried
 // elsewhere; one that may not be retried keeps the flat cap. The cap here is 5 s and the
 // adaptive timeout max(100 ms, 5 × p99): a slow machine stretches the p99, not the verdicts.
-describe('RouterProxy retries', () => {
+describe('the exchange’s retries', () => {
   const CAP = 5000;
 
   it('gives up a try at a replica that stops answering after the adaptive timeout, answers from another, and ejects the silent one', async () => {

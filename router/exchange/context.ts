@@ -1,0 +1,61 @@
+import type { ByteBudget } from '../../common/byte-budget.js';
+import type { Clock } from '../../common/clock.js';
+import type { Logger } from '../../common/log.js';
+import type { CompositeLimits } from '../composite/composite-admission.js';
+import type { RouterMetrics } from '../metrics.js';
+import type { RouteTable } from '../routes/route-table.js';
+import type { AccessLog } from './access-log.js';
+import type { Deadlines } from './deadlines.js';
+import type { RequestIds } from './request-id.js';
+import type { TryTimeoutPolicy } from './try-timeout.js';
+
+export interface ProxyLimits {
+  maxBodyBytes: number;
+  /** The request once its body is in: waiting for a slot, the tries and the answer. */
+  requestTimeoutMs: number;
+  /**
+   * One try at one replica, up to its response headers: the cap of the adaptive try timeout,
+   * and the timeout of a try that may not be retried (ADR 0030).
+   */
+  tryTimeoutMs: number;
+  /** The adaptive try timeout: `tryTimeoutMultiple` × the recent p99, at least `tryTimeoutFloorMs` (try-timeout.ts). */
+  tryTimeoutFloorMs: number;
+  tryTimeoutMultiple: number;
+  /** Tries of one request on other replicas after its first. */
+  maxRetries: number;
+  /** The body: no byte for this long, or not all of it this long after the head: 408. */
+  bodyIdleTimeoutMs: number;
+  bodyTimeoutMs: number;
+  /** Request bodies and slow readers' answers held at once, across all requests (bytes). */
+  maxBufferedBytes: number;
+  /** Of one answer, held for a client that reads it slowly so its replica is freed (bytes). */
+  maxResponseBufferBytes: number;
+  /** How long a slow client may keep a replica's answer paused once that is full (ADR 0026). */
+  slowReaderTimeoutMs: number;
+  /** Mirror copies of split-route requests under way at once; past it copies are dropped (route-mirror.ts). */
+  mirrorMaxInFlight?: number;
+  /** The bounds of ensemble and sequence requests (composite-admission.ts); its defaults when absent. */
+  composite?: CompositeLimits;
+}
+
+/**
+ * What the requests of one router share, as data: the route table, the limits, the byte budget,
+ * the deadline sweep, ids, metrics and logs. A plain interface, built once by the dispatcher
+ * (dispatch.ts): an exchange, a gRPC call, the fan-out and the composites each read the part
+ * they need (their own narrower types pick it), and none of them can reach the dispatcher.
+ */
+export interface RouterContext {
+  readonly routes: RouteTable;
+  readonly limits: ProxyLimits;
+  readonly metrics: RouterMetrics;
+  readonly log: Logger;
+  readonly clock: Clock;
+  readonly access: AccessLog;
+  /** The deadlines of every request in flight, one sweep (ADR 0014). */
+  readonly deadlines: Deadlines;
+  /** The bytes held for all requests at once, HTTP and gRPC (ADR 0026, ADR 0039). */
+  readonly buffered: ByteBudget;
+  /** Ids for requests that come without a valid `x-request-id`. */
+  readonly requestIds: RequestIds;
+  readonly tryTimeouts: TryTimeoutPolicy;
+}
