@@ -26,6 +26,10 @@ export const ERROR_CATALOGUE = {
   client_connection_limit: { status: 429, summary: "The client's address has as many connections open to the router as it may; retry after the Retry-After seconds." },
   model_load_failed: { status: 422, summary: 'The model file exists but onnxruntime cannot load it (corrupt or unsupported); it is not cached and the next request tries again.' },
   model_too_large: { status: 422, summary: 'The model file is larger than the replica may cache.' },
+  client_closed: {
+    status: 499,
+    summary: "The client closed its connection, or cancelled its gRPC call, before the answer: nothing was sent. Logged and counted as 499 (nginx's code, Envoy's DC), never as a failure of the pool.",
+  },
   headers_too_large: { status: 431, summary: 'The request head is larger than the router reads (16 KiB).' },
   inference_failed: { status: 500, summary: 'onnxruntime failed while running the model.' },
   internal: { status: 500, summary: 'An unexpected error; the log line with the same request id says more.' },

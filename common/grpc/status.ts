@@ -21,6 +21,8 @@ export const GRPC_STATUS_BY_HTTP: Readonly<Record<number, status>> = {
   422: status.FAILED_PRECONDITION,
   429: status.RESOURCE_EXHAUSTED,
   431: status.RESOURCE_EXHAUSTED,
+  // nginx's "client closed request": never sent, only logged and counted.
+  499: status.CANCELLED,
   500: status.INTERNAL,
   501: status.UNIMPLEMENTED,
   502: status.UNAVAILABLE,

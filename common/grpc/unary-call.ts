@@ -18,6 +18,9 @@ const OWN_RESPONSE_HEADERS = new Set(['content-type', 'grpc-status', 'grpc-messa
  */
 export type CallPhase = 'message' | 'handling' | 'writing' | 'done';
 
+/** Why a call was cancelled: its client reset it or went away (`client`), or its deadline passed. */
+export type CancelReason = 'client' | 'deadline';
+
 /** What a call tells its server: bytes it holds and hands back. */
 export interface CallBudget {
   take(n: number): boolean;
@@ -42,7 +45,7 @@ export class UnaryCall {
   movedAt = 0;
   movedBytes = 0;
   private held = 0;
-  private cancelListeners: (() => void)[] = [];
+  private cancelListeners: ((why: CancelReason) => void)[] = [];
   private meta: Metadata | undefined;
   private cancelledFlag = false;
 
@@ -88,7 +91,7 @@ export class UnaryCall {
   }
 
   /** Runs `f` once if the call is cancelled (reset by the client, its deadline passed, its connection gone) before its answer. */
-  onCancel(f: () => void): void {
+  onCancel(f: (why: CancelReason) => void): void {
     this.cancelListeners.push(f);
   }
 
@@ -162,17 +165,18 @@ export class UnaryCall {
     return unanswered;
   }
 
-  /** Marks the call cancelled and tells its handler (its deadline passed, or it was reset). */
-  cancel(): void {
+  /** Marks the call cancelled and tells its handler why. */
+  cancel(why: CancelReason): void {
     if (this.cancelledFlag || this.phase === 'done' || this.phase === 'writing') return;
     this.cancelledFlag = true;
     const listeners = this.cancelListeners;
     this.cancelListeners = [];
-    for (const f of listeners) f();
+    for (const f of listeners) f(why);
   }
 
   private finish(): void {
-    if (this.phase === 'message' || this.phase === 'handling') this.cancel();
+    // Closed unanswered: a client that gives up at or past the call's deadline is the deadline's.
+    if (this.phase === 'message' || this.phase === 'handling') this.cancel(Date.now() >= this.deadlineAt ? 'deadline' : 'client');
     this.phase = 'done';
     this.releaseHeld();
   }

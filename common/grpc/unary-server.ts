@@ -292,7 +292,7 @@ export class UnaryServer {
         }
       }
       if ((call.phase === 'message' || call.phase === 'handling') && now >= call.deadlineAt) {
-        call.cancel();
+        call.cancel('deadline');
         this.refuse(call, status.DEADLINE_EXCEEDED, 'Deadline exceeded');
       } else if (call.phase === 'writing') this.checkWrite(call, state, now);
     }

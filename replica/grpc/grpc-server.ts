@@ -59,7 +59,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, UnaryHandler> 
     trailers.set(HEADER_REPLICA, opts.replicaName());
     const cancelled = new Promise<void>((resolve) => {
       if (call.cancelled) resolve();
-      else call.onCancel(resolve);
+      else call.onCancel(() => resolve());
     });
     return { requestId, trailers, cancelled };
   };

@@ -436,7 +436,7 @@ class CompositeRequest {
 
   private readonly onClientClose = (): void => {
     if (this.finished || this.res.writableFinished) return;
-    this.fail(new ModelmuxError('timeout', 'the client closed the connection before the answer'));
+    this.fail(new ModelmuxError('client_closed', 'the client closed the connection before the answer'));
   };
 
   private fail(err: unknown, runningAs: MemberOutcome = 'cancelled'): void {

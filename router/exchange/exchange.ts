@@ -401,7 +401,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   private readonly onClientClose = (): void => {
     if (this.phase === 'done' || this.res.writableFinished) return;
     try {
-      this.fail(new ModelmuxError('timeout', 'the client closed the connection before the answer'));
+      this.fail(new ModelmuxError('client_closed', 'the client closed the connection before the answer'));
     } catch (err) {
       this.guard(err);
     }

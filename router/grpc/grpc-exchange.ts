@@ -3,7 +3,7 @@ import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorCode } from 
 import { ERROR_CODE_TRAILER } from '../../common/grpc/inference-service.js';
 import { scanRequest } from '../../common/grpc/message-scan.js';
 import { grpcError, grpcStatus } from '../../common/grpc/status.js';
-import type { UnaryCall } from '../../common/grpc/unary-call.js';
+import type { CancelReason, UnaryCall } from '../../common/grpc/unary-call.js';
 import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../../common/names.js';
 import { versionedModel } from '../../common/request-grammar.js';
 import type { Lease } from '../placement/balancer.js';
@@ -312,10 +312,10 @@ export class GrpcExchange extends TryAttempts {
     }
   }
 
-  /** The client cancelled the call or its deadline passed: no work for nobody. */
-  private readonly onCancelled = (): void => {
+  /** The client cancelled the call, or its deadline passed: no work for nobody. */
+  private readonly onCancelled = (why: CancelReason): void => {
     if (this.phase === 'done') return;
-    this.fail(new ModelmuxError('timeout', 'the client cancelled the call before its answer'));
+    this.fail(why === 'deadline' ? new ModelmuxError('timeout', "the call's deadline passed before its answer") : new ModelmuxError('client_closed', 'the client cancelled the call before its answer'));
   };
 
   /** Answers the router's own error with its gRPC status and code trailer, stops any wait or try. */

@@ -211,7 +211,7 @@ describe('ensembles', () => {
     expect((after.get(cancelled) ?? 0) - (before.get(cancelled) ?? 0)).toBe(1);
     // The slow member's own request was given up long before its answer, under the client's request id.
     const id = a.headers.get('x-request-id');
-    await eventually(() => rt.logLines().some((l) => l['msg'] === 'request' && l['requestId'] === id && l['model'] === 'slow-1' && l['error'] === 'timeout'));
+    await eventually(() => rt.logLines().some((l) => l['msg'] === 'request' && l['requestId'] === id && l['model'] === 'slow-1' && l['error'] === 'client_closed'));
   });
 
   it('a missing member is tolerated within the quorum and named when the quorum fails', async () => {

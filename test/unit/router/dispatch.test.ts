@@ -190,7 +190,7 @@ describe.each([
       await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'x-stub-delay-ms': '250' }, (req) => req.end('{}'), 100);
       await new Promise((x) => setTimeout(x, 50));
       expect(inFlight(r)).toBe(0);
-      expect(r.lines()).toEqual([expect.objectContaining({ error: 'timeout', status: 504 })]);
+      expect(r.lines()).toEqual([expect.objectContaining({ error: 'client_closed', status: 499 })]);
     } finally {
       await r.close();
     }
@@ -228,7 +228,7 @@ describe.each([
       await new Promise((x) => setTimeout(x, 50));
       expect((await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: '{}' })).status).toBe(200);
       expect(s.seen).toHaveLength(1);
-      expect(r.lines().map((l) => l['status'])).toEqual([504, 200]);
+      expect(r.lines().map((l) => l['status'])).toEqual([499, 200]);
     } finally {
       await r.close();
     }
