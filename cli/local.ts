@@ -173,8 +173,12 @@ function displayHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
+export function parseLocalConfig(argv: readonly string[], env: NodeJS.ProcessEnv): z.infer<typeof schema> {
+  return parseConfig('local', SUMMARY, schema, specs, argv, env);
+}
+
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
-  const config = parseConfig('local', SUMMARY, schema, specs, argv, env);
+  const config = parseLocalConfig(argv, env);
   const log = createLogger({ component: 'local' }, undefined, config.logLevel);
   const routesFile = config.routes === undefined ? undefined : resolve(process.cwd(), config.routes);
   // Checked here, before any process starts: the router would refuse it at every restart.

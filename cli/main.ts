@@ -1,24 +1,9 @@
 #!/usr/bin/env node
 import { ConfigError, HelpRequested } from '../common/config.js';
 import { unsupportedNode } from '../common/node-version.js';
+import { SUBCOMMANDS, usage } from './commands.js';
 
-/**
- * The `modelmux` command. Each subcommand's module exports `run(argv, env)`, which resolves
- * once the program is up and stops it on SIGTERM/SIGINT itself.
- */
-const SUBCOMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> }> }> = {
-  local: { summary: 'Run a router and N replicas on this machine (no Kubernetes).', load: () => import('./local.js') },
-  replica: { summary: 'Serve many ONNX models from a bounded model cache (one per pod).', load: () => import('../replica/main.js') },
-  router: { summary: 'Route each request to a replica that holds its model.', load: () => import('../router/main.js') },
-  operator: { summary: 'Reconcile MultiplexedDeployment resources.', load: () => import('../operator/main.js') },
-  models: { summary: 'Write the deterministic example models to a folder or bucket.', load: () => import('./models.js') },
-};
-
-function usage(): string {
-  const rows = Object.entries(SUBCOMMANDS).map(([name, s]) => `  ${name.padEnd(10)}${s.summary}`);
-  return `usage: modelmux <command> [flags]\n\ncommands:\n${rows.join('\n')}\n\nRun 'modelmux <command> --help' for its flags.\n`;
-}
-
+/** The `modelmux` command: one subcommand per program (cli/commands.ts). */
 async function main(): Promise<void> {
   const unsupported = unsupportedNode(process.versions.node);
   if (unsupported !== undefined) {

@@ -39,8 +39,12 @@ const specs: OptionSpecs<typeof schema.shape> = {
   ...s3OptionSpecs,
 };
 
+export function parseModelsConfig(argv: readonly string[], env: NodeJS.ProcessEnv): z.infer<typeof schema> {
+  return parseConfig('models', SUMMARY, schema, specs, argv, env);
+}
+
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
-  const config = parseConfig('models', SUMMARY, schema, specs, argv, env);
+  const config = parseModelsConfig(argv, env);
   const s3: S3Settings = {
     region: config.s3Region,
     ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),

@@ -302,9 +302,12 @@ describe('the exchange’s retries', () => {
       // fast ones that both replicas keep answering.
       const slow = fetch(`${r.url}/wine/v2/health/ready`, { headers: { 'x-stub-delay-ms': '1500', 'x-request-id': 'slow-one' } });
       let running = true;
+      // Enough clients, each answered after 20 ms, that both replicas hold some at any time
+      // (least-request placement sends the next one to the less loaded), so the slow one's
+      // replica answers others while it waits.
       const fast = Promise.all(
-        Array.from({ length: 4 }, async () => {
-          while (running) await (await fetch(`${r.url}/wine/v2/health/ready`)).arrayBuffer();
+        Array.from({ length: 8 }, async () => {
+          while (running) await (await fetch(`${r.url}/wine/v2/health/ready`, { headers: { 'x-stub-delay-ms': '20' } })).arrayBuffer();
         }),
       );
       const res = await slow;
