@@ -117,10 +117,27 @@ class Walk {
     this.fields(this.lengthEnd(field, wire), visit);
   }
 
+  /**
+   * One varint of a known field, as protobufjs's decode reads it: at most 10 bytes (a longer one
+   * is refused there, "invalid varint encoding", where skipping it is not), and a 32-bit one
+   * (int32, uint32, bool) not of 6 to 9 bytes: valid varints, but protobufjs reads any 32-bit
+   * varint past 5 bytes as 10 (the length of a negative int32), and would decode the rest of the
+   * message from the wrong byte.
+   */
+  varint(field: number, bits32: boolean): void {
+    const r = this.r;
+    const start = r.pos;
+    r.skipType(WIRE_VARINT);
+    const length = r.pos - start;
+    if (length > 10) throw new Refusal(`field ${field} holds a varint of ${length} bytes (at most 10)`);
+    if (bits32 && length > 5 && length < 10) throw new Refusal(`field ${field} holds a 32-bit varint of ${length} bytes`);
+  }
+
   /** A repeated number field, packed (one length-delimited run) or not (one element per field); returns how many elements. */
-  numbers(field: number, wire: number, scalarWire: number): number {
+  numbers(field: number, wire: number, scalarWire: number, bits32 = false): number {
     if (wire === scalarWire) {
-      this.skip(field, wire);
+      if (wire === WIRE_VARINT) this.varint(field, bits32);
+      else this.skip(field, wire);
       return 1;
     }
     const end = this.lengthEnd(field, wire);
@@ -134,7 +151,7 @@ class Walk {
     }
     let n = 0;
     while (r.pos < end) {
-      r.skipType(WIRE_VARINT);
+      this.varint(field, bits32);
       n++;
     }
     if (r.pos > end) throw new Refusal(`packed field ${field} ends inside a varint`);
@@ -150,8 +167,11 @@ class Walk {
       else if (f === 2) {
         value = true;
         this.message(f, w, (pf, pw) => {
-          if (pf === 1 || pf === 2) this.expect(pf, pw, WIRE_VARINT);
-          if (pf === 3) this.skipBytes(pf, pw);
+          if (pf === 1 || pf === 2) {
+            this.expect(pf, pw, WIRE_VARINT);
+            // bool_param is 32-bit to protobufjs; int64_param is read whole.
+            this.varint(pf, pf === 1);
+          } else if (pf === 3) this.skipBytes(pf, pw);
           else this.skip(pf, pw);
         });
       } else this.skip(f, w);
@@ -176,9 +196,9 @@ class Walk {
     });
   }
 
-  /** InferTensorContents: 1–5 varints, 6 float, 7 double, 8 bytes. */
+  /** InferTensorContents: 1–5 varints (bool, int32 and uint32 of them 32-bit), 6 float, 7 double, 8 bytes. */
   contents(field: number, wire: number): void {
-    if (field >= 1 && field <= 5) this.numbers(field, wire, WIRE_VARINT);
+    if (field >= 1 && field <= 5) this.numbers(field, wire, WIRE_VARINT, field === 1 || field === 2 || field === 4);
     else if (field === 6) this.numbers(field, wire, WIRE_FIXED32);
     else if (field === 7) this.numbers(field, wire, WIRE_FIXED64);
     else if (field === 8) {

@@ -73,7 +73,8 @@ describe('scanRequest, the one rule of valid request messages', () => {
         }
         if (scanned) expect(() => decodeRaw(bytes)).not.toThrow();
       }),
-      { numRuns: 3000 },
+      // Seeded: a run reports its counterexample the same way again. -1007133415 found the 32-bit varint case.
+      { numRuns: 3000, seed: -1007133415 },
     );
   });
 
@@ -109,6 +110,19 @@ describe('scanRequest, the one rule of valid request messages', () => {
     expect(refusal(() => scanRequest('ModelInfer', Buffer.from([0x0b, 0x0c])))).toMatch(/wire type 3/);
     expect(refusal(() => scanRequest('ModelInfer', Buffer.from([0x0a, 0x10, 0x61])))).toMatch(/past the end/);
     expect(refusal(() => scanRequest('ModelReady', Buffer.from([0xff, 0xff, 0xff])))).toMatch(/ModelReady request is not a valid message/);
+    // A 32-bit varint of 9 bytes: protobufjs reads it as 10 and decodes the rest from the wrong
+    // byte (found by the property below, seed -1007133415).
+    const varintOf = (bytes: number): number[] => [...Array<number>(bytes - 1).fill(0xff), 0x01];
+    const lengthDelimited = (tag: number, body: Buffer): Buffer => Buffer.concat([Buffer.from([tag, body.length]), body]);
+    const inputWithContents = (field: number, varintBytes: number): Buffer =>
+      lengthDelimited(0x2a, lengthDelimited(0x2a, Buffer.from([(field << 3) | 0, ...varintOf(varintBytes)])));
+    expect(refusal(() => scanRequest('ModelInfer', inputWithContents(2, 9)))).toMatch(/32-bit varint of 9 bytes/);
+    expect(refusal(() => scanRequest('ModelInfer', inputWithContents(1, 6)))).toMatch(/32-bit varint of 6 bytes/);
+    // A 10-byte 32-bit one is a negative int32, as protobufjs reads it; 64-bit fields take any length.
+    for (const bytes of [1, 5, 10]) expect(() => decodeRequest('ModelInfer', inputWithContents(2, bytes))).not.toThrow();
+    for (const bytes of [6, 9]) expect(() => decodeRequest('ModelInfer', inputWithContents(3, bytes))).not.toThrow();
+    // Past 10 bytes no varint is valid, though skipping one works.
+    expect(refusal(() => scanRequest('ModelInfer', inputWithContents(3, 11)))).toMatch(/varint of 11 bytes \(at most 10\)/);
   });
 
   it('skips fields it does not know, as proto3 does, and reads name and version of metadata and readiness requests', () => {
