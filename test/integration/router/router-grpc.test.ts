@@ -6,11 +6,12 @@ import { join } from 'node:path';
 import { jest } from '@jest/globals';
 import { ERROR_CODE_TRAILER, inferenceClient, type ModelInferRequest, type ModelInferResponse } from '../../../common/grpc/inference-service.js';
 import { WINE_FEATURES, WINE_INPUT, wineModelBytes } from '../../../common/wine-model.js';
+import { eventually } from '../../../harness/eventually.js';
 import { identityModel } from '../../helpers/datatype-models.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
-import { eventually, expectClose, expected, post, v2Body, wineRows } from '../replica/wine-fixtures.js';
+import { expectClose, expected, post, v2Body, wineRows } from '../replica/wine-fixtures.js';
 
 jest.setTimeout(180_000);
 
@@ -157,7 +158,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     const versioned = await call<ModelInferResponse>(client, 'ModelInfer', { ...wineRequest('ver', rows), model_version: '2' });
     expect(versioned.err).toBeNull();
     expectClose(versioned.res?.outputs[0]?.contents?.fp32_contents ?? [], expected('ver-v2', rows));
-    await eventually(() => rt.logLines().some((l) => l['form'] === 'grpc' && l['model'] === 'ver@2'));
+    await eventually(() => expect(rt.logLines()).toContainEqual(expect.objectContaining({ form: 'grpc', model: 'ver@2' })), 10_000, 25);
 
     const m = await rt.metrics();
     expect(m.get('modelmux_router_grpc_requests_total{route="/wine",method="ModelInfer",code="OK"}')).toBe(8);
@@ -390,7 +391,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
 
       // A versioned backend (id@v) is sent as model_name ver, model_version 2.
       expect(await served('wine-next')).toBe('ver@2');
-      await eventually(() => rt.logLines().some((l) => l['form'] === 'grpc' && l['model'] === 'ver@2'));
+      await eventually(() => expect(rt.logLines()).toContainEqual(expect.objectContaining({ form: 'grpc', model: 'ver@2' })), 10_000, 25);
 
       // An ensemble is served over HTTP only: a clear UNIMPLEMENTED, its code in the trailer.
       const ens = await call<ModelInferResponse>(client, 'ModelInfer', wineRequest('wine-mean', rows));
