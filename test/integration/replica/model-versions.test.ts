@@ -158,7 +158,8 @@ describe('model versions from an S3 store', () => {
         }
       }),
     );
-    await sleep(200);
+    // The load answers before the upload, so the switch is seen from the old side.
+    await eventually(() => expect(samples.length).toBeGreaterThan(0), 5000, 10);
     await s3.put('store/wine-7/2/model.onnx', wineModelBytes('wine-7@2-new'));
     const putAt = performance.now();
     const isNew = (out: number[]): boolean => out.length === fresh.length && out.every((v, i) => Math.abs(v - (fresh[i] ?? NaN)) < 1e-3 * Math.max(1, Math.abs(fresh[i] ?? 0)));

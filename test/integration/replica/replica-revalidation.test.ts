@@ -4,6 +4,7 @@ import { wineModelBytes } from '../../../common/wine-model.js';
 import { eventually } from '../../../harness/eventually.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
+import { inFlightAt } from '../../helpers/in-flight.js';
 import { expectClose, expected, post, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
 
 jest.setTimeout(120_000);
@@ -71,12 +72,13 @@ describe('a loaded model replaced in the store', () => {
 
     // Leases the old version now, runs 2.5 s later: long after the swap.
     const slow = answer('hot', { 'x-modelmux-test-delay-ms': '2500' }).then((a) => ({ ...a, end: performance.now() }));
-    await sleep(100);
+    await inFlightAt(r, 1);
     let stop = false;
     const samples: Sample[] = [];
     const isNew = (s: Sample): boolean => s.out.join() === after.out.join();
     const load = drive('hot', 4, () => stop, samples);
-    await sleep(300);
+    // The load answers before the upload, so the switch is seen from the old side.
+    await eventually(() => expect(samples.length).toBeGreaterThan(0), 5000, 10);
     await s3.put('wine/hot/model.onnx', wineModelBytes('hot-v2'));
     const putAt = performance.now();
     // A second of answers after the first new one, or give up well past the interval.

@@ -11,6 +11,7 @@ import { identityModel } from '../../helpers/datatype-models.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
+import { inFlightAt } from '../../helpers/in-flight.js';
 import { expectClose, expected, post, v2Body, wineRows } from '../replica/wine-fixtures.js';
 
 jest.setTimeout(180_000);
@@ -270,9 +271,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     expect(theirs.err?.code).toBe(status.DEADLINE_EXCEEDED);
     expect(Date.now() - t).toBeLessThan(2000);
     // The router gave up its forwarded call too: its access line for it is written at once, long before the replica's 5 s.
-    await new Promise((r) => setTimeout(r, 400));
-    const lines = rt.logLines().filter((l) => l['msg'] === 'request' && l['form'] === 'grpc' && l['error'] === 'timeout');
-    expect(lines).toHaveLength(2);
+    await eventually(() => expect(rt.logLines().filter((l) => l['msg'] === 'request' && l['form'] === 'grpc' && l['error'] === 'timeout')).toHaveLength(2), 3000, 25);
   });
 
   it('finishes the calls in flight when it drains on SIGTERM', async () => {
@@ -281,7 +280,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     const rt = await router(rs);
     const client = grpcClient(rt.grpcAddress as string);
     const slow = call<ModelInferResponse>(client, 'ModelInfer', wineRequest('m5', wineRows(1)), { 'x-modelmux-test-delay-ms': '1500' });
-    await new Promise((r) => setTimeout(r, 500));
+    await inFlightAt(rs[0] as ReplicaProcess, 1);
     const stopped = rt.stop(10_000);
     const answer = await slow;
     expect(answer.err).toBeNull();
@@ -316,7 +315,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     const load = Promise.all(Array.from({ length: clientCount }, (_, w) => worker(w)));
     try {
       // Every model loaded and served a while before one replica goes.
-      for (let waited = 0; results.ok < 10 * clientCount && waited < 30_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+      await eventually(() => expect(results.ok).toBeGreaterThanOrEqual(10 * clientCount), 30_000, 100);
       // The busiest replica: it holds models, and calls for them are on their way to it.
       const busiest = [...served].sort((a, b) => b[1] - a[1])[0]?.[0];
       const victim = rs.find((r) => replicaName(r) === busiest) as ReplicaProcess;
@@ -324,8 +323,8 @@ describe('the router on its gRPC port, in front of replica processes', () => {
       const before = results.ok;
       process.kill(victim.pid, 'SIGKILL');
       await victim.exited;
-      await new Promise((r) => setTimeout(r, 2000));
-      expect(results.ok).toBeGreaterThan(before + clientCount);
+      // Every client answered again after the replica is gone.
+      await eventually(() => expect(results.ok).toBeGreaterThan(before + clientCount), 10_000, 50);
     } finally {
       stop = true;
       await load;
