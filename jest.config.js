@@ -1,5 +1,7 @@
-// Three tiers, one runner: `npm test` runs them all, in band, because the integration and
-// cluster tiers start real servers and processes that would fight over 2 cores in parallel.
+// Four tiers, one runner: `npm test` builds, then runs them all, in band, because the integration
+// and cluster tiers start real servers and processes that would fight over 2 cores in parallel.
+// unit needs `npm ci` alone: no dist/, no tools. build holds the tests that need more than the
+// sources — the built dist/ (the CLI, the native addon) or helm — without servers. See docs/testing.md.
 const tsJest = ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json', diagnostics: { ignoreCodes: [151002] } }];
 const common = {
   extensionsToTreatAsEsm: ['.ts'],
@@ -12,6 +14,7 @@ const common = {
 export default {
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    { ...common, displayName: 'build', testMatch: ['<rootDir>/test/build/**/*.test.ts'] },
     { ...common, displayName: 'integration', testMatch: ['<rootDir>/test/integration/**/*.test.ts'] },
     { ...common, displayName: 'cluster', testMatch: ['<rootDir>/test/cluster/**/*.test.ts'] },
   ],

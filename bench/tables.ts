@@ -8,6 +8,7 @@ import { intString, type OptionSpecs } from '../common/config.js';
 import { CRD_FILE } from '../common/crd.js';
 import { API_GROUP, API_VERSION, KIND, LABEL_DEPLOYMENT, MODELS_ANNOTATION } from '../common/names.js';
 import { parseTableAnnotation } from '../common/table-annotation.js';
+import { eventually } from '../harness/eventually.js';
 import { slotList } from './lib/comma-list.js';
 import { startCountingRelay, type CountingRelay } from './lib/counting-relay.js';
 import { runBench, type BenchRun } from './lib/cli-options.js';
@@ -253,14 +254,13 @@ async function measureSize(n: number, o: Options, log: (s: string) => void): Pro
       children.push(w);
       watchers.push(w);
     }
-    const until = async (what: string, ok: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> => {
-      const deadline = Date.now() + timeoutMs;
-      while (!(await ok())) {
-        if (Date.now() > deadline) throw new Error(`${what} after ${timeoutMs} ms`);
-        await sleep(200);
-      }
-    };
-    await until('the routers do not see every pod', async () => (await Promise.all(watchers.map((w) => w.ask({ type: 'state' })))).every((s) => s['replicas'] === n));
+    /** Until every watching router counts `n` in its state's `field`; fails saying what each counts. */
+    const allWatchers = (field: 'replicas' | 'withTables'): Promise<void> =>
+      eventually(async () => {
+        const counts = (await Promise.all(watchers.map((w) => w.ask({ type: 'state' })))).map((s) => s[field]);
+        if (!counts.every((c) => c === n)) throw new Error(`the routers' ${field}: ${counts.join(', ')} of ${n}`);
+      }, 120_000, 200);
+    await allWatchers('replicas');
 
     const perProcess = Math.ceil(n / Math.min(o.publisherProcesses, n));
     const publishers: RoleChild[] = [];
@@ -279,7 +279,7 @@ async function measureSize(n: number, o: Options, log: (s: string) => void): Pro
     }
     // Each answers `ready` once its replicas' first tables are on their pods.
     await Promise.all(configs);
-    await until('the routers do not have every table', async () => (await Promise.all(watchers.map((w) => w.ask({ type: 'state' })))).every((s) => s['withTables'] === n));
+    await allWatchers('withTables');
     const pod = await cp.get(`/api/v1/namespaces/default/pods/${DEPLOYMENT}-0`);
     const annotation = (JSON.parse(pod) as { metadata?: { annotations?: Record<string, string> } }).metadata?.annotations?.[MODELS_ANNOTATION] ?? '';
     log(`${n} replicas: tables published (${parseTableAnnotation(annotation)?.form ?? 'none'} form, ${annotation.length} bytes); churning`);

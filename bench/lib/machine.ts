@@ -46,7 +46,8 @@ export function machineInfo(): MachineInfo {
   };
 }
 
-function uncommittedFiles(): string[] | undefined {
+/** The checkout's changed files, tracked or not, bench/results left out; undefined when git cannot tell. */
+export function uncommittedFiles(): string[] | undefined {
   // The whole checkout whatever the working directory (`:/`); porcelain paths are from its top.
   const status = output('git', ['status', '--porcelain', '--', ':/', ':(top,exclude)bench/results']);
   // Porcelain lines are "XY path" (or "XY old -> new" for a rename): not trimmed, X may be a space.

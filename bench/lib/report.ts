@@ -2,8 +2,9 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { dirtyTreeRefusal, DirtyTreeError } from './clean-tree.js';
 import type { BenchRun } from './cli-options.js';
-import { machineLine, type MachineInfo } from './machine.js';
+import { machineLine, uncommittedFiles, type MachineInfo } from './machine.js';
 import { mdTable } from './markdown.js';
 
 /**
@@ -69,8 +70,18 @@ export function sectionMarkdown(s: ReportSection, headingLevel = '###'): string 
   return [s.heading && `${headingLevel} ${s.heading}`, s.text, s.table && mdTable(s.table.header, s.table.rows), s.after].filter((x): x is string => Boolean(x)).join('\n\n');
 }
 
+/** Throws DirtyTreeError when `run` may not go on, or write, from a tree with these changes (clean-tree.ts). */
+export function refuseDirtyTree(run: BenchRun<unknown>, uncommitted: readonly string[] | undefined): void {
+  const why = dirtyTreeRefusal(run.program, repoRoot(), uncommitted, run.out, run.allowDirty);
+  if (why !== undefined) throw new DirtyTreeError(why);
+}
+
+/** Said first in a report measured on uncommitted code (`--allow-dirty`), so no one takes it for a result. */
+export const DEVELOPMENT_RUN = '**Development run (`--allow-dirty`) from a tree with uncommitted changes: not a result of the commit named below.**';
+
 export function reportMarkdown(f: ReportFile): string {
-  return `${[`## ${f.title}`, `Command: \`${f.command}\``, `Machine: ${machineLine(f.machine)}; ran ${f.wallSeconds.toFixed(0)} s`, f.setup, ...f.sections.map((s) => sectionMarkdown(s))].join('\n\n')}\n`;
+  const dev = f.machine.uncommitted?.length === 0 ? [] : [DEVELOPMENT_RUN];
+  return `${[`## ${f.title}`, ...dev, `Command: \`${f.command}\``, `Machine: ${machineLine(f.machine)}; ran ${f.wallSeconds.toFixed(0)} s`, f.setup, ...f.sections.map((s) => sectionMarkdown(s))].join('\n\n')}\n`;
 }
 
 export function reportFile<O>(run: BenchRun<O>, report: BenchReport, now = new Date()): ReportFile {
@@ -87,14 +98,21 @@ export function reportFile<O>(run: BenchRun<O>, report: BenchReport, now = new D
   };
 }
 
-/** Writes `<out>.json` and `<out>.md` and prints the markdown. */
+/**
+ * Writes `<out>.json` and `<out>.md` and prints the markdown. The tree is looked at again here,
+ * as at the start: a change made while the run measured is refused the same way, after the
+ * markdown is printed, so the numbers are seen but not recorded.
+ */
 export async function writeReport<O>(run: BenchRun<O>, report: BenchReport): Promise<ReportFile> {
+  const now = uncommittedFiles();
   const file = reportFile(run, report);
+  if (now?.length !== 0) file.machine = { ...file.machine, uncommitted: now };
+  const md = reportMarkdown(file);
+  process.stdout.write(md);
+  refuseDirtyTree(run, now);
   const out = resolve(repoRoot(), run.out);
   await mkdir(dirname(out), { recursive: true });
-  const md = reportMarkdown(file);
   await writeFile(`${out}.json`, JSON.stringify(file, null, 2) + '\n');
   await writeFile(`${out}.md`, md);
-  process.stdout.write(md);
   return file;
 }

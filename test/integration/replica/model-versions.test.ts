@@ -4,11 +4,12 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
+import { eventually } from '../../../harness/eventually.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
-import { eventually, expectClose, expected, get, post, predictions, v2Body, v2Outputs, wineRows, type Answer } from './wine-fixtures.js';
+import { expectClose, expected, get, post, predictions, v2Body, v2Outputs, wineRows, type Answer } from './wine-fixtures.js';
 
 jest.setTimeout(180_000);
 
@@ -106,7 +107,7 @@ describe('model versions from an S3 store', () => {
 
     // A version uploaded later is listed once the brief cache of the listing has passed.
     await s3.put('store/wine-7/10/model.onnx', wineModelBytes('wine-7@10'));
-    await eventually(async () => JSON.stringify((await get(`${r.url}/v2/models/wine-7`)).body.versions) === JSON.stringify(['1', '2', '10']), 10_000);
+    await eventually(async () => expect((await get(`${r.url}/v2/models/wine-7`)).body.versions).toEqual(['1', '2', '10']), 10_000, 25);
     const ten = await post(`${r.url}/v2/models/wine-7/versions/10/infer`, v2Body(rows));
     expectClose(v2Outputs(ten), expected('wine-7@10', rows));
   });
@@ -128,7 +129,7 @@ describe('model versions from an S3 store', () => {
       expect(await loaded(replicaNamed(replica) as ReplicaProcess)).toContain(model);
       const [id, v] = model.split('@');
       const ask = (): Promise<Answer> => post(`${rt.url}/wine/v2/models/${id}${v === undefined ? '' : `/versions/${v}`}/infer`, v2Body(rows));
-      await eventually(async () => (await ask()).headers.get('x-modelmux-cache') === 'hit', 5000);
+      await eventually(async () => expect((await ask()).headers.get('x-modelmux-cache')).toBe('hit'), 5000, 25);
       for (let i = 0; i < 5; i++) {
         const a = await ask();
         expect(a.headers.get('x-modelmux-cache')).toBe('hit');
@@ -157,7 +158,8 @@ describe('model versions from an S3 store', () => {
         }
       }),
     );
-    await sleep(200);
+    // The load answers before the upload, so the switch is seen from the old side.
+    await eventually(() => expect(samples.length).toBeGreaterThan(0), 5000, 10);
     await s3.put('store/wine-7/2/model.onnx', wineModelBytes('wine-7@2-new'));
     const putAt = performance.now();
     const isNew = (out: number[]): boolean => out.length === fresh.length && out.every((v, i) => Math.abs(v - (fresh[i] ?? NaN)) < 1e-3 * Math.max(1, Math.abs(fresh[i] ?? 0)));

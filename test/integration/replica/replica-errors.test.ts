@@ -2,6 +2,7 @@ import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { freePorts, startS3Server, type S3Server } from '../../../harness/s3-server.js';
+import { inFlightAt } from '../../helpers/in-flight.js';
 import { get, post, v2Body, wineRows, type Answer } from './wine-fixtures.js';
 
 jest.setTimeout(120_000);
@@ -102,7 +103,7 @@ describe('replica error answers', () => {
   it('answers 503 overloaded at once, with its header, past maxOngoingRequests', async () => {
     const p = await replica(['--max-ongoing-requests', '1', '--test-hooks']);
     const slow = post(`${p.url}/v2/models/ok/infer`, v2Body(rows), { 'x-modelmux-test-delay-ms': '1500' });
-    await new Promise((res) => setTimeout(res, 500));
+    await inFlightAt(p, 1);
     const refused = await post(`${p.url}/v2/models/ok/infer`, v2Body(rows));
     expectError(refused, 503, 'overloaded');
     expect(refused.headers.get('x-modelmux-overloaded')).toBe('true');
@@ -124,7 +125,7 @@ describe('replica error answers', () => {
   it('drains in-flight requests on SIGTERM and exits 0', async () => {
     const p = await replica(['--test-hooks']);
     const slow = post(`${p.url}/v2/models/ok/infer`, v2Body(rows), { 'x-modelmux-test-delay-ms': '1000' });
-    await new Promise((res) => setTimeout(res, 400));
+    await inFlightAt(p, 1);
     const code = p.stop(20_000);
     expect((await slow).status).toBe(200);
     expect(await code).toBe(0);

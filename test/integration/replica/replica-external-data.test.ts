@@ -3,9 +3,9 @@ import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { eventually } from '../../../harness/eventually.js';
 import { writeExternalDataModel } from '../../helpers/datatype-models.js';
 import { runNodeScript } from '../../helpers/node-script.js';
-import { eventually } from './wine-fixtures.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
 
@@ -110,7 +110,7 @@ describe('external data from an S3 store', () => {
     await expectAnswers('two', replica); // evicts "one", whose files go with it
     await expectAnswers('one', replica);
     // No disk cache: each download, its data folder included, is deleted once its session holds it.
-    await eventually(async () => (await readdir(join(cacheDir, 'files'))).length === 0);
+    await eventually(async () => expect(await readdir(join(cacheDir, 'files'))).toEqual([]), 10_000, 25);
   });
 
   it('keeps the data files with the model on disk and reloads from there', async () => {

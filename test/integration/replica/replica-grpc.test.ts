@@ -9,6 +9,7 @@ import type { OnnxElemType } from '../../../common/onnx-writer.js';
 import { wineModelBytes } from '../../../common/wine-model.js';
 import { castModel, identityModel, writeModel } from '../../helpers/datatype-models.js';
 import { inferenceClientFor, type InferenceClient } from '../../helpers/grpc-client.js';
+import { inFlightAt } from '../../helpers/in-flight.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 
 jest.setTimeout(60_000);
@@ -177,8 +178,7 @@ describe('errors', () => {
     const held = infer(body, { metadata: { 'x-modelmux-test-delay-ms': '1500' } });
     const httpHeld = fetch(`${r.url}/v2/models/wine-1/infer`, { method: 'POST', headers: { 'x-modelmux-test-delay-ms': '1500' }, body: JSON.stringify({ inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 11], data: Array(11).fill(1) }] }) });
     // Both are admitted once the replica counts them; then a third is refused at once.
-    const deadline = Date.now() + 5000;
-    while (((await r.metrics()).get('modelmux_replica_ongoing_requests') ?? 0) < 2 && Date.now() < deadline) await new Promise((f) => setTimeout(f, 20));
+    await inFlightAt(r, 2, 5000);
     const refused = await infer(body);
     expect(refused).toMatchObject({ ok: false, code: status.UNAVAILABLE, trailers: { 'x-modelmux-error-code': 'overloaded', 'x-modelmux-overloaded': 'true' } });
     expect((await held).ok).toBe(true);
@@ -192,9 +192,7 @@ describe('errors', () => {
     expect(a).toMatchObject({ ok: false, code: status.DEADLINE_EXCEEDED });
     expect(Date.now() - started).toBeLessThan(2000);
     // The cancelled call no longer counts as ongoing, though the model run it started still holds its lease.
-    const deadline = Date.now() + 1500;
-    while (((await r.metrics()).get('modelmux_replica_ongoing_requests') ?? 1) !== 0 && Date.now() < deadline) await new Promise((f) => setTimeout(f, 20));
-    expect((await r.metrics()).get('modelmux_replica_ongoing_requests')).toBe(0);
+    await inFlightAt(r, 0, 1500);
     const slow = await infer(body, { metadata: { 'x-modelmux-test-delay-ms': '5000' } });
     expect(slow).toMatchObject({ ok: false, code: status.DEADLINE_EXCEEDED, trailers: { 'x-modelmux-error-code': 'timeout' } });
   });
@@ -225,8 +223,7 @@ it('answers the calls in progress at SIGTERM, then exits 0', async () => {
     const body = { model_name: 'wine-1', inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 11], contents: { fp32_contents: Array(11).fill(1) } }] };
     expect((await c.call('ModelInfer', body)).ok).toBe(true);
     const held = c.call<ModelInferResponse>('ModelInfer', body, { metadata: { 'x-modelmux-test-delay-ms': '1000' } });
-    const deadline = Date.now() + 5000;
-    while (((await draining.metrics()).get('modelmux_replica_ongoing_requests') ?? 0) < 1 && Date.now() < deadline) await new Promise((f) => setTimeout(f, 20));
+    await inFlightAt(draining, 1, 5000);
     const exit = draining.stop(10_000);
     const answer = await held;
     expect(answer).toMatchObject({ ok: true, value: { outputs: [{ name: 'quality', datatype: 'FP32' }] } });

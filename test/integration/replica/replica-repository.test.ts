@@ -1,9 +1,10 @@
 import { jest } from '@jest/globals';
 import { rm } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
+import { eventually } from '../../../harness/eventually.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
-import { eventually, get, post } from './wine-fixtures.js';
+import { get, post } from './wine-fixtures.js';
 
 jest.setTimeout(60_000);
 
@@ -41,7 +42,7 @@ describe('model repository extension', () => {
     expect(infer.headers.get('x-modelmux-cache')).toBe('hit');
     const unload = await post(`${r.url}/v2/repository/models/alpha/unload`, {});
     expect(unload.status).toBe(200);
-    await eventually(async () => ((await get(`${r.url}/models`)).body.loaded as string[]).length === 0);
+    await eventually(async () => expect((await get(`${r.url}/models`)).body.loaded).toEqual([]), 10_000, 25);
     expect(await index()).toEqual([]);
     expect((await r.metrics()).get('modelmux_replica_model_releases_total')).toBe(1);
   });

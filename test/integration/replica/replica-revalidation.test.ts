@@ -1,9 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
+import { eventually } from '../../../harness/eventually.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
-import { eventually, expectClose, expected, post, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
+import { inFlightAt } from '../../helpers/in-flight.js';
+import { expectClose, expected, post, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
 
 jest.setTimeout(120_000);
 
@@ -70,12 +72,13 @@ describe('a loaded model replaced in the store', () => {
 
     // Leases the old version now, runs 2.5 s later: long after the swap.
     const slow = answer('hot', { 'x-modelmux-test-delay-ms': '2500' }).then((a) => ({ ...a, end: performance.now() }));
-    await sleep(100);
+    await inFlightAt(r, 1);
     let stop = false;
     const samples: Sample[] = [];
     const isNew = (s: Sample): boolean => s.out.join() === after.out.join();
     const load = drive('hot', 4, () => stop, samples);
-    await sleep(300);
+    // The load answers before the upload, so the switch is seen from the old side.
+    await eventually(() => expect(samples.length).toBeGreaterThan(0), 5000, 10);
     await s3.put('wine/hot/model.onnx', wineModelBytes('hot-v2'));
     const putAt = performance.now();
     // A second of answers after the first new one, or give up well past the interval.
@@ -106,19 +109,19 @@ describe('a loaded model replaced in the store', () => {
     expect(await metric('modelmux_replica_model_swaps_total{result="success"}')).toBe(1);
     expect(await metric('modelmux_replica_model_revalidations_total{result="changed"}')).toBe(1);
     // The old version's session is let go once its last request, the slow one, is done.
-    await eventually(async () => (await metric('modelmux_replica_model_releases_total')) >= 1, 5000);
+    await eventually(async () => expect(await metric('modelmux_replica_model_releases_total')).toBeGreaterThanOrEqual(1), 5000, 25);
   });
 
   it('keeps serving the loaded version when the new upload is broken, and swaps once it is fixed', async () => {
     const now = (await answer('hot')).out;
     const swapsBefore = await metric('modelmux_replica_model_swaps_total{result="failure"}');
     await s3.put('wine/hot/model.onnx', new TextEncoder().encode('not an onnx model'));
-    await eventually(async () => (await metric('modelmux_replica_model_swaps_total{result="failure"}')) > swapsBefore, INTERVAL_MS + SWAP_SLACK_MS);
+    await eventually(async () => expect(await metric('modelmux_replica_model_swaps_total{result="failure"}')).toBeGreaterThan(swapsBefore), INTERVAL_MS + SWAP_SLACK_MS, 25);
     const during = await answer('hot');
     expect(during).toEqual({ status: 200, out: now });
 
     await s3.put('wine/hot/model.onnx', wineModelBytes('hot-v3'));
-    await eventually(async () => (await answer('hot')).out.join() !== now.join(), INTERVAL_MS * 2 + SWAP_SLACK_MS);
+    await eventually(async () => expect((await answer('hot')).out).not.toEqual(now), INTERVAL_MS * 2 + SWAP_SLACK_MS, 25);
     expectClose((await answer('hot')).out, expected('hot-v3', rows));
   });
 });

@@ -5,9 +5,10 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
+import { eventually } from '../../../harness/eventually.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
-import { eventually, expectClose, expected, get, post, predictions, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
+import { expectClose, expected, get, post, predictions, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
 
 jest.setTimeout(120_000);
 
@@ -118,12 +119,12 @@ describe('replica over a real S3-compatible store', () => {
     expectClose(v2Outputs(four), expected('m4', rows));
     expect(await loaded(r)).toEqual(['m1', 'm3', 'm4']);
     // Info lines reach stdout in batches, up to 50 ms after the event.
-    await eventually(() => r.logLines().some((l) => l.msg === "Unloading model 'm2'."));
+    await eventually(() => expect(r.logLines()).toContainEqual(expect.objectContaining({ msg: "Unloading model 'm2'." })), 10_000, 25);
     expect(r.logLines().filter((l) => l.event === 'evict').map((l) => l.model)).toEqual(['m2']);
     const m = await r.metrics();
     expect(m.get('modelmux_replica_model_evictions_total')).toBe(1);
     expect(m.get('modelmux_replica_models_loaded')).toBe(3);
-    await eventually(async () => (await r.metrics()).get('modelmux_replica_model_releases_total') === 1);
+    await eventually(async () => expect((await r.metrics()).get('modelmux_replica_model_releases_total')).toBe(1), 10_000, 25);
   });
 
   it('loads a cold model once for fifty concurrent requests', async () => {
@@ -140,7 +141,7 @@ describe('replica over a real S3-compatible store', () => {
     expect(m.get('modelmux_replica_model_loads_total')).toBe(1);
     expect((m.get('modelmux_replica_cache_misses_total') ?? 0) + (m.get('modelmux_replica_cache_hits_total') ?? 0)).toBe(50);
     expect(m.get('modelmux_replica_cache_misses_total')).toBeGreaterThan(1);
-    await eventually(() => r.logLines().some((l) => l.event === 'load-end' && l.model === 'hot'));
+    await eventually(() => expect(r.logLines()).toContainEqual(expect.objectContaining({ event: 'load-end', model: 'hot' })), 10_000, 25);
     // The load's start and end lines are out; a second load would have written its start first.
     expect(r.logLines().filter((l) => l.msg === "Loading model 'hot'.")).toHaveLength(1);
   });
@@ -149,11 +150,11 @@ describe('replica over a real S3-compatible store', () => {
     const r = await replica(['--max-models', '1', '--test-hooks']);
     const rows = wineRows(1, 3);
     const slow = post(`${r.url}/v2/models/slow/infer`, v2Body(rows), { 'x-modelmux-test-delay-ms': '1500' });
-    await eventually(async () => (await loaded(r)).includes('slow'));
+    await eventually(async () => expect(await loaded(r)).toContain('slow'), 10_000, 25);
     const other = await post(`${r.url}/v2/models/other/infer`, v2Body(rows));
     expect(other.status).toBe(200);
     expect(await loaded(r)).toEqual(['other']);
-    await eventually(() => r.logLines().some((l) => l.msg === "Unloading model 'slow'." && l.inUse === 1));
+    await eventually(() => expect(r.logLines()).toContainEqual(expect.objectContaining({ msg: "Unloading model 'slow'.", inUse: 1 })), 10_000, 25);
     // Still in use: not released yet. Past the 50 ms batching of info lines, a release line
     // written by now would show.
     await sleep(200);
@@ -161,7 +162,7 @@ describe('replica over a real S3-compatible store', () => {
     const answer = await slow;
     expect(answer.status).toBe(200);
     expectClose(v2Outputs(answer), expected('slow', rows));
-    await eventually(() => r.logLines().some((l) => l.event === 'release' && l.model === 'slow'));
+    await eventually(() => expect(r.logLines()).toContainEqual(expect.objectContaining({ event: 'release', model: 'slow' })), 10_000, 25);
   });
 
   it('loads two different cold models at the same time', async () => {
@@ -171,7 +172,7 @@ describe('replica over a real S3-compatible store', () => {
     expect(a.status).toBe(200);
     expect(b.status).toBe(200);
     const loadEvents = (): string[] => r.logLines().filter((l) => l.event === 'load-start' || l.event === 'load-end').map((l) => `${String(l.event)} ${String(l.model)}`);
-    await eventually(() => loadEvents().length === 4);
+    await eventually(() => expect(loadEvents()).toHaveLength(4), 10_000, 25);
     const events = loadEvents();
     // Both loads started before either finished: they overlapped.
     expect(events.slice(0, 2).sort()).toEqual(['load-start cold-a', 'load-start cold-b']);

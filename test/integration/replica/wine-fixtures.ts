@@ -1,5 +1,3 @@
-import { eventually as pollUntil } from '../../../harness/eventually.js';
-
 export { expected, v2Body, wineRows } from '../../../harness/wine-requests.js';
 
 export interface Answer {
@@ -39,11 +37,4 @@ export function predictions(a: Answer): number[] {
 export function expectClose(actual: readonly number[], wanted: readonly number[]): void {
   expect(actual).toHaveLength(wanted.length);
   actual.forEach((v, i) => expect(Math.abs(v - (wanted[i] ?? NaN))).toBeLessThan(1e-3 * Math.max(1, Math.abs(wanted[i] ?? 0))));
-}
-
-/** Polls until `check` returns true or the timeout passes. */
-export function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
-  return pollUntil(async () => {
-    if (!(await check())) throw new Error('condition not met in time');
-  }, timeoutMs, 25);
 }

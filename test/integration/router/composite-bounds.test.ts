@@ -4,12 +4,13 @@ import { rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { eventually } from '../../../harness/eventually.js';
 import { linearModel } from '../../helpers/composite-models.js';
 import { writeModel } from '../../helpers/datatype-models.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
-import { eventually, post } from '../replica/wine-fixtures.js';
+import { post } from '../replica/wine-fixtures.js';
 
 jest.setTimeout(120_000);
 
@@ -150,7 +151,7 @@ describe('one client request', () => {
     expect(a.body.error).toBe('composite_member_limit');
     expect(a.body.message).toMatch(/more than 12 member requests .*--composite-max-member-requests/);
     const id = a.headers.get('x-request-id');
-    await eventually(() => rt.logLines().some((l) => l['msg'] === 'request' && l['requestId'] === id && l['model'] === 'too-wide'));
+    await eventually(() => expect(rt.logLines()).toContainEqual(expect.objectContaining({ msg: 'request', requestId: id, model: 'too-wide' })), 10_000, 25);
     const members = rt.logLines().filter((l) => l['msg'] === 'request' && l['requestId'] === id && l['model'] !== 'too-wide');
     expect(members.length).toBeLessThanOrEqual(MEMBER_REQUESTS);
   });
@@ -170,7 +171,7 @@ describe('one client request', () => {
 describe('one client', () => {
   it('is refused 429 composite_client_limit with Retry-After past --composite-max-in-flight-per-client, while another client is served', async () => {
     const held = [postFrom('127.0.0.2', 'hold-pair', JSON.stringify({ inputs: [x(2)] })), postFrom('127.0.0.2', 'hold-pair', JSON.stringify({ inputs: [x(2)] }))];
-    await eventually(async () => (await atReplicas()) === 2 * IN_FLIGHT);
+    await eventually(async () => expect(await atReplicas()).toBe(2 * IN_FLIGHT), 10_000, 25);
     const third = await answerOf(postFrom('127.0.0.2', 'avg', JSON.stringify({ inputs: [x(2)] })));
     expect(third.status).toBe(429);
     expect(third.head).toMatch(/\r\nretry-after: 1\r\n/i);
@@ -185,7 +186,7 @@ describe('one client', () => {
   it("cannot fill the router's byte budget: past its share its composite is refused, and another client's large body still fits", async () => {
     // One composite holds its body and a copy for each of its two members under way: 3 MB of a 3.5 MB share.
     const first = postFrom('127.0.0.4', 'hold-pair', padded(PADDED));
-    await eventually(async () => (await atReplicas()) === IN_FLIGHT);
+    await eventually(async () => expect(await atReplicas()).toBe(IN_FLIGHT), 10_000, 25);
     const second = await answerOf(postFrom('127.0.0.4', 'hold-pair', padded(PADDED)));
     expect(second.status).toBe(429);
     expect(second.body.error).toBe('composite_client_limit');
@@ -194,7 +195,7 @@ describe('one client', () => {
     const other = await answerOf(postFrom('127.0.0.5', 'a', padded(2_500_000)));
     expect(other.status).toBe(200);
     expect((await answerOf(first)).status).toBe(200);
-    await eventually(async () => (await rt.metrics()).get('modelmux_router_buffered_bytes') === 0);
+    await eventually(async () => expect((await rt.metrics()).get('modelmux_router_buffered_bytes')).toBe(0), 10_000, 25);
   });
 });
 

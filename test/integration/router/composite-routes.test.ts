@@ -4,12 +4,13 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { eventually } from '../../../harness/eventually.js';
 import { doublingModel, linear, linearModel } from '../../helpers/composite-models.js';
 import { writeModel } from '../../helpers/datatype-models.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
-import { eventually, post, type Answer } from '../replica/wine-fixtures.js';
+import { post, type Answer } from '../replica/wine-fixtures.js';
 
 jest.setTimeout(120_000);
 
@@ -211,7 +212,7 @@ describe('ensembles', () => {
     expect((after.get(cancelled) ?? 0) - (before.get(cancelled) ?? 0)).toBe(1);
     // The slow member's own request was given up long before its answer, under the client's request id.
     const id = a.headers.get('x-request-id');
-    await eventually(() => rt.logLines().some((l) => l['msg'] === 'request' && l['requestId'] === id && l['model'] === 'slow-1' && l['error'] === 'client_closed'));
+    await eventually(() => expect(rt.logLines()).toContainEqual(expect.objectContaining({ msg: 'request', requestId: id, model: 'slow-1', error: 'client_closed' })), 10_000, 25);
   });
 
   it('a missing member is tolerated within the quorum and named when the quorum fails', async () => {
@@ -261,9 +262,9 @@ describe('ensembles', () => {
     const c = new RawClient(rt.port).send(`POST /comp/v2/models/avg/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`);
     const part = Buffer.alloc(1 << 20, ' ');
     c.send(Buffer.concat([Buffer.from(`${part.length.toString(16)}\r\n`), part, Buffer.from('\r\n')]));
-    await eventually(async () => ((await rt.metrics()).get('modelmux_router_buffered_bytes') ?? 0) >= part.length);
+    await eventually(async () => expect((await rt.metrics()).get('modelmux_router_buffered_bytes') ?? 0).toBeGreaterThanOrEqual(part.length), 10_000, 25);
     c.socket.destroy();
-    await eventually(async () => (await rt.metrics()).get('modelmux_router_buffered_bytes') === 0);
+    await eventually(async () => expect((await rt.metrics()).get('modelmux_router_buffered_bytes')).toBe(0), 10_000, 25);
   });
 
   it('the deadline: answers with the members in time when they meet the quorum, else ensemble_deadline', async () => {
@@ -347,7 +348,7 @@ describe('sequences', () => {
     expect(pipeline.status).toBe(200);
     expect(pipeline.body).toMatchObject({ name: 'pipeline', platform: 'modelmux_sequence', inputs: [{ name: 'x' }], outputs: [{ name: 'y' }, { name: 'label', datatype: 'INT64' }] });
     // A model's readiness is its replica's (loaded there): the router places the members' asks on holders.
-    await eventually(async () => (await get('two-of-three/ready')).status === 200);
+    await eventually(async () => expect((await get('two-of-three/ready')).status).toBe(200), 10_000, 25);
     expect(await get('two-of-three/ready')).toEqual({ status: 200, body: { name: 'two-of-three', ready: true } });
     expect(await get('all-three/ready')).toEqual({ status: 503, body: { name: 'all-three', ready: false } });
   });

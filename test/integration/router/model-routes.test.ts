@@ -207,7 +207,7 @@ describe('split ModelRoutes through the router', () => {
       expect(a.headers.get('x-modelmux-backend')).toBe('stable');
       expectClose(v2Outputs(a), expected('stable', rows));
     }
-    await eventually(async () => metric(await rt.metrics(), 'modelmux_router_route_mirror_requests_total', 'route="shadowed"', 'backend="shadow"', 'outcome="ok"') === 40, 20_000);
+    await eventually(async () => expect(metric(await rt.metrics(), 'modelmux_router_route_mirror_requests_total', 'route="shadowed"', 'backend="shadow"', 'outcome="ok"')).toBe(40), 20_000, 25);
     const m = await rt.metrics();
     expect(metric(m, 'modelmux_router_route_mirror_duration_seconds_count', 'backend="shadow"')).toBe(40);
     // The copies were requests of their own at a replica: one of them loaded the shadow model.

@@ -1,6 +1,7 @@
 import { rm } from 'node:fs/promises';
 import { constants } from 'node:http2';
 import { jest } from '@jest/globals';
+import { eventually } from '../../../harness/eventually.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { identityModel } from '../../helpers/datatype-models.js';
@@ -110,8 +111,7 @@ describe('the router’s gRPC port against hostile clients', () => {
     const { rt } = await pool(['--max-buffered-bytes', '4Mi', '--body-idle-timeout-ms', '1500']);
     const attacker = await connect(rt.grpcAddress as string, { localAddress: ATTACKER });
     const partial = Array.from({ length: 3 }, () => attacker.call('ModelInfer', framed(Buffer.alloc(2 * MiB)).subarray(0, MiB), { end: false }));
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(await metric(rt, 'modelmux_router_buffered_bytes')).toBeGreaterThanOrEqual(3 * MiB);
+    await eventually(async () => expect(await metric(rt, 'modelmux_router_buffered_bytes')).toBeGreaterThanOrEqual(3 * MiB), 10_000, 25);
     // An HTTP body that does not fit beside them is refused, as before a body of HTTP's own.
     const http = await fetch(`${rt.url}/w/v2/models/identity/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: 'x'.repeat(1.5 * MiB) });
     expect(http.status).toBe(503);
@@ -128,12 +128,7 @@ describe('the router’s gRPC port against hostile clients', () => {
     const c = await connect(rt.grpcAddress as string, { settings: { initialWindowSize: 1 } });
     const call = c.call('ModelInfer', framed(identityInfer(87_382)), { read: false });
     // The 1 MiB answer came from the replica and waits for the client.
-    let held = 0;
-    for (let i = 0; i < 50 && held < MiB; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      held = await metric(rt, 'modelmux_router_buffered_bytes');
-    }
-    expect(held).toBeGreaterThanOrEqual(MiB);
+    await eventually(async () => expect(await metric(rt, 'modelmux_router_buffered_bytes')).toBeGreaterThanOrEqual(MiB), 2500, 50);
     const a = await call.answer;
     expect(a.rstCode).toBe(constants.NGHTTP2_CANCEL);
     expect(await metric(rt, 'modelmux_router_buffered_bytes')).toBe(0);

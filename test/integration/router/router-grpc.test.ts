@@ -6,11 +6,13 @@ import { join } from 'node:path';
 import { jest } from '@jest/globals';
 import { ERROR_CODE_TRAILER, inferenceClient, type ModelInferRequest, type ModelInferResponse } from '../../../common/grpc/inference-service.js';
 import { WINE_FEATURES, WINE_INPUT, wineModelBytes } from '../../../common/wine-model.js';
+import { eventually } from '../../../harness/eventually.js';
 import { identityModel } from '../../helpers/datatype-models.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
-import { eventually, expectClose, expected, post, v2Body, wineRows } from '../replica/wine-fixtures.js';
+import { inFlightAt } from '../../helpers/in-flight.js';
+import { expectClose, expected, post, v2Body, wineRows } from '../replica/wine-fixtures.js';
 
 jest.setTimeout(180_000);
 
@@ -157,7 +159,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     const versioned = await call<ModelInferResponse>(client, 'ModelInfer', { ...wineRequest('ver', rows), model_version: '2' });
     expect(versioned.err).toBeNull();
     expectClose(versioned.res?.outputs[0]?.contents?.fp32_contents ?? [], expected('ver-v2', rows));
-    await eventually(() => rt.logLines().some((l) => l['form'] === 'grpc' && l['model'] === 'ver@2'));
+    await eventually(() => expect(rt.logLines()).toContainEqual(expect.objectContaining({ form: 'grpc', model: 'ver@2' })), 10_000, 25);
 
     const m = await rt.metrics();
     expect(m.get('modelmux_router_grpc_requests_total{route="/wine",method="ModelInfer",code="OK"}')).toBe(8);
@@ -269,9 +271,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     expect(theirs.err?.code).toBe(status.DEADLINE_EXCEEDED);
     expect(Date.now() - t).toBeLessThan(2000);
     // The router gave up its forwarded call too: its access line for it is written at once, long before the replica's 5 s.
-    await new Promise((r) => setTimeout(r, 400));
-    const lines = rt.logLines().filter((l) => l['msg'] === 'request' && l['form'] === 'grpc' && l['error'] === 'timeout');
-    expect(lines).toHaveLength(2);
+    await eventually(() => expect(rt.logLines().filter((l) => l['msg'] === 'request' && l['form'] === 'grpc' && l['error'] === 'timeout')).toHaveLength(2), 3000, 25);
   });
 
   it('finishes the calls in flight when it drains on SIGTERM', async () => {
@@ -280,7 +280,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     const rt = await router(rs);
     const client = grpcClient(rt.grpcAddress as string);
     const slow = call<ModelInferResponse>(client, 'ModelInfer', wineRequest('m5', wineRows(1)), { 'x-modelmux-test-delay-ms': '1500' });
-    await new Promise((r) => setTimeout(r, 500));
+    await inFlightAt(rs[0] as ReplicaProcess, 1);
     const stopped = rt.stop(10_000);
     const answer = await slow;
     expect(answer.err).toBeNull();
@@ -315,7 +315,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     const load = Promise.all(Array.from({ length: clientCount }, (_, w) => worker(w)));
     try {
       // Every model loaded and served a while before one replica goes.
-      for (let waited = 0; results.ok < 10 * clientCount && waited < 30_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+      await eventually(() => expect(results.ok).toBeGreaterThanOrEqual(10 * clientCount), 30_000, 100);
       // The busiest replica: it holds models, and calls for them are on their way to it.
       const busiest = [...served].sort((a, b) => b[1] - a[1])[0]?.[0];
       const victim = rs.find((r) => replicaName(r) === busiest) as ReplicaProcess;
@@ -323,8 +323,8 @@ describe('the router on its gRPC port, in front of replica processes', () => {
       const before = results.ok;
       process.kill(victim.pid, 'SIGKILL');
       await victim.exited;
-      await new Promise((r) => setTimeout(r, 2000));
-      expect(results.ok).toBeGreaterThan(before + clientCount);
+      // Every client answered again after the replica is gone.
+      await eventually(() => expect(results.ok).toBeGreaterThan(before + clientCount), 10_000, 50);
     } finally {
       stop = true;
       await load;
@@ -390,7 +390,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
 
       // A versioned backend (id@v) is sent as model_name ver, model_version 2.
       expect(await served('wine-next')).toBe('ver@2');
-      await eventually(() => rt.logLines().some((l) => l['form'] === 'grpc' && l['model'] === 'ver@2'));
+      await eventually(() => expect(rt.logLines()).toContainEqual(expect.objectContaining({ form: 'grpc', model: 'ver@2' })), 10_000, 25);
 
       // An ensemble is served over HTTP only: a clear UNIMPLEMENTED, its code in the trailer.
       const ens = await call<ModelInferResponse>(client, 'ModelInfer', wineRequest('wine-mean', rows));

@@ -2,7 +2,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { jest } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Agent, fetch as undiciFetch } from 'undici';
 import { eventually } from '../../../harness/eventually.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
@@ -51,7 +50,9 @@ const TIMEOUTS = {
   bodyIdleMs: 1000,
   bodyMs: 2500,
   keepAliveMs: 1500,
-  writeMs: 1500,
+  // Long enough that a good request under a loaded machine is served before it (the tests below
+  // tell which timeout freed a slot by the order of events, not by the clock).
+  writeMs: 3000,
   slowReaderMs: 500,
 };
 
@@ -83,17 +84,12 @@ async function timedOut(c: RawClient, since: number, within: number): Promise<{ 
 }
 
 /**
- * A good request on a connection of its own: a pooled one may have idled past the tests' 1.5 s
- * keep-alive timeout, and fetch does not retry a POST on a connection the router is closing.
+ * A good request through fetch's pool: the router announces its 1.5 s keep-alive timeout
+ * (`keep-alive: timeout=1`), so the pool never sends on a connection the router is closing.
  */
 async function postGood(r: RouterProcess): Promise<{ status: number; body: unknown }> {
-  const fresh = new Agent();
-  try {
-    const res = await undiciFetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', headers: { 'x-name': 'good' }, body: '{}', dispatcher: fresh });
-    return { status: res.status, body: await res.json() };
-  } finally {
-    await fresh.close();
-  }
+  const res = await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', headers: { 'x-name': 'good' }, body: '{}' });
+  return { status: res.status, body: await res.json() };
 }
 
 async function metric(r: RouterProcess, name: string): Promise<number> {
@@ -169,12 +165,27 @@ describe.each([
     const c = new RawClient(rt.port).send('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     await c.until((r) => r.text.includes('{"status":"ok"}'));
     const answered = Date.now();
+    // Still open halfway through the keep-alive timeout: the time is what this tests.
     await sleep(TIMEOUTS.keepAliveMs / 2);
     expect(c.closed).toBe(false);
     await c.until((r) => r.closed, TIMEOUTS.keepAliveMs + 3000);
     expect(Date.now() - answered).toBeGreaterThanOrEqual(TIMEOUTS.keepAliveMs - 100);
     expect(c.responses()).toBe(1);
     expect(await metric(rt, 'modelmux_router_timeouts_total{phase="keep_alive"}')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('announces its keep-alive timeout on an answer that keeps the connection, so a pooling client lets go of it first', async () => {
+    // A client that does not know when the router closes an idle connection may send on it as it
+    // closes: the request is reset (ECONNRESET), and fetch does not retry a POST. undici closes a
+    // pooled connection 2 s before the announced timeout (here: at once).
+    const c = new RawClient(rt.port).send('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await c.until((r) => r.text.includes('{"status":"ok"}'));
+    c.send(INFER('Content-Length: 2\r\n') + '{}');
+    await c.until((r) => r.responses() === 2 && r.text.includes('{"ok":true}'));
+    const heads = c.text.match(/HTTP\/1\.1 [\s\S]*?\r\n\r\n/g) ?? [];
+    const seconds = String(Math.floor(TIMEOUTS.keepAliveMs / 1000));
+    expect(heads.map((h) => /\r\nkeep-alive: timeout=(\d+)\r\n/i.exec(h)?.[1])).toEqual([seconds, seconds]);
+    c.socket.destroy();
   });
 
   it("frees the replica's only slot from a client that never reads its large answer, so a good request is served meanwhile", async () => {
@@ -184,32 +195,35 @@ describe.each([
     hog.socket.pause();
     hog.send(INFER(`Content-Length: 2\r\nX-Name: hog\r\nX-Stub-Answer-Bytes: ${ANSWER.length}\r\n`) + '{}');
     await eventually(() => expect(replica.served).toEqual(['hog']), 5000, 20);
-    const t0 = Date.now();
     const good = await postGood(rt);
-    const ms = Date.now() - t0;
     expect(good.status).toBe(200);
     expect(good.body).toEqual({ ok: true });
-    // The slow-reader window is 500 ms; the request timeout (60 s) never came into it.
-    expect(ms).toBeLessThan(TIMEOUTS.slowReaderMs + 2000);
     expect(replica.served).toEqual(['hog', 'good']);
     expect(replica.maxConcurrent).toBe(1);
+    // The slow-reader window (500 ms) freed the slot: not the request timeout (60 s), nor the
+    // write timeout, which had not yet closed the hog's connection.
     expect(await metric(rt, 'modelmux_router_timeouts_total{phase="slow_reader"}')).toBe(1);
+    expect(await metric(rt, 'modelmux_router_timeouts_total{phase="request"}')).toBe(0);
+    expect(await metric(rt, 'modelmux_router_timeouts_total{phase="downstream_write"}')).toBe(0);
   });
 
   it('holds an answer that fits its bound for a client that does not read it, frees the replica at once, and closes the connection after the write timeout', async () => {
     replica.served.length = 0;
+    // The hog's connection of the test before is gone, and counted if a write timeout closed it:
+    // from here on, a write timeout is this test's.
+    await eventually(async () => expect(await metric(rt, 'modelmux_router_client_connections')).toBe(0), TIMEOUTS.writeMs + 3000, 50);
     const before = await metric(rt, 'modelmux_router_timeouts_total{phase="downstream_write"}');
     // 12 MiB: more than the kernel takes from a client that reads nothing, within the router's 16 MiB.
     const reader = new RawClient(rt.port);
     reader.socket.pause();
     reader.send(INFER(`Content-Length: 2\r\nX-Name: held\r\nX-Stub-Answer-Bytes: ${12 * 1024 * 1024}\r\n`) + '{}');
     await eventually(() => expect(replica.served).toEqual(['held']), 5000, 20);
-    const t0 = Date.now();
     const good = await postGood(rt);
     expect(good.status).toBe(200);
-    // Well inside the write timeout, which would otherwise have been what freed the slot.
-    expect(Date.now() - t0).toBeLessThan(TIMEOUTS.writeMs - 500);
+    // Served while the answer is still held and before the write timeout closed the reader: the
+    // held answer, not the write timeout, freed the slot.
     expect(await metric(rt, 'modelmux_router_buffered_bytes')).toBeGreaterThan(0);
+    expect(await metric(rt, 'modelmux_router_timeouts_total{phase="downstream_write"}')).toBe(before);
     await eventually(async () => expect(await metric(rt, 'modelmux_router_timeouts_total{phase="downstream_write"}')).toBe(before + 1), TIMEOUTS.writeMs + 3000, 100);
     expect(await metric(rt, 'modelmux_router_buffered_bytes')).toBe(0);
     expect(await metric(rt, 'modelmux_router_timeouts_total{phase="slow_reader"}')).toBe(1);
@@ -223,8 +237,9 @@ describe('router connection limits', () => {
   beforeAll(async () => {
     replica = await stub();
     rt = await router(replica, true, ['--max-connections', '4', '--max-connections-per-client', '2']);
-    // The readiness check's keep-alive connection closes with the keep-alive timeout.
-    await sleep(TIMEOUTS.keepAliveMs + 500);
+    // The readiness check's keep-alive connection closes with the keep-alive timeout: counted
+    // against the limits, it would take a place the test gives out.
+    await eventually(async () => expect(await metric(rt, 'modelmux_router_client_connections')).toBe(0), TIMEOUTS.keepAliveMs + 5000, 50);
   });
 
   afterAll(async () => {
@@ -252,7 +267,6 @@ describe('router connection limits', () => {
     first.send('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     await first.until((r) => r.text.includes('{"status":"ok"}'));
     for (const c of held) c.socket.destroy();
-    await sleep(300);
     // The gauge counts the public port's connections: the scrape itself comes to the admin port.
     await eventually(async () => expect(await metric(rt, 'modelmux_router_client_connections')).toBe(0), 5000, 100);
     const m = await rt.metrics();

@@ -7,6 +7,7 @@ import { eventually } from '../../../harness/eventually.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
+import { inFlightAt } from '../../helpers/in-flight.js';
 import { expectClose, expected, get, post, v2Body, v2Outputs, wineRows, type Answer } from '../replica/wine-fixtures.js';
 
 jest.setTimeout(180_000);
@@ -137,7 +138,7 @@ describe('router in front of three replica processes', () => {
       }
     };
     const load = Promise.all(Array.from({ length: 6 }, worker));
-    while (sent < 50) await sleep(10);
+    await eventually(() => expect(sent).toBeGreaterThanOrEqual(50), 30_000, 10);
     // The victim is the replica that served the most so far: it surely has requests in flight.
     const counts = rs.map((r) => servedBy.filter((n) => n === replicaName(r)).length);
     const victim = rs[counts.indexOf(Math.max(...counts))] as ReplicaProcess;
@@ -202,9 +203,9 @@ describe('router in front of three replica processes', () => {
     const rt = await router(rs.map((r) => r.url), ['--max-ongoing-requests', '1', '--max-queue', '1']);
     const slow = { 'x-modelmux-test-delay-ms': '1500' };
     const first = infer(rt.url, 'm2', slow);
-    await sleep(300);
+    await inFlightAt(rs[0] as ReplicaProcess, 1);
     const queued = infer(rt.url, 'm2', slow);
-    await sleep(100);
+    await eventually(async () => expect((await rt.metrics()).get('modelmux_router_queue_depth{route="/wine"}')).toBe(1), 10_000, 20);
     const refused = await fetch(`${rt.url}/wine/v2/models/m2/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(v2Body(wineRows(1))) });
     expect(refused.status).toBe(503);
     expect(refused.headers.get('retry-after')).toBe('1');

@@ -1,11 +1,12 @@
 import { jest } from '@jest/globals';
 import { rm } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
+import { eventually } from '../../../harness/eventually.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
 import { wineModelFolder } from '../../helpers/wine-folder.js';
-import { eventually, get, post, v2Body, wineRows } from '../replica/wine-fixtures.js';
+import { get, post, v2Body, wineRows } from '../replica/wine-fixtures.js';
 
 jest.setTimeout(90_000);
 
@@ -64,7 +65,7 @@ describe("model repository extension on the router's admin port", () => {
     expect(unload.status).toBe(200);
     expect(unload.headers.get('x-request-id')).toMatch(/.+/);
     expect(unload.body.replicas).toEqual(rs.map((r) => r.url).sort()); // The names /routes lists.
-    await eventually(async () => (await holders()) === 0);
+    await eventually(async () => expect(await holders()).toBe(0), 10_000, 25);
     expect(await index()).toEqual([{ name: 'beta', state: 'READY' }]);
   });
 
@@ -87,9 +88,9 @@ describe("model repository extension on the router's admin port", () => {
     const c = new RawClient(rt.adminPort).send('POST /wine/v2/repository/index HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
     const part = Buffer.alloc(1 << 20, ' ');
     c.send(Buffer.concat([Buffer.from(`${part.length.toString(16)}\r\n`), part, Buffer.from('\r\n')]));
-    await eventually(async () => ((await rt.metrics()).get('modelmux_router_buffered_bytes') ?? 0) >= part.length);
+    await eventually(async () => expect((await rt.metrics()).get('modelmux_router_buffered_bytes') ?? 0).toBeGreaterThanOrEqual(part.length), 10_000, 25);
     c.socket.destroy();
-    await eventually(async () => (await rt.metrics()).get('modelmux_router_buffered_bytes') === 0);
+    await eventually(async () => expect((await rt.metrics()).get('modelmux_router_buffered_bytes')).toBe(0), 10_000, 25);
   });
 
   it('serves its own endpoints and nothing of the data plane', async () => {

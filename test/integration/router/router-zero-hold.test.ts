@@ -1,10 +1,11 @@
 import { createServer } from 'node:net';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
+import { eventually } from '../../../harness/eventually.js';
 import { startReplica } from '../../../harness/replica-process.js';
 import { startRouter } from '../../../harness/router-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
-import { eventually, expectClose, expected, post, v2Body, v2Outputs, wineRows } from '../replica/wine-fixtures.js';
+import { expectClose, expected, post, v2Body, v2Outputs, wineRows } from '../replica/wine-fixtures.js';
 
 // Scale from zero, router side (issue 40): a static route whose one replica is not running is a
 // route with no replica. Its requests are held in the router, counted in
@@ -47,7 +48,7 @@ describe('a route with no replica', () => {
     const rows = wineRows(2, 7);
     const sentAt = Date.now();
     const answer = post(`${router.url}/wine/v2/models/z0/infer`, v2Body(rows));
-    await eventually(async () => (await router.metrics()).get('modelmux_router_held_requests{route="/wine"}') === 1);
+    await eventually(async () => expect((await router.metrics()).get('modelmux_router_held_requests{route="/wine"}')).toBe(1), 10_000, 25);
     // The request is still held (not refused) when the replica starts after it.
     const replica = await startReplica({ port, args: ['--model-source', `s3://${s3.bucket}/wine`, '--s3-endpoint', s3.endpoint], env: s3.awsEnv });
     started.push(replica);
@@ -68,7 +69,7 @@ describe('a route with no replica', () => {
     started.push(router);
     const sentAt = Date.now();
     const first = post(`${router.url}/wine/v2/models/z0/infer`, v2Body(wineRows(1)));
-    await eventually(async () => (await router.metrics()).get('modelmux_router_held_requests{route="/wine"}') === 1);
+    await eventually(async () => expect((await router.metrics()).get('modelmux_router_held_requests{route="/wine"}')).toBe(1), 10_000, 25);
     const second = await post(`${router.url}/wine/v2/models/z0/infer`, v2Body(wineRows(1)));
     expect([second.status, second.body['error'], second.headers.get('retry-after')]).toEqual([503, 'no_replicas', '1']);
     const a = await first;

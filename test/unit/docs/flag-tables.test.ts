@@ -17,6 +17,7 @@ const OTHER_TOOLS: Record<string, string> = {
   'model-control-mode': 'tritonserver',
   omit: 'npm ci',
   help: 'every modelmux subcommand',
+  selectProjects: 'jest',
 };
 
 const flags = new Map<string, Map<string, ProgramFlag>>();
@@ -39,7 +40,7 @@ describe('flags named in the documentation', () => {
     const known = new Set([...flags.values()].flatMap((m) => [...m.keys()]));
     const unknown: string[] = [];
     for (const page of DOC_PAGES) {
-      for (const m of (await readFile(page, 'utf8')).matchAll(/`--([a-z0-9-]+)/g)) {
+      for (const m of (await readFile(page, 'utf8')).matchAll(/`--([a-zA-Z0-9-]+)/g)) {
         const flag = m[1] ?? '';
         if (!known.has(flag) && OTHER_TOOLS[flag] === undefined) unknown.push(`${page}: --${flag}`);
       }

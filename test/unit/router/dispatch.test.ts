@@ -102,17 +102,16 @@ async function rig(replicas: Stub[], fastPath: boolean, limits: Partial<ProxyLim
 
 const inFlight = (r: Rig): number => (r.routes.match('/wine')?.balancer.replicaNames() ?? []).reduce((n, name) => n + (r.routes.match('/wine')?.balancer.inFlight(name) ?? 0), 0);
 
-/** A client that sends a request (`send`) and goes away after `ms`. */
-function abandon(url: string, headers: Record<string, string>, send: (req: ClientRequest) => void, ms: number): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const req = request(url, { method: 'POST', headers });
-    req.on('error', () => resolve());
-    send(req);
-    setTimeout(() => {
-      req.destroy();
-      resolve();
-    }, ms);
-  });
+/** A client that sends a request (`send`) and goes away once `arrived` holds: the router has what it sent. */
+async function abandon(url: string, headers: Record<string, string>, send: (req: ClientRequest) => void, arrived: () => void): Promise<void> {
+  const req = request(url, { method: 'POST', headers });
+  req.on('error', () => undefined);
+  send(req);
+  try {
+    await eventually(arrived, 5000, 5);
+  } finally {
+    req.destroy();
+  }
 }
 
 // Every case runs on both readers of client requests: the fast path and node:http.
@@ -187,9 +186,11 @@ describe.each([
     const s = await stub();
     const r = await rig([s], fastPath);
     try {
-      await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'x-stub-delay-ms': '250' }, (req) => req.end('{}'), 100);
-      await new Promise((x) => setTimeout(x, 50));
-      expect(inFlight(r)).toBe(0);
+      await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'x-stub-delay-ms': '250' }, (req) => req.end('{}'), () => expect(s.seen).toHaveLength(1));
+      await eventually(() => {
+        expect(inFlight(r)).toBe(0);
+        expect(r.lines()).toHaveLength(1);
+      }, 5000, 5);
       expect(r.lines()).toEqual([expect.objectContaining({ error: 'client_closed', status: 499 })]);
     } finally {
       await r.close();
@@ -224,8 +225,8 @@ describe.each([
     const s = await stub();
     const r = await rig([s], fastPath);
     try {
-      await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'content-length': '100' }, (req) => req.write('{"half":'), 50);
-      await new Promise((x) => setTimeout(x, 50));
+      await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'content-length': '100' }, (req) => req.write('{"half":'), () => expect(r.proxy.buffered.used).toBeGreaterThan(0));
+      await eventually(() => expect(r.lines()).toHaveLength(1), 5000, 5);
       expect((await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: '{}' })).status).toBe(200);
       expect(s.seen).toHaveLength(1);
       expect(r.lines().map((l) => l['status'])).toEqual([499, 200]);
