@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
-import { createLogger } from '../common/log.js';
+import { createLogger, type Logger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { INTRA_OP_THREADS } from '../common/resource.js';
 import { checkLocalRoutes } from './local-routes.js';
@@ -177,6 +177,66 @@ export function parseLocalConfig(argv: readonly string[], env: NodeJS.ProcessEnv
   return parseConfig('local', SUMMARY, schema, specs, argv, env);
 }
 
+/** The example models are ONNX, written to a file:// store when missing: a runtime serves models in its own layout. */
+async function writeExamplesIfMissing(config: LocalConfig, modelSource: string, log: Logger): Promise<void> {
+  if (!modelSource.startsWith('file://') || config.exampleModels <= 0 || config.runtime !== undefined) return;
+  const report = await writeExampleModels({ kind: 'file', dir: fileURLToPath(modelSource) }, { prefix: 'wine-', count: config.exampleModels }, { region: config.s3Region });
+  if (report.written.length > 0) log.info('wrote example models', { dir: fileURLToPath(modelSource), written: report.written.length });
+}
+
+interface LocalPorts {
+  router: number;
+  routerGrpc: number;
+  routerAdmin: number;
+  /** Replica i's HTTP port at i, its gRPC port at i of `replicaGrpc`. */
+  replicas: number[];
+  replicaGrpc: number[];
+  /** Sidecar mode: runtime i's HTTP, gRPC and metrics ports at 3i, 3i+1 and 3i+2. */
+  runtimes: number[];
+}
+
+async function allocatePorts(config: LocalConfig): Promise<LocalPorts> {
+  const runtimes = config.runtime === undefined ? [] : await freePorts(3 * config.replicas);
+  // One call, so that every port is distinct: the replicas' HTTP and gRPC ports, and the router's when free ones are asked for.
+  const ports = await freePorts(2 * config.replicas + (config.port === 0 ? 1 : 0) + (config.grpcPort === 0 ? 1 : 0) + (config.adminPort === 0 ? 1 : 0));
+  const routerAdmin = config.adminPort === 0 ? (ports.pop() ?? 0) : config.adminPort;
+  const routerGrpc = config.grpcPort === 0 ? (ports.pop() ?? 0) : config.grpcPort;
+  const router = config.port === 0 ? (ports.pop() ?? 0) : config.port;
+  const replicaGrpc = ports.splice(config.replicas);
+  return { router, routerGrpc, routerAdmin, replicas: ports, replicaGrpc, runtimes };
+}
+
+/** Sidecar mode: runtime `i`'s process, and the variables that tell its replica where it is. */
+async function runtimeProcess(command: string, i: number, poolDir: string, ports: readonly number[], env: NodeJS.ProcessEnv): Promise<{ spec: ProcessSpec; replicaVars: NodeJS.ProcessEnv }> {
+  const [http, grpc, metrics] = ports.slice(3 * i, 3 * i + 3).map(String);
+  const modelsDir = join(poolDir, `runtime-${i}`);
+  await mkdir(modelsDir, { recursive: true });
+  const runtimeEnv = { ...env, [RUNTIME_ENV.port]: http, [RUNTIME_ENV.grpcPort]: grpc, [RUNTIME_ENV.metricsPort]: metrics, [RUNTIME_ENV.modelsDir]: modelsDir };
+  const readyUrl = `http://127.0.0.1:${http}/v2/health/ready`;
+  return {
+    spec: { name: `runtime-${i}`, program: '/bin/sh', script: '-c', args: [command], env: runtimeEnv, readyUrl },
+    replicaVars: { [REPLICA_ENV.runtimeUrl]: `http://127.0.0.1:${http}`, [REPLICA_ENV.runtimeModelsDir]: modelsDir },
+  };
+}
+
+function banner(config: LocalConfig, ports: LocalPorts, replicaUrls: readonly string[], modelSource: string): string {
+  // Three different models when there are three, so the examples show the pool's routing.
+  const shown = Math.max(1, config.exampleModels);
+  const exampleIds = [`wine-${0 % shown}`, `wine-${1 % shown}`, `wine-${2 % shown}`] as const;
+  return bannerText({
+    routerUrl: `http://${displayHost(config.host)}:${ports.router}`,
+    routerGrpc: config.grpcPort === -1 ? undefined : `${displayHost(config.host)}:${ports.routerGrpc}`,
+    adminUrl: config.adminPort === -1 ? undefined : `http://127.0.0.1:${ports.routerAdmin}`,
+    routePrefix: config.routePrefix,
+    replicaUrls,
+    maxModels: config.maxModels,
+    modelSource,
+    exampleIds,
+    exampleModelCount: modelSource.startsWith('file://') ? config.exampleModels : 0,
+    restart: LOCAL_RESTART_BACKOFF,
+  });
+}
+
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   const config = parseLocalConfig(argv, env);
   const log = createLogger({ component: 'local' }, undefined, config.logLevel);
@@ -184,27 +244,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   // Checked here, before any process starts: the router would refuse it at every restart.
   if (routesFile !== undefined) checkLocalRoutes(routesFile, config.routePrefix.slice(1));
   const modelSource = config.modelSource ?? pathToFileURL(resolve(process.cwd(), 'models')).href;
-  // Three different models when there are three, so the examples show the pool's routing.
-  const shown = Math.max(1, config.exampleModels);
-  const exampleIds = [`wine-${0 % shown}`, `wine-${1 % shown}`, `wine-${2 % shown}`] as const;
+  await writeExamplesIfMissing(config, modelSource, log);
 
-  // The example models are ONNX: a runtime serves models in its own layout.
-  if (modelSource.startsWith('file://') && config.exampleModels > 0 && config.runtime === undefined) {
-    const report = await writeExampleModels(
-      { kind: 'file', dir: fileURLToPath(modelSource) },
-      { prefix: 'wine-', count: config.exampleModels },
-      { region: config.s3Region },
-    );
-    if (report.written.length > 0) log.info('wrote example models', { dir: fileURLToPath(modelSource), written: report.written.length });
-  }
-
-  const runtimePorts = config.runtime === undefined ? [] : await freePorts(3 * config.replicas);
-  // One call, so that every port is distinct: the replicas' HTTP and gRPC ports, and the router's when free ones are asked for.
-  const ports = await freePorts(2 * config.replicas + (config.port === 0 ? 1 : 0) + (config.grpcPort === 0 ? 1 : 0) + (config.adminPort === 0 ? 1 : 0));
-  const routerAdminPort = config.adminPort === 0 ? (ports.pop() ?? 0) : config.adminPort;
-  const routerGrpcPort = config.grpcPort === 0 ? (ports.pop() ?? 0) : config.grpcPort;
-  const routerPort = config.port === 0 ? (ports.pop() ?? 0) : config.port;
-  const replicaGrpcPorts = ports.splice(config.replicas);
+  const ports = await allocatePorts(config);
   const mainScript = fileURLToPath(new URL('./main.js', import.meta.url));
   const supervised: Supervised[] = [];
   let stopping: Promise<void> | undefined;
@@ -233,24 +275,19 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const replicaProcs: Supervised[] = [];
   const runtimes: { url: string; proc: Supervised }[] = [];
   for (let i = 0; i < config.replicas; i++) {
-    const port = ports[i] ?? 0;
-    const grpcPort = replicaGrpcPorts[i] ?? 0;
+    const port = ports.replicas[i] ?? 0;
+    const grpcPort = ports.replicaGrpc[i] ?? 0;
     const url = `http://127.0.0.1:${port}`;
     replicaUrls.push(url);
     const dirs = poolDir === undefined ? undefined : { cacheDir: join(poolDir, `replica-${i}`), sharedCacheDir: join(poolDir, 'shared') };
     const replica = replicaEnv(config, modelSource, dirs, port, grpcPort, i, env);
     if (config.runtime !== undefined && poolDir !== undefined) {
-      const [http, grpc, metrics] = runtimePorts.slice(3 * i, 3 * i + 3).map(String);
-      const modelsDir = join(poolDir, `runtime-${i}`);
-      await mkdir(modelsDir, { recursive: true });
-      const runtimeEnv = { ...env, [RUNTIME_ENV.port]: http, [RUNTIME_ENV.grpcPort]: grpc, [RUNTIME_ENV.metricsPort]: metrics, [RUNTIME_ENV.modelsDir]: modelsDir };
-      const readyUrl = `http://127.0.0.1:${http}/v2/health/ready`;
-      runtimes.push({ url: readyUrl, proc: supervise({ name: `runtime-${i}`, program: '/bin/sh', script: '-c', args: [config.runtime], env: runtimeEnv, readyUrl }) });
-      Object.assign(replica, { [REPLICA_ENV.runtimeUrl]: `http://127.0.0.1:${http}`, [REPLICA_ENV.runtimeModelsDir]: modelsDir });
+      const runtime = await runtimeProcess(config.runtime, i, poolDir, ports.runtimes, env);
+      runtimes.push({ url: runtime.spec.readyUrl, proc: supervise(runtime.spec) });
+      Object.assign(replica, runtime.replicaVars);
     }
     replicaProcs.push(supervise({ name: `replica-${i}`, script: mainScript, args: ['replica'], env: replica, readyUrl: `${url}/v2/health/ready` }));
   }
-  const routerUrl = `http://${displayHost(config.host)}:${routerPort}`;
 
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals): void => {
@@ -274,8 +311,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     // A runtime that cannot start is reported with its own last lines, not as a replica never ready.
     await Promise.all(runtimes.map((r) => waitReady(r.url, deadline, r.proc.current)));
     await Promise.all(replicaUrls.map((u, i) => waitReady(`${u}/v2/health/ready`, deadline, replicaProcs[i]?.current)));
-    const routerReady = `http://127.0.0.1:${routerPort}/readyz`;
-    const router = supervise({ name: 'router', script: mainScript, args: routerArgs(config, routerPort, routerGrpcPort, routerAdminPort, replicaUrls.map((u, i) => `${u}?${GRPC_PORT_PARAM}=${replicaGrpcPorts[i] ?? 0}`), routesFile), env, readyUrl: routerReady });
+    const routerReady = `http://127.0.0.1:${ports.router}/readyz`;
+    const routerReplicas = replicaUrls.map((u, i) => `${u}?${GRPC_PORT_PARAM}=${ports.replicaGrpc[i] ?? 0}`);
+    const router = supervise({ name: 'router', script: mainScript, args: routerArgs(config, ports.router, ports.routerGrpc, ports.routerAdmin, routerReplicas, routesFile), env, readyUrl: routerReady });
     await waitReady(routerReady, deadline, router.current);
   } catch (err) {
     await stopAll();
@@ -285,18 +323,5 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   if (stopping) return;
   // From here on a process that dies is restarted rather than taking the pool down.
   for (const s of supervised) s.supervise();
-  process.stdout.write(
-    bannerText({
-      routerUrl,
-      routerGrpc: config.grpcPort === -1 ? undefined : `${displayHost(config.host)}:${routerGrpcPort}`,
-      adminUrl: config.adminPort === -1 ? undefined : `http://127.0.0.1:${routerAdminPort}`,
-      routePrefix: config.routePrefix,
-      replicaUrls,
-      maxModels: config.maxModels,
-      modelSource,
-      exampleIds,
-      exampleModelCount: modelSource.startsWith('file://') ? config.exampleModels : 0,
-      restart: LOCAL_RESTART_BACKOFF,
-    }),
-  );
+  process.stdout.write(banner(config, ports, replicaUrls, modelSource));
 }

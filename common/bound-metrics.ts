@@ -53,10 +53,10 @@ abstract class BoundMetric<Child> {
   /** The child's series; none while it has counted nothing, as prom-client prints no series before the first call. */
   protected abstract values(labels: Labels, child: Child): ExportedValue[];
 
-  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: ExportedValue[] }> {
+  get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: ExportedValue[] }> {
     const values: ExportedValue[] = [];
     for (const { labels, child } of this.children.values()) values.push(...this.values(labels, child));
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
   }
 }
 

@@ -74,7 +74,7 @@ export function toStructural(node: JsonSchema): JsonSchema {
 
 function schemaOf(schema: z.ZodType): JsonSchema {
   // io 'input': the CRD validates what users write, before defaults and transforms.
-  return toStructural(z.toJSONSchema(schema, { io: 'input', target: 'openapi-3.0' }) as JsonSchema);
+  return toStructural(z.toJSONSchema(schema, { io: 'input', target: 'openapi-3.0' }));
 }
 
 /** The CRD as an object, ready for YAML or for the API server. */

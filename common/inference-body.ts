@@ -101,24 +101,34 @@ function sharedRows(inputs: readonly HostTensor[]): number | undefined {
   return inputs.every((t) => t.dims.length > 0 && t.dims[0] === first) ? first : undefined;
 }
 
-function parseV2(body: unknown, sig: ModelSignature, binary: Uint8Array): InferRequest {
+type V2Request = z.infer<typeof v2RequestSchema>;
+type V2Input = z.infer<typeof v2InputSchema>;
+
+function v2Request(body: unknown): V2Request {
   const r = v2RequestSchema.safeParse(body);
-  if (!r.success) {
-    const issue = r.error.issues[0];
-    throw new ModelmuxError('invalid_request', `not an inference request: ${issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid'}`);
-  }
-  const byName = new Map<string, z.infer<typeof v2InputSchema>>();
-  for (const input of r.data.inputs) {
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  throw new ModelmuxError('invalid_request', `not an inference request: ${issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid'}`);
+}
+
+/** The request's inputs by name: each once, each an input of the model. */
+function inputsByName(given: readonly V2Input[], sig: ModelSignature): Map<string, V2Input> {
+  const byName = new Map<string, V2Input>();
+  for (const input of given) {
     if (byName.has(input.name)) throw mismatch(`input "${input.name}" is given twice`);
     if (!sig.inputs.some((s) => s.name === input.name)) {
       throw mismatch(`input "${input.name}" is not an input of the model (inputs: ${sig.inputs.map((s) => s.name).join(', ')})`);
     }
     byName.set(input.name, input);
   }
-  // Binary inputs take consecutive slices of the data after the JSON, in request order.
+  return byName;
+}
+
+/** Binary inputs take consecutive slices of the data after the JSON, in request order; every byte is declared. */
+function binarySlices(given: readonly V2Input[], binary: Uint8Array): Map<string, Uint8Array> {
   const slices = new Map<string, Uint8Array>();
   let offset = 0;
-  for (const input of r.data.inputs) {
+  for (const input of given) {
     const size = input.parameters?.binary_data_size;
     if (size === undefined) continue;
     if (offset + size > binary.length) throw new ModelmuxError('invalid_request', `input "${input.name}" declares ${size} bytes of binary data beyond the end of the body`);
@@ -126,36 +136,53 @@ function parseV2(body: unknown, sig: ModelSignature, binary: Uint8Array): InferR
     offset += size;
   }
   if (offset !== binary.length) throw new ModelmuxError('invalid_request', `the body holds ${binary.length - offset} bytes of binary data that no input declares`);
-  const inputs = sig.inputs.map((spec) => {
-    const given = byName.get(spec.name);
-    if (!given) throw mismatch(`input "${spec.name}" is missing`);
-    if (given.datatype !== spec.datatype) {
-      const known = (V2_DATATYPES as readonly string[]).includes(given.datatype);
-      throw mismatch(`input "${spec.name}" has datatype ${given.datatype}${known ? '' : ' (unknown)'}, the model expects ${spec.datatype}`);
-    }
-    const bytes = slices.get(spec.name);
-    if (bytes) return tensorFromBytes(spec, given.shape, bytes);
-    if (given.data === undefined) throw new ModelmuxError('invalid_request', `input "${spec.name}" has neither data nor binary_data_size`);
-    return tensorFor(spec, given.shape, dataValues(given.data, spec.name));
-  });
-  let outputs: string[] | undefined;
-  if (r.data.outputs) {
-    outputs = r.data.outputs.map((o) => o.name);
-    for (const name of outputs) {
-      const unserved = sig.unserved?.find((u) => u.name === name);
-      if (unserved) throw mismatch(`output "${name}" is not served: ${unserved.reason}; ask for the others by name (outputs: ${sig.outputs.map((s) => s.name).join(', ')})`);
-      if (!sig.outputs.some((s) => s.name === name)) throw mismatch(`output "${name}" is not an output of the model (outputs: ${sig.outputs.map((s) => s.name).join(', ')})`);
-    }
+  return slices;
+}
+
+/** The tensor of the model's input `spec`, from the request's input of that name and its binary slice, if any. */
+function v2Tensor(spec: TensorSpec, given: V2Input | undefined, bytes: Uint8Array | undefined): HostTensor {
+  if (!given) throw mismatch(`input "${spec.name}" is missing`);
+  if (given.datatype !== spec.datatype) {
+    const known = (V2_DATATYPES as readonly string[]).includes(given.datatype);
+    throw mismatch(`input "${spec.name}" has datatype ${given.datatype}${known ? '' : ' (unknown)'}, the model expects ${spec.datatype}`);
   }
+  if (bytes) return tensorFromBytes(spec, given.shape, bytes);
+  if (given.data === undefined) throw new ModelmuxError('invalid_request', `input "${spec.name}" has neither data nor binary_data_size`);
+  return tensorFor(spec, given.shape, dataValues(given.data, spec.name));
+}
+
+/** The output names asked for, each a served output of the model. */
+function askedOutputs(asked: NonNullable<V2Request['outputs']>, sig: ModelSignature): string[] {
+  const outputs = asked.map((o) => o.name);
+  for (const name of outputs) {
+    const unserved = sig.unserved?.find((u) => u.name === name);
+    if (unserved) throw mismatch(`output "${name}" is not served: ${unserved.reason}; ask for the others by name (outputs: ${sig.outputs.map((s) => s.name).join(', ')})`);
+    if (!sig.outputs.some((s) => s.name === name)) throw mismatch(`output "${name}" is not an output of the model (outputs: ${sig.outputs.map((s) => s.name).join(', ')})`);
+  }
+  return outputs;
+}
+
+/** The outputs to answer as binary data: an output's own `binary_data`, else the request's `binary_data_output`. */
+function binaryOutputNames(request: V2Request, sig: ModelSignature): Set<string> {
   const binaryOutputs = new Set<string>();
-  const allBinary = r.data.parameters?.binary_data_output === true;
+  const allBinary = request.parameters?.binary_data_output === true;
   for (const o of sig.outputs) {
-    const asked = r.data.outputs?.find((x) => x.name === o.name);
+    const asked = request.outputs?.find((x) => x.name === o.name);
     if (asked?.parameters?.binary_data ?? allBinary) binaryOutputs.add(o.name);
   }
+  return binaryOutputs;
+}
+
+function parseV2(body: unknown, sig: ModelSignature, binary: Uint8Array): InferRequest {
+  const request = v2Request(body);
+  const byName = inputsByName(request.inputs, sig);
+  const slices = binarySlices(request.inputs, binary);
+  const inputs = sig.inputs.map((spec) => v2Tensor(spec, byName.get(spec.name), slices.get(spec.name)));
+  const outputs = request.outputs ? askedOutputs(request.outputs, sig) : undefined;
+  const binaryOutputs = binaryOutputNames(request, sig);
   return {
     form: 'v2',
-    ...(r.data.id !== undefined ? { id: r.data.id } : {}),
+    ...(request.id !== undefined ? { id: request.id } : {}),
     inputs,
     ...(outputs ? { outputs } : {}),
     ...(binaryOutputs.size > 0 ? { binaryOutputs } : {}),
@@ -222,7 +249,7 @@ export function parseInferBody(body: unknown, sig: ModelSignature, binary: Uint8
   if (typeof body === 'object' && body !== null) {
     if ('inputs' in body) return parseV2(body, sig, binary);
     if ('instances' in body) {
-      const instances = (body as { instances: unknown }).instances;
+      const instances = body.instances;
       if (!Array.isArray(instances)) throw new ModelmuxError('invalid_request', '"instances" must be an array of rows');
       return parseRows(instances, sig);
     }

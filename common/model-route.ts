@@ -247,6 +247,8 @@ export function parseModelRoute(raw: unknown): ModelRouteParse {
   }
   const issue = r.error.issues[0];
   const where = issue === undefined || issue.path.length === 0 ? '' : `${issue.path.join('.')}: `;
-  const name = typeof raw === 'object' && raw !== null ? String((raw as { metadata?: { name?: unknown } }).metadata?.name ?? '') : '';
+  const given = typeof raw === 'object' && raw !== null ? (raw as { metadata?: { name?: unknown } }).metadata?.name : undefined;
+  // A routes file may give a number or a boolean where a name belongs: the message names it as written.
+  const name = typeof given === 'string' || typeof given === 'number' || typeof given === 'boolean' ? String(given) : '';
   return { ok: false, name, message: `${where}${issue?.message ?? 'invalid ModelRoute'}` };
 }

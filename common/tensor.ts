@@ -147,27 +147,16 @@ function halfView(bits: Uint16Array): ArrayLike<number> & { [i: number]: number 
  * numeric tensor, a fraction in an integer tensor, out of range), never throws.
  */
 export function typedArrayFrom(datatype: V2Datatype, values: readonly unknown[]): TensorData | string {
+  if (datatype === 'BYTES') return stringsFrom(values);
   const n = values.length;
-  if (datatype === 'BYTES') {
-    const out = new Array<string>(n);
-    for (let i = 0; i < n; i++) {
-      const v = values[i];
-      if (typeof v !== 'string') return `element ${i} is ${v === null ? 'null' : typeof v}, not a string (BYTES data are strings)`;
-      out[i] = v;
-    }
-    return out;
-  }
   const out = allocate(datatype, n);
   const range = INT_RANGE[datatype];
   const float = FLOAT_TYPES.has(datatype);
   const half = datatype === 'FP16' ? halfView(out as Uint16Array) : undefined;
   for (let i = 0; i < n; i++) {
     const v = values[i];
-    let num: number | bigint;
-    if (typeof v === 'number' || typeof v === 'bigint') num = v;
-    else if (typeof v === 'boolean' && datatype === 'BOOL') num = v ? 1 : 0;
-    else if (typeof v === 'string' && float && NON_FINITE.has(v)) num = NON_FINITE.get(v) as number;
-    else return `element ${i} is ${v === null ? 'null' : typeof v === 'string' ? `the string ${JSON.stringify(v.slice(0, 32))}` : typeof v}, not a number`;
+    const num = numberOf(v, datatype, float);
+    if (num === undefined) return `element ${i} is ${describe(v)}, not a number`;
     if (datatype === 'BOOL') {
       if (num !== 0 && num !== 1) return `element ${i} is not a boolean`;
     } else if (range) {
@@ -185,6 +174,32 @@ export function typedArrayFrom(datatype: V2Datatype, values: readonly unknown[])
     else (out as Float64Array)[i] = x;
   }
   return out;
+}
+
+/** BYTES data: strings, and nothing else. */
+function stringsFrom(values: readonly unknown[]): string[] | string {
+  const n = values.length;
+  const out = new Array<string>(n);
+  for (let i = 0; i < n; i++) {
+    const v = values[i];
+    if (typeof v !== 'string') return `element ${i} is ${v === null ? 'null' : typeof v}, not a string (BYTES data are strings)`;
+    out[i] = v;
+  }
+  return out;
+}
+
+/** A JSON value of a numeric tensor as a number (or a bigint past 2^53); undefined when it is none. */
+function numberOf(v: unknown, datatype: V2Datatype, float: boolean): number | bigint | undefined {
+  if (typeof v === 'number' || typeof v === 'bigint') return v;
+  if (typeof v === 'boolean' && datatype === 'BOOL') return v ? 1 : 0;
+  if (typeof v === 'string' && float) return NON_FINITE.get(v);
+  return undefined;
+}
+
+/** What a value that is not a number is, for the reason given back. */
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  return typeof v === 'string' ? `the string ${JSON.stringify(v.slice(0, 32))}` : typeof v;
 }
 
 /** A numeric tensor's storage; BYTES tensors are string arrays, not allocated here. */
@@ -297,8 +312,8 @@ export function tensorBytes(t: HostTensor): Uint8Array {
   return new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
 }
 
-/** JSON.rawJSON (Node 21+): an integer past 2^53 written exactly; ES2023's types lack it. */
-const rawJSON = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+/** JSON.rawJSON (Node 21+): an integer past 2^53 written exactly; ES2023's types lack it. A static function: it needs no `this`. */
+const rawJSON = (JSON as unknown as { rawJSON: (text: string) => unknown }).rawJSON;
 
 /**
  * JSON values of a tensor: numbers, booleans for BOOL, strings for BYTES and for non-finite

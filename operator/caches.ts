@@ -95,7 +95,7 @@ export class OperatorCaches implements ObjectReader {
       informer.onChange((type, obj) => {
         for (const h of this.handlers) h(k.group, type, obj);
       });
-      this.byKind.set(kindKey(k.apiVersion, k.kind), informer as KubeInformer<KubernetesObject>);
+      this.byKind.set(kindKey(k.apiVersion, k.kind), informer);
       return informer;
     };
     this.mxds = make(RESOURCES);
@@ -126,7 +126,7 @@ export class OperatorCaches implements ObjectReader {
    * status is computed from a complete list or not at all: before its list the cache is empty.
    */
   async synced(groups: readonly Exclude<WatchedGroup, 'routes'>[]): Promise<void> {
-    await Promise.all(WATCHED_KINDS.filter((k) => (groups as readonly WatchedGroup[]).includes(k.group)).map((k) => this.byKind.get(kindKey(k.apiVersion, k.kind))?.synced));
+    await Promise.all(WATCHED_KINDS.filter((k) => (groups as readonly WatchedGroup[]).includes(k.group)).map((k) => this.byKind.get(kindKey(k.apiVersion, k.kind))?.synced ?? Promise.resolve()));
   }
 
   multiplexedDeployments(): readonly StoredResource[] {
@@ -134,7 +134,7 @@ export class OperatorCaches implements ObjectReader {
   }
 
   modelRoutes(namespace?: string): readonly StoredRoute[] {
-    return this.routes.list(namespace) as readonly StoredRoute[];
+    return this.routes.list(namespace);
   }
 
   multiplexedDeployment(namespace: string, name: string): StoredResource | undefined {

@@ -11,9 +11,9 @@ import type { ChangeType } from '../common/kube-informer.js';
  * holds Date objects where a watch event holds the API server's strings.
  */
 export function specFingerprint(obj: KubernetesObject & { status?: unknown }): string {
-  const { status: _status, ...rest } = obj;
-  const { resourceVersion: _rv, managedFields: _mf, ...metadata } = obj.metadata ?? {};
-  const text = JSON.stringify({ ...rest, metadata }, function (this: Record<string, unknown>, key: string, value: unknown) {
+  // JSON leaves out a member whose value is undefined: these are the members left out.
+  const metadata = { ...obj.metadata, resourceVersion: undefined, managedFields: undefined };
+  const text = JSON.stringify({ ...obj, status: undefined, metadata }, function (this: Record<string, unknown>, key: string, value: unknown) {
     const raw = this[key];
     return raw instanceof Date ? raw.toISOString().replace('.000Z', 'Z') : value;
   });

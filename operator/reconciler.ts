@@ -81,7 +81,7 @@ export async function reconcile(deps: ReconcilerDeps, namespace: string, name: s
         const answer = await writer.apply(obj);
         stored.push(answer);
         // The apply's answer is the Deployment as stored now, fresher than the cache.
-        if (obj === desired.deployment) deployment = answer as V1Deployment;
+        if (obj === desired.deployment) deployment = answer;
       }
       deps.applied.remember(key, desired.objects, plan.objects, stored, live);
     }

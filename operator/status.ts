@@ -34,59 +34,82 @@ function deploymentFailure(d: V1Deployment | undefined): string | undefined {
   return c ? (c.message ?? c.reason ?? 'replica pods cannot be created') : undefined;
 }
 
+/** The replica Deployment's rollout as its status reports it: zeros before it exists. */
+interface Rollout {
+  desired: number;
+  replicas: number;
+  ready: number;
+  updated: number;
+  available: number;
+  /** Whether the Deployment's status speaks of its current spec. */
+  observed: boolean;
+}
+
+function rolloutOf(desired: number, deployment: V1Deployment | undefined): Rollout {
+  const ds = deployment?.status;
+  return {
+    desired,
+    replicas: ds?.replicas ?? 0,
+    ready: ds?.readyReplicas ?? 0,
+    updated: ds?.updatedReplicas ?? 0,
+    available: ds?.availableReplicas ?? 0,
+    observed: deployment !== undefined && (ds?.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? Number.MAX_SAFE_INTEGER),
+  };
+}
+
+/** Degraded by the first problem found: the last reconcile's failure, an unschedulable pod, the Deployment's ReplicaFailure. */
+function degradedCondition(input: StatusInputs): ConditionCore {
+  if (input.failure) return { type: 'Degraded', status: 'True', ...input.failure };
+  const unschedulable = input.pods.map(unschedulableMessage).find((m) => m !== undefined);
+  if (unschedulable !== undefined) return { type: 'Degraded', status: 'True', reason: 'Unschedulable', message: unschedulable };
+  const replicaFailure = deploymentFailure(input.deployment);
+  if (replicaFailure !== undefined) return { type: 'Degraded', status: 'True', reason: 'ReplicaFailure', message: replicaFailure };
+  return { type: 'Degraded', status: 'False', reason: 'AsExpected', message: 'No problem found.' };
+}
+
+function progressingCondition(r: Rollout, deployment: V1Deployment | undefined): ConditionCore {
+  const { desired, updated, available } = r;
+  const rolledOut = r.observed && updated === desired && r.replicas === desired && available === desired;
+  if (rolledOut) return { type: 'Progressing', status: 'False', reason: 'Complete', message: `All ${desired} replicas run the current spec.` };
+  if (deployment === undefined) return { type: 'Progressing', status: 'True', reason: 'Creating', message: 'The replica Deployment is being created.' };
+  return { type: 'Progressing', status: 'True', reason: 'RollingOut', message: `${updated} of ${desired} replicas updated, ${available} available.` };
+}
+
+function readyCondition(r: Rollout): ConditionCore {
+  const message = `${r.ready} of ${r.desired} replicas ready.`;
+  return r.observed && r.ready >= r.desired && r.updated >= r.desired
+    ? { type: 'Ready', status: 'True', reason: 'ReplicasReady', message }
+    : { type: 'Ready', status: 'False', reason: 'ReplicasNotReady', message };
+}
+
+/** The spec's own verdict, apart from Degraded: a reconcile failure must not hide it. */
+function tablesBoundedCondition(mxd: MultiplexedDeployment): ConditionCore {
+  const bounds = checkTableBounds(mxd.spec);
+  return bounds.ok
+    ? { type: 'TablesBounded', status: 'True', reason: 'WithinBounds', message: bounds.message }
+    : { type: 'TablesBounded', status: 'False', reason: bounds.reason, message: bounds.message };
+}
+
+/** A condition keeps its lastTransitionTime while its status does not change. */
+function stamped(c: ConditionCore, previous: readonly Condition[], generation: number | undefined, now: Date): Condition {
+  const before = previous.find((p) => p.type === c.type);
+  const lastTransitionTime = before !== undefined && before.status === c.status ? before.lastTransitionTime : now.toISOString();
+  return generation === undefined ? { ...c, lastTransitionTime } : { ...c, lastTransitionTime, observedGeneration: generation };
+}
+
 /**
  * The status a resource should have, from what was just read. Pure: a condition keeps its
  * lastTransitionTime while its status does not change, as kubectl wait and dashboards expect.
  */
 export function computeStatus(input: StatusInputs): MultiplexedDeploymentStatus {
-  const { mxd, deployment, pods } = input;
-  const desired = mxd.spec.replicas;
+  const { mxd, deployment } = input;
   const generation = mxd.metadata.generation;
-  const ds = deployment?.status;
-  const replicas = ds?.replicas ?? 0;
-  const ready = ds?.readyReplicas ?? 0;
-  const updated = ds?.updatedReplicas ?? 0;
-  const available = ds?.availableReplicas ?? 0;
-  const deploymentObserved =
-    deployment !== undefined && (ds?.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? Number.MAX_SAFE_INTEGER);
-  const rolledOut = deploymentObserved && updated === desired && replicas === desired && available === desired;
-
-  const unschedulable = pods.map(unschedulableMessage).find((m) => m !== undefined);
-  const replicaFailure = deploymentFailure(deployment);
-
-  const degraded: ConditionCore = input.failure
-    ? { type: 'Degraded', status: 'True', ...input.failure }
-    : unschedulable !== undefined
-      ? { type: 'Degraded', status: 'True', reason: 'Unschedulable', message: unschedulable }
-      : replicaFailure !== undefined
-        ? { type: 'Degraded', status: 'True', reason: 'ReplicaFailure', message: replicaFailure }
-        : { type: 'Degraded', status: 'False', reason: 'AsExpected', message: 'No problem found.' };
-
-  const progressing: ConditionCore = rolledOut
-    ? { type: 'Progressing', status: 'False', reason: 'Complete', message: `All ${desired} replicas run the current spec.` }
-    : deployment === undefined
-      ? { type: 'Progressing', status: 'True', reason: 'Creating', message: 'The replica Deployment is being created.' }
-      : { type: 'Progressing', status: 'True', reason: 'RollingOut', message: `${updated} of ${desired} replicas updated, ${available} available.` };
-
-  const isReady = deploymentObserved && ready >= desired && updated >= desired;
-  const readyCond: ConditionCore = isReady
-    ? { type: 'Ready', status: 'True', reason: 'ReplicasReady', message: `${ready} of ${desired} replicas ready.` }
-    : { type: 'Ready', status: 'False', reason: 'ReplicasNotReady', message: `${ready} of ${desired} replicas ready.` };
-
-  // The spec's own verdict, apart from Degraded: a reconcile failure must not hide it.
-  const bounds = checkTableBounds(mxd.spec);
-  const tablesBounded: ConditionCore = bounds.ok
-    ? { type: 'TablesBounded', status: 'True', reason: 'WithinBounds', message: bounds.message }
-    : { type: 'TablesBounded', status: 'False', reason: bounds.reason, message: bounds.message };
-
+  const rollout = rolloutOf(mxd.spec.replicas, deployment);
   const previous = mxd.status?.conditions ?? [];
-  const conditions = [readyCond, progressing, degraded, tablesBounded].map((c): Condition => {
-    const before = previous.find((p) => p.type === c.type);
-    const lastTransitionTime = before !== undefined && before.status === c.status ? before.lastTransitionTime : input.now.toISOString();
-    return generation === undefined ? { ...c, lastTransitionTime } : { ...c, lastTransitionTime, observedGeneration: generation };
-  });
-
-  const status: MultiplexedDeploymentStatus = { replicas, readyReplicas: ready, selector: selectorString(mxd), conditions };
+  const conditions = [readyCondition(rollout), progressingCondition(rollout, deployment), degradedCondition(input), tablesBoundedCondition(mxd)].map((c) =>
+    stamped(c, previous, generation, input.now),
+  );
+  const status: MultiplexedDeploymentStatus = { replicas: rollout.replicas, readyReplicas: rollout.ready, selector: selectorString(mxd), conditions };
   if (generation !== undefined) status.observedGeneration = generation;
   return status;
 }

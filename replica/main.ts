@@ -2,21 +2,21 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { systemClock } from '../common/clock.js';
+import { systemClock, type Clock } from '../common/clock.js';
 import { ConfigError } from '../common/config.js';
 import { ByteBudget } from '../common/byte-budget.js';
 import { grpcStatusName } from '../common/grpc/status.js';
 import { UnaryServer } from '../common/grpc/unary-server.js';
-import { createLogger, stdoutSink } from '../common/log.js';
+import { createLogger, stdoutSink, type Logger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
-import { parseReplicaConfig } from './config.js';
+import { parseReplicaConfig, type ReplicaConfig } from './config.js';
 import { alignFileWeights, loadFileMapper } from './onnx/file-map.js';
 import { IdleMappings } from './onnx/idle-mappings.js';
 import { FileModelStore } from './store/file-model-store.js';
 import { grpcServerLimits } from './grpc/grpc-options.js';
-import { grpcMethods } from './grpc/grpc-server.js';
+import { grpcMethods, type GrpcServerOptions } from './grpc/grpc-server.js';
 import { HotnessMeter } from './publication/hotness.js';
-import { createReplicaMetrics } from './metrics.js';
+import { createReplicaMetrics, type ReplicaMetrics } from './metrics.js';
 import { LoadedRevalidator } from './cache/loaded-revalidation.js';
 import type { VersionedStore } from './store/model-store.js';
 import { checkExecutionProvider } from './onnx/onnx-runtime.js';
@@ -32,64 +32,154 @@ import { kubePodPatcher, tablePatch } from './publication/table-publisher.js';
 /** How often the deletion cost is re-checked when the model set does not change. */
 const COST_REFRESH_MS = 10_000;
 
+/** An error of a flag's value, as the replica's config errors are worded. */
+function flagError(flag: string, envName: string, err: unknown): ConfigError {
+  return new ConfigError('replica', [`${flag}/${envName}: ${err instanceof Error ? err.message : String(err)}`]);
+}
+
+async function checkProvider(config: ReplicaConfig): Promise<void> {
+  try {
+    await checkExecutionProvider(config.executionProvider);
+  } catch (err) {
+    throw flagError('--execution-provider', REPLICA_ENV.executionProvider, err);
+  }
+}
+
+/**
+ * Only the S3 store's downloads are mapped: the replica wrote them and never rewrites them,
+ * where a file:// folder is the user's, and a file truncated while mapped would crash us.
+ */
+function weightMapper(config: ReplicaConfig, log: Logger, metrics: ReplicaMetrics): IdleMappings | undefined {
+  if (!config.modelSource.startsWith('s3://') || !config.shareGraphs || !config.mapWeights || config.runtimeUrl !== undefined) return undefined;
+  const loaded = loadFileMapper();
+  if ('unavailable' in loaded) {
+    log.warn('model weights are read into memory at each load, not mapped', { event: 'no-mapping', reason: loaded.unavailable });
+    return undefined;
+  }
+  // Parked mappings are of files in the disk cache, which deletes through forget(): its bound is theirs.
+  return new IdleMappings(loaded, config.diskCacheBytes, () => metrics.mappingReuses.inc());
+}
+
+interface StoreParts {
+  config: ReplicaConfig;
+  clock: Clock;
+  log: Logger;
+  metrics: ReplicaMetrics;
+  mapper: IdleMappings | undefined;
+  /** Whether a model is loaded: the disk cache keeps its files. */
+  keep: (id: string) => boolean;
+}
+
+function peerFiles(shared: string, crossDevice: () => void): PeerFiles {
+  try {
+    return new PeerFiles(shared, crossDevice);
+  } catch (err) {
+    throw flagError('--shared-cache-dir', REPLICA_ENV.sharedCacheDir, err);
+  }
+}
+
+/** The model store; an S3 store's downloads go to `ownCacheDir` when no cache folder is configured (removed at exit). */
+async function openStore(parts: StoreParts): Promise<{ store: VersionedStore; s3?: S3ModelStore; ownCacheDir?: string }> {
+  const { config, clock, log, metrics, mapper } = parts;
+  // A file:// store is read in place; only S3 downloads need the cache dir.
+  if (!config.modelSource.startsWith('s3://')) return { store: new FileModelStore(config.modelSource, config.maxModelBytes, clock) };
+  const shared = config.sharedCacheDir;
+  const peers =
+    shared === undefined
+      ? undefined
+      : peerFiles(shared, () => log.warn('the shared cache folder is on another filesystem than the cache folder: every model is downloaded again', { sharedCacheDir: shared, cacheDir }));
+  let ownCacheDir: string | undefined;
+  const cacheDir = config.cacheDir ?? (ownCacheDir = await mkdtemp(join(tmpdir(), 'modelmux-cache-')));
+  const s3 = new S3ModelStore({
+    uri: config.modelSource,
+    region: config.s3Region,
+    cacheDir,
+    diskCacheBytes: config.diskCacheBytes,
+    revalidateAfterMs: config.revalidateAfterMs,
+    socketTimeoutMs: config.storeTimeoutMs,
+    ...(peers !== undefined ? { peers } : {}),
+    clock,
+    onFetch: (source) => metrics.fetches.inc({ source }),
+    keep: parts.keep,
+    ...(mapper !== undefined ? { prepare: (path: string) => alignFileWeights(path, config.maxModelBytes), onRemove: (path: string) => mapper.forget(path) } : {}),
+    ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),
+    ...(config.s3ForcePathStyle !== undefined ? { forcePathStyle: config.s3ForcePathStyle } : {}),
+    ...(config.maxModelBytes !== undefined ? { maxFileBytes: config.maxModelBytes } : {}),
+  });
+  return { store: s3, s3, ...(ownCacheDir !== undefined ? { ownCacheDir } : {}) };
+}
+/**
+ * Publishes the model table and the deletion cost on the replica's pod, when it runs in one:
+ * on each change of the table, and when the cost moves while the model set does not.
+ */
+function publishOnPod(
+  config: ReplicaConfig,
+  parts: { service: ServingBackend; hotness: HotnessMeter; clock: Clock; log: Logger; metrics: ReplicaMetrics },
+): { coalescer: PublishCoalescer; costTimer: NodeJS.Timeout } | undefined {
+  if (config.podName === undefined || config.podNamespace === undefined) return undefined;
+  const { service, hotness, log, metrics } = parts;
+  const patch = kubePodPatcher(config.podName, config.podNamespace);
+  let publishedCost = -1;
+  const coalescer = new PublishCoalescer({
+    minIntervalMs: config.publishIntervalMs,
+    maxBackoffMs: 30_000,
+    clock: parts.clock,
+    schedule: (fn, ms) => {
+      const t = setTimeout(fn, ms);
+      return () => clearTimeout(t);
+    },
+    publish: async () => {
+      const cost = hotness.cost();
+      try {
+        await patch(tablePatch(service.table(), cost));
+        publishedCost = cost;
+        metrics.tablePublishes.inc({ result: 'success' });
+      } catch (err) {
+        metrics.tablePublishes.inc({ result: 'failure' });
+        log.warn('cannot publish the model table on the pod', { reason: err instanceof Error ? err.message : String(err) });
+        throw err;
+      }
+    },
+  });
+  coalescer.notify();
+  const costTimer = setInterval(() => {
+    if (hotness.cost() !== publishedCost) coalescer.notify();
+  }, COST_REFRESH_MS);
+  costTimer.unref();
+  return { coalescer, costTimer };
+}
+
+/** The Open Inference Protocol's gRPC form (docs/grpc.md): same service, admission and codes; none with --grpc-port -1. */
+function grpcServer(config: ReplicaConfig, methods: GrpcServerOptions): UnaryServer | undefined {
+  if (config.grpcPort === -1) return undefined;
+  const { metrics } = methods;
+  return new UnaryServer({
+    methods: grpcMethods(methods),
+    limits: grpcServerLimits(config),
+    budget: new ByteBudget(config.grpcMaxBufferedBytes, 'replica'),
+    events: {
+      refused: (reason) => metrics.grpcBounds.inc({ reason }),
+      timedOut: (phase) => metrics.grpcBounds.inc({ reason: phase }),
+      callRefused: (method, code, err) => {
+        metrics.grpcRequests.inc({ method, code: grpcStatusName(code) });
+        if (err?.code === 'buffer_full') metrics.grpcBounds.inc({ reason: 'buffer_full' });
+      },
+    },
+    portFlag: '--grpc-port',
+  });
+}
+
 /** `modelmux replica`: wiring only. Resolves once listening; SIGTERM/SIGINT drain and exit. */
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void> {
   const config = parseReplicaConfig(argv, env);
   const clock = systemClock;
   const baseLog = createLogger({ component: 'replica', ...(config.podName ? { pod: config.podName } : {}) }, stdoutSink, config.logLevel);
-  try {
-    await checkExecutionProvider(config.executionProvider);
-  } catch (err) {
-    throw new ConfigError('replica', [`--execution-provider/${REPLICA_ENV.executionProvider}: ${err instanceof Error ? err.message : String(err)}`]);
-  }
+  await checkProvider(config);
 
   const metrics = createReplicaMetrics();
-  // A file:// store is read in place; only S3 downloads need the cache dir.
-  let ownCacheDir: string | undefined;
-  let s3: S3ModelStore | undefined;
-  let store: VersionedStore;
-  // Only the S3 store's downloads are mapped: the replica wrote them and never rewrites them,
-  // where a file:// folder is the user's, and a file truncated while mapped would crash us.
-  let mapper: IdleMappings | undefined;
-  if (config.modelSource.startsWith('s3://') && config.shareGraphs && config.mapWeights && config.runtimeUrl === undefined) {
-    const loaded = loadFileMapper();
-    if ('unavailable' in loaded) baseLog.warn('model weights are read into memory at each load, not mapped', { event: 'no-mapping', reason: loaded.unavailable });
-    // Parked mappings are of files in the disk cache, which deletes through forget(): its bound is theirs.
-    else mapper = new IdleMappings(loaded, config.diskCacheBytes, () => metrics.mappingReuses.inc());
-  }
-  if (config.modelSource.startsWith('s3://')) {
-    let peers: PeerFiles | undefined;
-    if (config.sharedCacheDir !== undefined) {
-      const shared = config.sharedCacheDir;
-      const crossDevice = (): void => baseLog.warn('the shared cache folder is on another filesystem than the cache folder: every model is downloaded again', { sharedCacheDir: shared, cacheDir });
-      try {
-        peers = new PeerFiles(shared, crossDevice);
-      } catch (err) {
-        throw new ConfigError('replica', [`--shared-cache-dir/${REPLICA_ENV.sharedCacheDir}: ${err instanceof Error ? err.message : String(err)}`]);
-      }
-    }
-    const cacheDir = config.cacheDir ?? (ownCacheDir = await mkdtemp(join(tmpdir(), 'modelmux-cache-')));
-    s3 = new S3ModelStore({
-      uri: config.modelSource,
-      region: config.s3Region,
-      cacheDir,
-      diskCacheBytes: config.diskCacheBytes,
-      revalidateAfterMs: config.revalidateAfterMs,
-      socketTimeoutMs: config.storeTimeoutMs,
-      ...(peers !== undefined ? { peers } : {}),
-      clock,
-      onFetch: (source) => metrics.fetches.inc({ source }),
-      // Called only by loads, which come after the service exists.
-      keep: (id) => service.cache.has(id),
-      ...(mapper !== undefined ? { prepare: (path: string) => alignFileWeights(path, config.maxModelBytes), onRemove: (path: string) => mapper?.forget(path) } : {}),
-      ...(config.s3Endpoint !== undefined ? { endpoint: config.s3Endpoint } : {}),
-      ...(config.s3ForcePathStyle !== undefined ? { forcePathStyle: config.s3ForcePathStyle } : {}),
-      ...(config.maxModelBytes !== undefined ? { maxFileBytes: config.maxModelBytes } : {}),
-    });
-    store = s3;
-  } else {
-    store = new FileModelStore(config.modelSource, config.maxModelBytes, clock);
-  }
+  const mapper = weightMapper(config, baseLog, metrics);
+  // `keep` is called only by loads, which come after the service exists.
+  const { store, s3, ownCacheDir } = await openStore({ config, clock, log: baseLog, metrics, mapper, keep: (id) => service.cache.has(id) });
 
   const hotness = new HotnessMeter(clock);
   let coalescer: PublishCoalescer | undefined;
@@ -122,38 +212,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       : undefined;
   revalidator?.start();
 
-  let costTimer: NodeJS.Timeout | undefined;
-  if (config.podName !== undefined && config.podNamespace !== undefined) {
-    const patch = kubePodPatcher(config.podName, config.podNamespace);
-    let publishedCost = -1;
-    const c = new PublishCoalescer({
-      minIntervalMs: config.publishIntervalMs,
-      maxBackoffMs: 30_000,
-      clock,
-      schedule: (fn, ms) => {
-        const t = setTimeout(fn, ms);
-        return () => clearTimeout(t);
-      },
-      publish: async () => {
-        const cost = hotness.cost();
-        try {
-          await patch(tablePatch(service.table(), cost));
-          publishedCost = cost;
-          metrics.tablePublishes.inc({ result: 'success' });
-        } catch (err) {
-          metrics.tablePublishes.inc({ result: 'failure' });
-          baseLog.warn('cannot publish the model table on the pod', { reason: err instanceof Error ? err.message : String(err) });
-          throw err;
-        }
-      },
-    });
-    coalescer = c;
-    c.notify();
-    costTimer = setInterval(() => {
-      if (hotness.cost() !== publishedCost) c.notify();
-    }, COST_REFRESH_MS);
-    costTimer.unref();
-  }
+  const publication = publishOnPod(config, { service, hotness, clock, log: baseLog, metrics });
+  // Table changes before now (a sidecar's first loads) go unpublished: the first publication carries them.
+  if (publication) coalescer = publication.coalescer;
 
   let replicaName = config.replicaName ?? config.podName ?? 'replica';
   const { app, state } = createReplicaApp({
@@ -176,34 +237,17 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const addr = server.address() as AddressInfo;
   if (config.replicaName === undefined && config.podName === undefined) replicaName = `${addr.address}:${addr.port}`;
   if (config.maxConnections > 0) server.maxConnections = config.maxConnections;
-  // The Open Inference Protocol's gRPC form (docs/grpc.md): same service, admission and codes.
-  const grpc =
-    config.grpcPort === -1
-      ? undefined
-      : new UnaryServer({
-          methods: grpcMethods({
-            service,
-            metrics,
-            log: baseLog,
-            state,
-            replicaName: () => replicaName,
-            maxOngoingRequests: config.maxOngoingRequests,
-            testHooks: config.testHooks,
-            onServed: () => hotness.hit(),
-            binaryInputs: engine !== undefined,
-          }),
-          limits: grpcServerLimits(config),
-          budget: new ByteBudget(config.grpcMaxBufferedBytes, 'replica'),
-          events: {
-            refused: (reason) => metrics.grpcBounds.inc({ reason }),
-            timedOut: (phase) => metrics.grpcBounds.inc({ reason: phase }),
-            callRefused: (method, code, err) => {
-              metrics.grpcRequests.inc({ method, code: grpcStatusName(code) });
-              if (err?.code === 'buffer_full') metrics.grpcBounds.inc({ reason: 'buffer_full' });
-            },
-          },
-          portFlag: '--grpc-port',
-        });
+  const grpc = grpcServer(config, {
+    service,
+    metrics,
+    log: baseLog,
+    state,
+    replicaName: () => replicaName,
+    maxOngoingRequests: config.maxOngoingRequests,
+    testHooks: config.testHooks,
+    onServed: () => hotness.hit(),
+    binaryInputs: engine !== undefined,
+  });
   const grpcPort = grpc === undefined ? undefined : await grpc.listen(config.grpcPort, config.host);
   baseLog.info('replica listening', {
     event: 'listening',
@@ -225,7 +269,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     stopping = true;
     state.shuttingDown = true;
     baseLog.info('draining', { event: 'draining', signal, ongoing: state.ongoing });
-    if (costTimer) clearInterval(costTimer);
+    if (publication) clearInterval(publication.costTimer);
     revalidator?.stop();
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     const idle = setInterval(() => server.closeIdleConnections(), 100);

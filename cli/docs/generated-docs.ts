@@ -20,6 +20,6 @@ export async function readAdrs(dir = 'docs/adr'): Promise<AdrFile[]> {
 
 export const GENERATED_DOCS: readonly GeneratedDoc[] = [
   { file: 'docs/cli.md', render: () => cliPage() },
-  { file: 'docs/errors.md', render: async (page) => fillRegion(page, 'errors', errorIndex()) },
+  { file: 'docs/errors.md', render: (page) => Promise.resolve(fillRegion(page, 'errors', errorIndex())) },
   { file: 'docs/adr/README.md', render: async (page) => fillRegion(page, 'adr-index', adrIndex(await readAdrs())) },
 ];

@@ -175,7 +175,7 @@ export class UnaryServer {
   }
 
   private onSession(session: ServerHttp2Session): void {
-    const socket = session.socket as Socket;
+    const socket = session.socket;
     const now = Date.now();
     this.sessions.set(session, { session, client: socket.remoteAddress ?? '', socket, openedAt: now, streams: 0, idleSince: now, pingSentAt: undefined, lastPingAt: now, goawayAt: undefined });
     session.once('close', () => this.sessions.delete(session));

@@ -25,8 +25,11 @@ export function setCacheGauges<T extends Releasable>(metrics: ReplicaMetrics, ca
   metrics.bytesLoaded.set(cache.loadedBytes);
 }
 
+/** What went wrong, as a log line's `reason`: an Error's message, anything else (a rejection with a string) as it is. */
+export const reasonOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
 /** The log fields of a failed load: its stable code and what went wrong. */
 export const failure = (error: unknown): { error: string; reason: string } => ({
   error: error instanceof ModelmuxError ? error.code : 'internal',
-  reason: error instanceof Error ? error.message : String(error),
+  reason: reasonOf(error),
 });

@@ -93,7 +93,7 @@ function typedValues(input: string, datatype: string, contents: InferTensorConte
     const decoder = new TextDecoder();
     return (values as Uint8Array[]).map((b) => decoder.decode(b));
   }
-  return values as unknown[];
+  return values;
 }
 
 /** Raw contents as JSON `data`, for runtimes that do not read the binary tensor data extension. */

@@ -96,7 +96,11 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, UnaryHandler> 
       try {
         request = decodeRequest<Q>(method, call.message);
       } catch (err) {
-        void answer(method, ctx, call, () => Promise.reject(err)).then(done);
+        // Thrown as decoding threw it, so that `answer` logs an unexpected error with its own stack.
+        const fail = (): Promise<never> => {
+          throw err;
+        };
+        void answer(method, ctx, call, fail).then(done);
         return;
       }
       const run = (): Promise<R> => work(request, ctx, call);
@@ -131,11 +135,11 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, UnaryHandler> 
   };
 
   const handlers: Record<InferenceMethod, UnaryHandler> = {
-    ServerLive: unary('ServerLive', false, async () => ({ live: true })),
-    ServerReady: unary('ServerReady', false, async () => ({ ready: !state.shuttingDown && service.ready() })),
+    ServerLive: unary('ServerLive', false, () => Promise.resolve({ live: true })),
+    ServerReady: unary('ServerReady', false, () => Promise.resolve({ ready: !state.shuttingDown && service.ready() })),
     // Neither HTTP extension (binary tensor data, model repository) is a part of the gRPC service.
-    ServerMetadata: unary('ServerMetadata', false, async () => ({ name: 'modelmux-replica', version: '1', extensions: [] })),
-    ModelReady: unary('ModelReady', false, async (req: { name: string; version: string }) => ({ ready: service.cache.has(modelOf(req.name, req.version)) })),
+    ServerMetadata: unary('ServerMetadata', false, () => Promise.resolve({ name: 'modelmux-replica', version: '1', extensions: [] })),
+    ModelReady: unary('ModelReady', false, (req: { name: string; version: string }) => Promise.resolve({ ready: service.cache.has(modelOf(req.name, req.version)) })),
     ModelMetadata: unary('ModelMetadata', true, async (req: { name: string; version: string }, ctx) => {
       const { body, hit } = await service.metadata(modelOf(req.name, req.version));
       ctx.trailers.set(HEADER_CACHE, hit ? 'hit' : 'miss');

@@ -228,6 +228,7 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
 
   app.use((_req, res) => fail(res, new ModelmuxError('not_found', 'no such path')));
   // Body-parser and any other thrown error: always a catalogue code, never a stack to the client.
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- Express knows an error handler by its four parameters.
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const type = (err as { type?: unknown }).type;
     if (type === 'entity.too.large') fail(res, new ModelmuxError('body_too_large', `the body is larger than ${opts.maxBodyBytes} bytes`));

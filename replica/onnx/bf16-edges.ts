@@ -3,7 +3,7 @@ import { ONNX_ELEM_TYPE } from '../../common/onnx-writer.js';
 import { ProtoError, protoFields, ProtoWriter, WIRE_LEN, WIRE_VARINT, type ProtoField } from '../../common/proto-wire.js';
 import type { OutputTensor } from '../../common/inference-body.js';
 import type { ModelSession } from './model-session.js';
-import { GRAPH, MODEL, text, valueInfoName } from './shared-graph.js';
+import { GRAPH, modelGraph, text, valueInfoName, withGraph } from './shared-graph.js';
 import { toBfloat16Bits, type HostTensor } from '../../common/tensor.js';
 
 /**
@@ -104,60 +104,84 @@ export function widenBf16Edges(model: Uint8Array): Bf16Edges | undefined {
   }
 }
 
-function widened(model: Uint8Array): Bf16Edges | undefined {
-  const graphField = [...protoFields(model)].find((f) => f.field === MODEL.graph && f.wire === WIRE_LEN);
-  if (!graphField) return undefined;
-  const fields = [...protoFields(model, graphField.valueStart, graphField.valueEnd)];
-  const edgeNames = (field: number): Set<string> =>
-    new Set(fields.filter((f) => f.field === field && f.wire === WIRE_LEN && elemType(model, f.valueStart, f.valueEnd) === BF16).map((f) => valueInfoName(model, f.valueStart, f.valueEnd) ?? ''));
-  const inputs = edgeNames(GRAPH.input);
-  const outputs = edgeNames(GRAPH.output);
-  if (inputs.size === 0 && outputs.size === 0) return undefined;
+/** The names of the graph's `field` (inputs or outputs) that are bfloat16 tensors. */
+function bf16Names(model: Uint8Array, fields: readonly ProtoField[], field: number): Set<string> {
+  return new Set(fields.filter((f) => f.field === field && f.wire === WIRE_LEN && elemType(model, f.valueStart, f.valueEnd) === BF16).map((f) => valueInfoName(model, f.valueStart, f.valueEnd) ?? ''));
+}
 
-  const nodes = fields.filter((f) => f.field === GRAPH.node && f.wire === WIRE_LEN);
+function holdsSubgraph(model: Uint8Array, attribute: ProtoField): boolean {
+  for (const a of protoFields(model, attribute.valueStart, attribute.valueEnd)) if (a.field === ATTRIBUTE.g || a.field === ATTRIBUTE.graphs) return true;
+  return false;
+}
+
+/** Every name the graph's nodes use, and those they compute; throws when a node holds a subgraph. */
+function nodeNames(model: Uint8Array, fields: readonly ProtoField[]): { used: Set<string>; produced: Set<string> } {
   const used = new Set<string>();
   const produced = new Set<string>();
-  for (const n of nodes) {
+  for (const n of fields) {
+    if (n.field !== GRAPH.node || n.wire !== WIRE_LEN) continue;
     for (const f of protoFields(model, n.valueStart, n.valueEnd)) {
       if (f.wire !== WIRE_LEN) continue;
       if (f.field === NODE.input || f.field === NODE.output) used.add(text(model, f.valueStart, f.valueEnd));
       if (f.field === NODE.output) produced.add(text(model, f.valueStart, f.valueEnd));
-      if (f.field === NODE.attribute) {
-        for (const a of protoFields(model, f.valueStart, f.valueEnd)) if (a.field === ATTRIBUTE.g || a.field === ATTRIBUTE.graphs) throw unservable('the graph holds subgraphs');
-      }
+      if (f.field === NODE.attribute && holdsSubgraph(model, f)) throw unservable('the graph holds subgraphs');
     }
   }
-  for (const name of outputs) {
-    if (!produced.has(name)) throw unservable(`output "${name}" is not computed by a node of the graph`);
-  }
+  return { used, produced };
+}
+
+/** The bfloat16 name each widened edge gives the graph inside: `<name>__bf16`, with `_` added until it is free. */
+function edgeRenames(inputs: ReadonlySet<string>, outputs: ReadonlySet<string>, used: ReadonlySet<string>): Map<string, string> {
   const renames = new Map<string, string>();
   for (const name of [...inputs, ...outputs]) {
     let renamed = `${name}__bf16`;
     while (used.has(renamed) || inputs.has(renamed) || outputs.has(renamed)) renamed += '_';
     renames.set(name, renamed);
   }
+  return renames;
+}
 
+/** A graph field other than a node: a bfloat16 edge widened, an annotation of one left out, any other as it was. */
+function writeEdgeField(graph: ProtoWriter, model: Uint8Array, f: ProtoField, edges: Pick<Bf16Edges, 'inputs' | 'outputs'>, renames: ReadonlyMap<string, string>): void {
+  const named = f.wire === WIRE_LEN && (f.field === GRAPH.input || f.field === GRAPH.output || f.field === GRAPH.valueInfo) ? valueInfoName(model, f.valueStart, f.valueEnd) : undefined;
+  if (named !== undefined && f.field === GRAPH.input && edges.inputs.has(named)) graph.bytes(GRAPH.input, asFloat(model, f.valueStart, f.valueEnd));
+  else if (named !== undefined && f.field === GRAPH.output && edges.outputs.has(named)) graph.bytes(GRAPH.output, asFloat(model, f.valueStart, f.valueEnd));
+  // An annotation of an edge would now contradict its float32 type; onnxruntime infers it again.
+  else if (named !== undefined && f.field === GRAPH.valueInfo && renames.has(named)) return;
+  else graph.raw(model.subarray(f.start, f.end));
+}
+
+/** The graph's fields rewritten: Casts from the widened inputs before the first node, nodes renamed, Casts to the widened outputs last. */
+function widenedGraph(model: Uint8Array, fields: readonly ProtoField[], edges: Pick<Bf16Edges, 'inputs' | 'outputs'>, renames: ReadonlyMap<string, string>): Uint8Array {
   const graph = new ProtoWriter();
   let castsIn = false;
   for (const f of fields) {
-    const named = f.wire === WIRE_LEN && (f.field === GRAPH.input || f.field === GRAPH.output || f.field === GRAPH.valueInfo) ? valueInfoName(model, f.valueStart, f.valueEnd) : undefined;
-    if (f.field === GRAPH.node && f.wire === WIRE_LEN) {
-      if (!castsIn) for (const name of inputs) castNode(graph, name, renames.get(name) as string, BF16);
-      castsIn = true;
-      graph.bytes(GRAPH.node, renamedNode(model, f.valueStart, f.valueEnd, renames));
-    } else if (named !== undefined && f.field === GRAPH.input && inputs.has(named)) graph.bytes(GRAPH.input, asFloat(model, f.valueStart, f.valueEnd));
-    else if (named !== undefined && f.field === GRAPH.output && outputs.has(named)) graph.bytes(GRAPH.output, asFloat(model, f.valueStart, f.valueEnd));
-    // An annotation of an edge would now contradict its float32 type; onnxruntime infers it again.
-    else if (named !== undefined && f.field === GRAPH.valueInfo && renames.has(named)) continue;
-    else graph.raw(model.subarray(f.start, f.end));
+    if (f.field !== GRAPH.node || f.wire !== WIRE_LEN) {
+      writeEdgeField(graph, model, f, edges, renames);
+      continue;
+    }
+    if (!castsIn) for (const name of edges.inputs) castNode(graph, name, renames.get(name) as string, BF16);
+    castsIn = true;
+    graph.bytes(GRAPH.node, renamedNode(model, f.valueStart, f.valueEnd, renames));
   }
-  for (const name of outputs) castNode(graph, renames.get(name) as string, name, FLOAT);
-  const out = new ProtoWriter();
-  for (const f of protoFields(model)) {
-    if (f.start === graphField.start) out.bytes(MODEL.graph, graph.finish());
-    else out.raw(model.subarray(f.start, f.end));
+  for (const name of edges.outputs) castNode(graph, renames.get(name) as string, name, FLOAT);
+  return graph.finish();
+}
+
+function widened(model: Uint8Array): Bf16Edges | undefined {
+  const graphField = modelGraph(model);
+  if (!graphField) return undefined;
+  const fields = [...protoFields(model, graphField.valueStart, graphField.valueEnd)];
+  const inputs = bf16Names(model, fields, GRAPH.input);
+  const outputs = bf16Names(model, fields, GRAPH.output);
+  if (inputs.size === 0 && outputs.size === 0) return undefined;
+
+  const { used, produced } = nodeNames(model, fields);
+  for (const name of outputs) {
+    if (!produced.has(name)) throw unservable(`output "${name}" is not computed by a node of the graph`);
   }
-  return { model: out.finish(), inputs, outputs };
+  const graph = widenedGraph(model, fields, { inputs, outputs }, edgeRenames(inputs, outputs, used));
+  return { model: withGraph(model, graphField, graph), inputs, outputs };
 }
 
 /** bfloat16 bit patterns as the float32 values they are, exactly. */

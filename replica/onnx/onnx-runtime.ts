@@ -190,6 +190,7 @@ export async function checkExecutionProvider(provider: ExecutionProvider): Promi
   } catch (err) {
     throw new Error(
       `execution provider "${provider}" is not available (${bundled?.bundled ? 'bundled' : 'not bundled with this onnxruntime-node install'}): ${err instanceof Error ? err.message : String(err)}`,
+      { cause: err },
     );
   }
 }

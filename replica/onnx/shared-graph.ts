@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ProtoError, ProtoWriter, protoFields, WIRE_LEN, WIRE_VARINT } from '../../common/proto-wire.js';
+import { ProtoError, ProtoWriter, protoFields, WIRE_LEN, WIRE_VARINT, type ProtoField } from '../../common/proto-wire.js';
 import { ONNX_FLOAT, writeValueInfo } from '../../common/onnx-writer.js';
 
 /**
@@ -48,6 +48,21 @@ export function valueInfoName(bytes: Uint8Array, from: number, to: number): stri
   return undefined;
 }
 
+/** The model's graph field (its first), or undefined when it has none. */
+export function modelGraph(model: Uint8Array): ProtoField | undefined {
+  return [...protoFields(model)].find((f) => f.field === MODEL.graph && f.wire === WIRE_LEN);
+}
+
+/** `model` with `graph` in place of the graph at `field` (modelGraph's), every other field as it was. */
+export function withGraph(model: Uint8Array, field: ProtoField, graph: Uint8Array): Uint8Array {
+  const out = new ProtoWriter();
+  for (const f of protoFields(model)) {
+    if (f.start === field.start) out.bytes(MODEL.graph, graph);
+    else out.raw(model.subarray(f.start, f.end));
+  }
+  return out.finish();
+}
+
 /** The weight a TensorProto (at `from`–`to`) holds, or undefined when it is not one that moves. */
 export function readWeight(bytes: Uint8Array, from: number, to: number): WeightRef | undefined {
   let name = '';
@@ -84,6 +99,30 @@ function* packedVarints(bytes: Uint8Array, from: number, to: number): Generator<
   }
 }
 
+/** The graph at `from`–`to` under the shared name, without its doc, its inline float initializers moved out as weights and declared as inputs. */
+function weightlessGraph(model: Uint8Array, from: number, to: number): { graph: Uint8Array; weights: WeightRef[] } {
+  const graph = new ProtoWriter().string(GRAPH.name, SHARED_GRAPH_NAME);
+  const inputs = new Set<string>();
+  const weights: WeightRef[] = [];
+  for (const g of protoFields(model, from, to)) {
+    if (g.field === GRAPH.name || g.field === GRAPH.docString) continue;
+    const weight = g.field === GRAPH.initializer && g.wire === WIRE_LEN ? readWeight(model, g.valueStart, g.valueEnd) : undefined;
+    if (weight) {
+      weights.push(weight);
+      continue;
+    }
+    if (g.field === GRAPH.input && g.wire === WIRE_LEN) {
+      for (const v of protoFields(model, g.valueStart, g.valueEnd)) {
+        if (v.field === VALUE_INFO_NAME && v.wire === WIRE_LEN) inputs.add(text(model, v.valueStart, v.valueEnd));
+      }
+    }
+    graph.raw(model.subarray(g.start, g.end));
+  }
+  // Before IR version 4 every initializer is also listed as an input: that input stays.
+  for (const w of weights) if (!inputs.has(w.name)) graph.message(GRAPH.input, (v) => writeValueInfo(v, { name: w.name, shape: w.dims }));
+  return { graph: graph.finish(), weights };
+}
+
 /**
  * Splits an ONNX model into a shared graph and its weights, or answers undefined when there is
  * nothing to share (no float initializer held inline) or the bytes are not a well-formed model:
@@ -100,26 +139,9 @@ export function splitWeights(model: Uint8Array): SplitModel | undefined {
         continue;
       }
       if (weights) return undefined; // two graphs: not a model onnxruntime would load either
-      const graph = new ProtoWriter().string(GRAPH.name, SHARED_GRAPH_NAME);
-      const inputs = new Set<string>();
-      weights = [];
-      for (const g of protoFields(model, f.valueStart, f.valueEnd)) {
-        if (g.field === GRAPH.name || g.field === GRAPH.docString) continue;
-        const weight = g.field === GRAPH.initializer && g.wire === WIRE_LEN ? readWeight(model, g.valueStart, g.valueEnd) : undefined;
-        if (weight) {
-          weights.push(weight);
-          continue;
-        }
-        if (g.field === GRAPH.input && g.wire === WIRE_LEN) {
-          for (const v of protoFields(model, g.valueStart, g.valueEnd)) {
-            if (v.field === VALUE_INFO_NAME && v.wire === WIRE_LEN) inputs.add(text(model, v.valueStart, v.valueEnd));
-          }
-        }
-        graph.raw(model.subarray(g.start, g.end));
-      }
-      // Before IR version 4 every initializer is also listed as an input: that input stays.
-      for (const w of weights) if (!inputs.has(w.name)) graph.message(GRAPH.input, (v) => writeValueInfo(v, { name: w.name, shape: w.dims }));
-      out.bytes(MODEL.graph, graph.finish());
+      const shared = weightlessGraph(model, f.valueStart, f.valueEnd);
+      weights = shared.weights;
+      out.bytes(MODEL.graph, shared.graph);
     }
     if (!weights || weights.length === 0) return undefined;
     if (new Set(weights.map((w) => w.name)).size !== weights.length) return undefined;

@@ -1,6 +1,6 @@
-import { ProtoError, protoFields, ProtoWriter, WIRE_LEN, WIRE_VARINT } from '../../common/proto-wire.js';
+import { ProtoError, protoFields, ProtoWriter, WIRE_LEN, WIRE_VARINT, type ProtoField } from '../../common/proto-wire.js';
 import { writeValueInfo } from '../../common/onnx-writer.js';
-import { GRAPH, MODEL, text, valueInfoName, type SplitModel } from './shared-graph.js';
+import { GRAPH, modelGraph, text, valueInfoName, withGraph, type SplitModel } from './shared-graph.js';
 
 /**
  * onnxruntime runs a one-row Gemm with MLAS's M=1 kernel, which walks B row by row. When B has
@@ -66,58 +66,73 @@ function readNode(bytes: Uint8Array, from: number, to: number): NodeInfo | undef
  * only as B of Gemms without transB (or the graph holds subgraphs, which are left alone).
  */
 export function singleRowGraph(split: SplitModel): SingleRowGraph | undefined {
-  const model = split.graph;
   try {
-    const columns = new Map(split.weights.filter((w) => w.dims.length === 2 && w.dims[1] === 1).map((w) => [w.name, w.dims[0] as number]));
-    if (columns.size === 0) return undefined;
-    const graphField = [...protoFields(model)].find((f) => f.field === MODEL.graph && f.wire === WIRE_LEN);
-    if (!graphField) return undefined;
-    const fields = [...protoFields(model, graphField.valueStart, graphField.valueEnd)];
-    // By where each node's field starts, for the rewrite below.
-    const nodes = new Map<number, NodeInfo>();
-    for (const f of fields) {
-      if (f.field !== GRAPH.node || f.wire !== WIRE_LEN) continue;
-      const node = readNode(model, f.valueStart, f.valueEnd);
-      if (!node) return undefined;
-      nodes.set(f.start, node);
-    }
-    // A weight qualifies when every use of it is as B of a Gemm that does not transpose B.
-    const transposed = new Map<string, number>();
-    const otherUses = new Set<string>();
-    for (const node of nodes.values()) {
-      node.inputs.forEach((name, i) => {
-        const k = columns.get(name);
-        if (k === undefined) return;
-        if (node.gemm && i === 1 && node.transB === 0) transposed.set(name, k);
-        else otherUses.add(name);
-      });
-    }
-    for (const name of otherUses) transposed.delete(name);
-    for (const f of fields) {
-      if (f.field === GRAPH.output && f.wire === WIRE_LEN) transposed.delete(valueInfoName(model, f.valueStart, f.valueEnd) ?? '');
-    }
-    if (transposed.size === 0) return undefined;
-
-    const graph = new ProtoWriter();
-    for (const f of fields) {
-      const node = f.field === GRAPH.node ? nodes.get(f.start) : undefined;
-      const named = f.field === GRAPH.input || f.field === GRAPH.valueInfo ? valueInfoName(model, f.valueStart, f.valueEnd) : undefined;
-      if (node?.gemm && transposed.has(node.inputs[1] ?? '')) graph.bytes(GRAPH.node, transposedGemm(model, f.valueStart, f.valueEnd, node));
-      else if (named !== undefined && transposed.has(named)) {
-        // The weight's declared shape becomes [1,K]; other annotations of it would contradict that.
-        if (f.field === GRAPH.input) graph.message(GRAPH.input, (v) => writeValueInfo(v, { name: named, shape: [1, transposed.get(named) as number] }));
-      } else graph.raw(model.subarray(f.start, f.end));
-    }
-    const out = new ProtoWriter();
-    for (const f of protoFields(model)) {
-      if (f.start === graphField.start) out.bytes(MODEL.graph, graph.finish());
-      else out.raw(model.subarray(f.start, f.end));
-    }
-    return { graph: out.finish(), transposed };
+    return singleRowVariant(split);
   } catch (err) {
     if (err instanceof ProtoError || err instanceof TypeError) return undefined;
     throw err;
   }
+}
+
+function singleRowVariant(split: SplitModel): SingleRowGraph | undefined {
+  const model = split.graph;
+  const columns = new Map(split.weights.filter((w) => w.dims.length === 2 && w.dims[1] === 1).map((w) => [w.name, w.dims[0] as number]));
+  if (columns.size === 0) return undefined;
+  const graphField = modelGraph(model);
+  if (!graphField) return undefined;
+  const fields = [...protoFields(model, graphField.valueStart, graphField.valueEnd)];
+  const nodes = readNodes(model, fields);
+  if (!nodes) return undefined;
+  const transposed = transposable(model, fields, nodes, columns);
+  if (transposed.size === 0) return undefined;
+  const graph = new ProtoWriter();
+  for (const f of fields) writeField(graph, model, f, nodes, transposed);
+  return { graph: withGraph(model, graphField, graph.finish()), transposed };
+}
+
+/** The graph's nodes, by where each node's field starts; undefined when one holds a subgraph. */
+function readNodes(model: Uint8Array, fields: readonly ProtoField[]): Map<number, NodeInfo> | undefined {
+  const nodes = new Map<number, NodeInfo>();
+  for (const f of fields) {
+    if (f.field !== GRAPH.node || f.wire !== WIRE_LEN) continue;
+    const node = readNode(model, f.valueStart, f.valueEnd);
+    if (!node) return undefined;
+    nodes.set(f.start, node);
+  }
+  return nodes;
+}
+
+/**
+ * The weights of `columns` ([K,1], with K) to feed as [1,K]: a weight qualifies when every use
+ * of it is as B of a Gemm that does not transpose B, and it is no output of the graph.
+ */
+function transposable(model: Uint8Array, fields: readonly ProtoField[], nodes: ReadonlyMap<number, NodeInfo>, columns: ReadonlyMap<string, number>): Map<string, number> {
+  const transposed = new Map<string, number>();
+  const otherUses = new Set<string>();
+  for (const node of nodes.values()) {
+    node.inputs.forEach((name, i) => {
+      const k = columns.get(name);
+      if (k === undefined) return;
+      if (node.gemm && i === 1 && node.transB === 0) transposed.set(name, k);
+      else otherUses.add(name);
+    });
+  }
+  for (const name of otherUses) transposed.delete(name);
+  for (const f of fields) {
+    if (f.field === GRAPH.output && f.wire === WIRE_LEN) transposed.delete(valueInfoName(model, f.valueStart, f.valueEnd) ?? '');
+  }
+  return transposed;
+}
+
+/** One field of the single-row graph: such a Gemm set to transB=1, such a weight declared [1,K], any other as it was. */
+function writeField(graph: ProtoWriter, model: Uint8Array, f: ProtoField, nodes: ReadonlyMap<number, NodeInfo>, transposed: ReadonlyMap<string, number>): void {
+  const node = f.field === GRAPH.node ? nodes.get(f.start) : undefined;
+  const named = f.field === GRAPH.input || f.field === GRAPH.valueInfo ? valueInfoName(model, f.valueStart, f.valueEnd) : undefined;
+  if (node?.gemm && transposed.has(node.inputs[1] ?? '')) graph.bytes(GRAPH.node, transposedGemm(model, f.valueStart, f.valueEnd, node));
+  else if (named !== undefined && transposed.has(named)) {
+    // The weight's declared shape becomes [1,K]; other annotations of it would contradict that.
+    if (f.field === GRAPH.input) graph.message(GRAPH.input, (v) => writeValueInfo(v, { name: named, shape: [1, transposed.get(named) as number] }));
+  } else graph.raw(model.subarray(f.start, f.end));
 }
 
 /** The node's fields with transB=1 in place of any transB it had. */

@@ -8,7 +8,7 @@ import type { ModelTable } from '../../common/model-table.js';
 import type { CachePolicy } from '../../common/resource.js';
 import type { ReplicaConfig } from '../config.js';
 import { Batcher } from '../onnx/batcher.js';
-import { cacheTable, failure, setCacheGauges } from '../cache/cache-report.js';
+import { cacheTable, failure, reasonOf, setCacheGauges } from '../cache/cache-report.js';
 import { inferResponseBody, modelMetadataBody, parseInferBody } from '../../common/inference-body.js';
 import type { ReplicaMetrics } from '../metrics.js';
 import { ModelCache, type CacheEvent, type Loaded } from '../cache/model-cache.js';
@@ -125,7 +125,7 @@ export class ReplicaService implements ServingBackend {
   }
 
   private async signature(id: ModelId): Promise<{ signature: ModelSignature; hit: boolean }> {
-    const r = await this.withDeadline(this.withModel(id, async (m) => m.signature));
+    const r = await this.withDeadline(this.withModel(id, (m) => Promise.resolve(m.signature)));
     return { signature: r.body, hit: r.hit };
   }
 
@@ -226,7 +226,7 @@ export class ReplicaService implements ServingBackend {
         metrics.releases.inc();
         metrics.sharedGraphs.set(this.sessions.sharedCount);
         if (e.error === undefined) log.info(`Successfully unloaded model '${e.id}' in ${ms(e.durationMs)}.`, { model: e.id, event: 'release', durationMs: e.durationMs });
-        else log.error(`Failed to release model '${e.id}'.`, { model: e.id, event: 'release-failed', reason: e.error instanceof Error ? e.error.message : String(e.error) });
+        else log.error(`Failed to release model '${e.id}'.`, { model: e.id, event: 'release-failed', reason: reasonOf(e.error) });
         break;
       case 'change':
         setCacheGauges(metrics, this.cache);

@@ -4,7 +4,7 @@ import type { Logger } from '../../common/log.js';
 import type { ModelId } from '../../common/model-id.js';
 import type { ModelTable } from '../../common/model-table.js';
 import type { CachePolicy } from '../../common/resource.js';
-import { cacheTable, failure, setCacheGauges } from '../cache/cache-report.js';
+import { cacheTable, failure, reasonOf, setCacheGauges } from '../cache/cache-report.js';
 import type { ReplicaMetrics } from '../metrics.js';
 import { ModelCache, type CacheEvent, type Lease, type Loaded, type Releasable } from '../cache/model-cache.js';
 import type { ModelFolders } from '../store/model-folders.js';
@@ -242,7 +242,7 @@ export class SidecarService implements ServingBackend {
         break;
       case 'release':
         metrics.releases.inc();
-        if (e.error !== undefined) log.error(`Failed to unload model '${e.id}' from the runtime.`, { model: e.id, event: 'release-failed', reason: e.error instanceof Error ? e.error.message : String(e.error) });
+        if (e.error !== undefined) log.error(`Failed to unload model '${e.id}' from the runtime.`, { model: e.id, event: 'release-failed', reason: reasonOf(e.error) });
         break;
       case 'change':
         setCacheGauges(metrics, this.cache);
