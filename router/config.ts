@@ -257,6 +257,6 @@ export function parseRouterConfig(argv: readonly string[], env: NodeJS.ProcessEn
     }
     if (c.routes === undefined) ctx.addIssue({ code: 'custom', path: ['routes'], message: 'static discovery needs --routes' });
   });
-  const c = parseConfig('router', ROUTER_SUMMARY, schema as unknown as typeof routerConfigSchema, specs, argv, env);
+  const c = parseConfig('router', ROUTER_SUMMARY, schema, specs, argv, env);
   return { ...c, staticRoutes: c.routes === undefined ? [] : parseStaticRoutes(c.routes).routes };
 }

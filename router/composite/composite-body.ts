@@ -103,7 +103,7 @@ export function errorOfAnswer(status: number, body: Buffer): { code: ErrorCode; 
 }
 
 /** JSON.rawJSON (Node 21+): integers past 2^53 written exactly; ES2023's types lack it. */
-const rawJSON = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+const rawJSON = (JSON as unknown as { rawJSON: (text: string) => unknown }).rawJSON;
 
 /**
  * JSON text of a request or answer whose tensors may hold bigints (INT64 past 2^53). The replacer

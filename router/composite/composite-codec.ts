@@ -31,8 +31,7 @@ export class CompositeCodec {
     const request = parseCompositeRequest(Buffer.from(body.buffer, body.byteOffset, body.byteLength), inferenceHeaderLength);
     this.held.set(key, { request, requestInputs: undefined, outputs: new Map() });
     if (!withoutOutputs || request.outputs === undefined) return undefined;
-    const { outputs: _named, ...rest } = request;
-    return encode(rest);
+    return encode({ ...request, outputs: undefined });
   }
 
   /** Reads a member's (or a step's) 200 answer and keeps its outputs in `slot`; throws a plain Error when it is no V2 answer. */

@@ -106,7 +106,7 @@ export class MemberRequest implements DownstreamRequest {
   }
 
   on(event: 'data' | 'end', listener: Listener): this {
-    if (event === 'data') this.data.push(listener as (chunk: Buffer) => void);
+    if (event === 'data') this.data.push(listener);
     else this.end.push(listener as () => void);
     return this;
   }

@@ -94,7 +94,7 @@ class CodecThread {
       if (reply.ok) p.resolve(reply.value);
       else p.reject(toError(reply.code, reply.message));
     });
-    worker.on('error', (err) => this.log.error('composite worker failed', { reason: err.message }));
+    worker.on('error', (err: Error) => this.log.error('composite worker failed', { reason: err.message }));
     worker.on('exit', (code) => {
       if (this.worker === worker) this.worker = undefined;
       const lost = [...this.pending.values()];

@@ -305,7 +305,7 @@ class FastRequest implements DownstreamRequest {
   }
 
   on(event: 'data' | 'end', listener: ((chunk: Buffer) => void) | (() => void)): this {
-    if (event === 'data') this.onBody = listener as (chunk: Buffer) => void;
+    if (event === 'data') this.onBody = listener;
     else this.onEnd = listener as () => void;
     return this;
   }

@@ -45,6 +45,7 @@ function isOws(c: number): boolean {
  * without its CR (RFC 9112 §2.2: a recipient may accept a bare LF, llhttp does not). A CR at the
  * very end may meet its LF in the next read.
  */
+// eslint-disable-next-line no-control-regex -- control characters are what this pattern finds
 const BAD_HEAD_BYTE = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n|$)|(?<!\r)\n/;
 
 /**

@@ -50,7 +50,7 @@ export function bearerToken(rawHeaders: readonly string[]): string | undefined {
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
     if ((rawHeaders[i] as string).toLowerCase() !== 'authorization') continue;
     if (value !== undefined) return undefined;
-    value = rawHeaders[i + 1] as string;
+    value = rawHeaders[i + 1];
   }
   return value === undefined ? undefined : BEARER.exec(value)?.[1];
 }

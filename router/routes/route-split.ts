@@ -39,7 +39,9 @@ export function stickyBackend(backends: readonly SplitBackend[], key: string): s
       bestScore = score;
     }
   }
-  return (best ?? (backends[0] as SplitBackend)).model;
+  // The schema gives a split a backend of weight above 0 (common/model-route.ts): one scored.
+  if (best === undefined) throw new Error('a split route without a weighted backend');
+  return best.model;
 }
 
 /** Mirror copies under way at once by default: past it a copy is dropped, never queued. */
