@@ -122,9 +122,9 @@ async function main(run: BenchRun<Options>): Promise<void> {
   const cluster = await startAutoscalingCluster();
   let adapter: PrometheusAdapter | undefined;
   try {
-    adapter = await startPrometheusAdapter(cluster.cp, cluster.prometheus.url);
-    const logs = adapter.logs;
-    const diagnose = (): Promise<string> => cluster.describe('wine', logs);
+    const started = await startPrometheusAdapter(cluster.cp, cluster.prometheus.url);
+    adapter = started;
+    const diagnose = (): Promise<string> => cluster.describe('wine', () => started.logs());
     await cluster.cp.kubectl(['apply', '-f', '-'], {
       input: wineManifest(cluster.s3, autoscalingSpec({ minReplicas: 1, targetOngoingRequests: o.targetOngoingRequests, scaleDownWindowSeconds: o.scaleDownWindowSeconds })),
     });

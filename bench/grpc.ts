@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { Client, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
+import { type Client, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { Pool } from 'undici';
 import { z } from 'zod';
 import { type OptionSpecs, intString } from '../common/config.js';

@@ -195,7 +195,7 @@ async function main(run: BenchRun<Options>): Promise<void> {
     modelSource: `file://${dir}`,
   });
   const windows: Window[] = [];
-  let routerMetrics = new Map<string, number>();
+  let routerMetrics: Map<string, number>;
   let hostile: Child | undefined;
   try {
     const target = new URL(pool.url);

@@ -273,14 +273,17 @@ async function stepUp(sys: Running, family: Family, ids: readonly string[], roun
   return { round, family, runner: sys.runner, steps, retried, sustainableRps: sustainableRate(steps) };
 }
 
+type TableRow = { runner: Runner; from: Family };
+
 /** The rows of a family's table: its own runners, and for own-sessions Ray's wine cells (the same Ray serves the same files). */
-function tableRunners(family: Family, systems: readonly SystemName[]): { runner: Runner; from: Family }[] {
+function tableRunners(family: Family, systems: readonly SystemName[]): TableRow[] {
   if (family !== 'own-sessions') return systems.map((s) => ({ runner: s, from: family }));
-  return [...(systems.includes('modelmux') ? [{ runner: 'modelmux-own' as Runner, from: family }] : []), ...systems.filter((s) => s !== 'modelmux').map((s) => ({ runner: s as Runner, from: 'wine' as Family }))];
+  const own: TableRow[] = systems.includes('modelmux') ? [{ runner: 'modelmux-own', from: family }] : [];
+  return [...own, ...systems.filter((s) => s !== 'modelmux').map((s): TableRow => ({ runner: s, from: 'wine' }))];
 }
 
 /** The highest ladder rate that every row sustained in at least half of its rounds: where p50/p99 are compared. */
-function commonRate(cells: readonly Cell[], rows: readonly { runner: Runner; from: Family }[]): number {
+function commonRate(cells: readonly Cell[], rows: readonly TableRow[]): number {
   let best = 0;
   const rates = new Set(cells.flatMap((c) => c.steps.map((s) => s.rateRps)));
   for (const rate of [...rates].sort((a, b) => a - b)) {
@@ -320,7 +323,7 @@ function familySection(family: Family, cells: readonly Cell[], systems: readonly
     const med = (runner: Runner, from: Family): ReturnType<typeof medianCi> => medianCi(cells.filter((c) => c.runner === runner && c.family === from).map((c) => c.sustainableRps));
     const rays = rows.filter((r) => r.runner.startsWith('ray'));
     if (rays.length === 0) return '';
-    const best = rays.map((r) => ({ r, ci: med(r.runner, r.from) })).sort((a, b) => b.ci.median - a.ci.median)[0] as { r: { runner: Runner; from: Family }; ci: ReturnType<typeof medianCi> };
+    const best = rays.map((r) => ({ r, ci: med(r.runner, r.from) })).sort((a, b) => b.ci.median - a.ci.median)[0] as { r: TableRow; ci: ReturnType<typeof medianCi> };
     const m = med(mm.runner, mm.from);
     const ratio = m.median / best.ci.median;
     const low = m.low / best.ci.high;
@@ -418,8 +421,8 @@ async function main(run: BenchRun<Options>): Promise<void> {
   const evidence: Record<string, string[]> = {};
   const listeners: Record<string, Listener[]> = {};
   let scale: ScaleResult | undefined;
-  let roundsRun = 0;
-  let loadAfterRounds = '';
+  let roundsRun: number;
+  let loadAfterRounds: string;
   try {
     const s3 = store.s3;
     if (!s3 || !store.endpoint) throw new Error('bench:mux needs the S3 store');

@@ -225,13 +225,13 @@ async function main(run: BenchRun<Options>): Promise<void> {
     children.push(replica);
     const wanted = new Set(o.targets.split(',').map((s) => s.trim()));
     const targets: { target: Target; url: string; pids: () => Promise<number[]> }[] = [];
-    if (wanted.has('direct')) targets.push({ target: 'direct', url: `${replicaUrl}/`, pids: async () => [] });
+    if (wanted.has('direct')) targets.push({ target: 'direct', url: `${replicaUrl}/`, pids: () => Promise.resolve([]) });
     const startRouter = async (target: 'router' | 'router-node', port: number, extra: string[]): Promise<void> => {
       if (!wanted.has(target)) return;
       log(`starting ${target}`);
       const router = await startBenchRouter(cli, port, replicaUrl, extra);
       children.push(router);
-      targets.push({ target, url: routerUrl(port), pids: async () => [router.pid] });
+      targets.push({ target, url: routerUrl(port), pids: () => Promise.resolve([router.pid]) });
     };
     await startRouter('router', routerPort ?? 0, []);
     await startRouter('router-node', routerNodePort ?? 0, ['--fast-path', 'false']);
@@ -239,7 +239,7 @@ async function main(run: BenchRun<Options>): Promise<void> {
       log('starting node-relay');
       const relay = await startChild(process.execPath, [join(repoRoot, 'dist/bench/node-relay.js'), String(relayPort), String(replicaPort)], { ready: /listening/, readyTimeoutMs: 10_000 });
       children.push(relay);
-      targets.push({ target: 'node-relay', url: `http://127.0.0.1:${relayPort}/`, pids: async () => [relay.pid] });
+      targets.push({ target: 'node-relay', url: `http://127.0.0.1:${relayPort}/`, pids: () => Promise.resolve([relay.pid]) });
     }
     const startNginxTarget = async (target: 'nginx' | 'nginx-work', port: number): Promise<void> => {
       if (!wanted.has(target)) return;

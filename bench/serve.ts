@@ -71,10 +71,10 @@ interface Row {
 class LocalCopies implements ModelStore {
   readonly uri = 'file://bench-aligned-copies';
   constructor(private readonly paths: ReadonlyMap<string, string>) {}
-  async fetch(id: ModelId): Promise<LocalModelFile> {
+  fetch(id: ModelId): Promise<LocalModelFile> {
     const path = this.paths.get(id);
-    if (path === undefined) throw new Error(`no copy of ${id}`);
-    return { path, bytes: 0, private: true };
+    if (path === undefined) return Promise.reject(new Error(`no copy of ${id}`));
+    return Promise.resolve({ path, bytes: 0, private: true });
   }
 }
 

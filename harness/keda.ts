@@ -123,7 +123,7 @@ export async function startKeda(cp: ControlPlane, opts: { keepDataDir?: boolean 
   } catch (err) {
     const text = await logs();
     await stop();
-    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${text.slice(-4000)}`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${text.slice(-4000)}`, { cause: err });
   }
   return { logs, stop };
 }

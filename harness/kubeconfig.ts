@@ -1,5 +1,5 @@
 import { readFile, writeFile } from 'node:fs/promises';
-import { AuthenticationV1TokenRequest, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { type AuthenticationV1TokenRequest, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 
 /** Who a kubeconfig speaks as: a client certificate (PEM files) or a bearer token. */
 export type KubeUser = { readonly certFile: string; readonly keyFile: string } | { readonly token: string };

@@ -30,18 +30,21 @@ export function jsonLines(output: string): Record<string, unknown>[] {
   });
 }
 
-/** A `node dist/cli/main.js <subcommand>` child (run `npm run build` first) that logs JSON lines. */
+/**
+ * A `node dist/cli/main.js <subcommand>` child (run `npm run build` first) that logs JSON lines.
+ * Its functions are closures, not methods: the router and replica handles pass them on as they are.
+ */
 export interface ModelmuxProcess {
   child: ChildProcess;
   pid: number;
   /** stdout+stderr so far. */
-  logs(): string;
+  logs: () => string;
   /** The JSON log lines so far (non-JSON lines skipped). */
-  logLines(): Record<string, unknown>[];
+  logLines: () => Record<string, unknown>[];
   /** undefined while running. */
   exitCode(): number | null | undefined;
   /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code. */
-  stop(graceMs?: number): Promise<number | null>;
+  stop: (graceMs?: number) => Promise<number | null>;
   /** Resolves when the process exits (for tests that signal it themselves). */
   exited: Promise<number | null>;
 }

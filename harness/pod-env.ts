@@ -18,32 +18,28 @@ export class ContainerConfigError extends Error {
   override readonly name = 'ContainerConfigError';
 }
 
+/** The fieldRef paths the downward API resolves (besides a label or an annotation). */
+const FIELDS = new Map<string, (pod: V1Pod, addr: PodAddresses) => string>([
+  ['metadata.name', (pod) => pod.metadata?.name ?? ''],
+  ['metadata.namespace', (pod) => pod.metadata?.namespace ?? ''],
+  ['metadata.uid', (pod) => pod.metadata?.uid ?? ''],
+  ['spec.nodeName', (pod) => pod.spec?.nodeName ?? ''],
+  ['spec.serviceAccountName', (pod) => pod.spec?.serviceAccountName ?? 'default'],
+  ['status.podIP', (_, addr) => addr.podIP],
+  ['status.podIPs', (_, addr) => addr.podIP],
+  ['status.hostIP', (_, addr) => addr.hostIP],
+  ['status.hostIPs', (_, addr) => addr.hostIP],
+]);
+
 function fieldValue(pod: V1Pod, path: string, addr: PodAddresses): string {
   const bracket = /^metadata\.(labels|annotations)\['([^']+)'\]$/.exec(path);
   if (bracket) {
     const map = bracket[1] === 'labels' ? pod.metadata?.labels : pod.metadata?.annotations;
     return map?.[bracket[2] ?? ''] ?? '';
   }
-  switch (path) {
-    case 'metadata.name':
-      return pod.metadata?.name ?? '';
-    case 'metadata.namespace':
-      return pod.metadata?.namespace ?? '';
-    case 'metadata.uid':
-      return pod.metadata?.uid ?? '';
-    case 'spec.nodeName':
-      return pod.spec?.nodeName ?? '';
-    case 'spec.serviceAccountName':
-      return pod.spec?.serviceAccountName ?? 'default';
-    case 'status.podIP':
-    case 'status.podIPs':
-      return addr.podIP;
-    case 'status.hostIP':
-    case 'status.hostIPs':
-      return addr.hostIP;
-    default:
-      throw new ContainerConfigError(`unsupported fieldRef ${path}`);
-  }
+  const read = FIELDS.get(path);
+  if (read === undefined) throw new ContainerConfigError(`unsupported fieldRef ${path}`);
+  return read(pod, addr);
 }
 
 /** $(VAR) references to earlier variables are expanded, $$( escapes, unknown ones stay: Kubernetes' rules. */

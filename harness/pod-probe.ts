@@ -14,7 +14,7 @@ export async function runProbe(container: V1Container, p: V1Probe, address: stri
   const timeout = AbortSignal.timeout((p.timeoutSeconds ?? 1) * 1000);
   try {
     if (get) {
-      const port = portOf(get.port as number | string);
+      const port = portOf(get.port);
       if (port === undefined) return false;
       const headers = Object.fromEntries((get.httpHeaders ?? []).map((h) => [h.name, h.value]));
       const res = await fetch(`${(get.scheme ?? 'HTTP').toLowerCase()}://${get.host ?? address}:${port}${get.path ?? '/'}`, { headers, signal: timeout });
@@ -22,7 +22,7 @@ export async function runProbe(container: V1Container, p: V1Probe, address: stri
       return res.status >= 200 && res.status < 400;
     }
     if (tcp) {
-      const port = portOf(tcp.port as number | string);
+      const port = portOf(tcp.port);
       if (port === undefined) return false;
       return await new Promise<boolean>((resolve) => {
         const s = connect({ host: address, port, timeout: 1000 }, () => {

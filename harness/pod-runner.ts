@@ -118,7 +118,7 @@ export class PodRunner {
       await this.terminate();
     } catch (err) {
       process.stderr.write(`node agent: pod ${this.ns}/${this.name}: ${errorText(err)}\n`);
-      await Promise.all(this.containers.map((c) => c.proc?.stop(1000)));
+      await this.stopContainers(1000);
     } finally {
       if (this.address) releaseLoopbackAddress(this.address);
       this.phase = 'done';
@@ -365,10 +365,14 @@ export class PodRunner {
     }
   }
 
+  private async stopContainers(graceMs: number): Promise<void> {
+    await Promise.all(this.containers.flatMap((c) => (c.proc ? [c.proc.stop(graceMs)] : [])));
+  }
+
   private async terminate(): Promise<void> {
     // Honour the grace period, capped: the replica's drain is what tests care about, not 30 s waits.
     const graceMs = Math.min(this.pod.metadata?.deletionGracePeriodSeconds ?? 30, 10) * 1000;
-    await Promise.all(this.containers.map((c) => c.proc?.stop(graceMs)));
+    await this.stopContainers(graceMs);
     if (this.podGone) return;
     const uid = this.pod.metadata?.uid;
     for (let attempt = 0; attempt < 20; attempt++) {

@@ -92,7 +92,7 @@ export async function startPrometheusAdapter(cp: ControlPlane, prometheusUrl: st
   } catch (err) {
     const text = await logs();
     await stop();
-    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${text.slice(-4000)}`);
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${text.slice(-4000)}`, { cause: err });
   }
   return { logs, stop };
 }

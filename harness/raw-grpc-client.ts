@@ -83,11 +83,13 @@ export class RawGrpcConnection {
       stream.on('response', (h, flags) => {
         if (flags & constants.NGHTTP2_FLAG_END_STREAM) headers = h;
       });
-      stream.on('trailers', (t) => (headers = t));
+      stream.on('trailers', (t: IncomingHttpHeaders) => {
+        headers = t;
+      });
       if (o.read === false) stream.pause();
       else stream.on('data', (c: Buffer) => chunks.push(c));
       stream.once('close', () => {
-        const text = (key: string): string | undefined => (typeof headers[key] === 'string' ? (headers[key] as string) : undefined);
+        const text = (key: string): string | undefined => (typeof headers[key] === 'string' ? headers[key] : undefined);
         const status = text('grpc-status');
         const message = text('grpc-message');
         resolve({

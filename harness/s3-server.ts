@@ -151,7 +151,7 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
           await probe.send(new HeadObjectCommand({ Bucket: bucket, Key: '.modelmux-probe' }));
           return;
         } catch (err) {
-          if (Date.now() > deadline) throw new Error(`S3 server not serving after restart (${String(err)}):\n${output.slice(-4000)}`);
+          if (Date.now() > deadline) throw new Error(`S3 server not serving after restart (${String(err)}):\n${output.slice(-4000)}`, { cause: err });
           await sleep(100);
         }
       }
@@ -168,7 +168,7 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
         await client.send(new ListBucketsCommand({}));
         break;
       } catch (err) {
-        if (Date.now() > deadline) throw new Error(`S3 gateway not ready after timeout (${String(err)}):\n${output.slice(-4000)}`);
+        if (Date.now() > deadline) throw new Error(`S3 gateway not ready after timeout (${String(err)}):\n${output.slice(-4000)}`, { cause: err });
         await sleep(200);
       }
     }
@@ -179,7 +179,7 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
         await client.send(new PutObjectCommand({ Bucket: bucket, Key: '.modelmux-probe', Body: new Uint8Array([1]) }));
         break;
       } catch (err) {
-        if (Date.now() > deadline || exited) throw new Error(`cannot create bucket ${bucket} (${String(err)}):\n${output.slice(-4000)}`);
+        if (Date.now() > deadline || exited) throw new Error(`cannot create bucket ${bucket} (${String(err)}):\n${output.slice(-4000)}`, { cause: err });
         await sleep(250 * Math.min(attempt + 1, 4));
       }
     }

@@ -18,7 +18,7 @@ export interface BenchStore {
 
 /** SeaweedFS's S3 gateway with the models uploaded under `<prefix>/`, or the models' folder itself. */
 export async function openBenchStore(kind: 's3' | 'file', modelDir: string, ids: readonly string[], log: (msg: string) => void, prefix = 'wine'): Promise<BenchStore> {
-  if (kind === 'file') return { source: pathToFileURL(modelDir).href, env: {}, pid: undefined, stop: async () => undefined };
+  if (kind === 'file') return { source: pathToFileURL(modelDir).href, env: {}, pid: undefined, stop: () => Promise.resolve() };
   // Room for forty volumes, not the tests' twenty: the scale run puts 10,000 models in this store.
   const s3 = await startS3Server({ bucket: 'models', startTimeoutMs: 120_000, maxVolumes: 40 });
   try {

@@ -1,4 +1,4 @@
-import { connect, createServer, type Server } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 
 /**
  * A TCP relay on 127.0.0.1 that counts the bytes the upstream sends back: put between a client
@@ -17,7 +17,7 @@ export interface CountingRelay {
 export async function startCountingRelay(upstreamHost: string, upstreamPort: number): Promise<CountingRelay> {
   let down = 0;
   let accepted = 0;
-  const sockets = new Set<import('node:net').Socket>();
+  const sockets = new Set<Socket>();
   const server: Server = createServer((client) => {
     accepted++;
     const upstream = connect(upstreamPort, upstreamHost);

@@ -22,9 +22,9 @@ export interface ModelmuxLocal {
   replicaPids: number[];
   routerPid: number | undefined;
   /** Successful model loads so far across all replicas, and the time all loads took. */
-  loads(): Promise<LoadStats>;
+  loads: () => Promise<LoadStats>;
   child: Child;
-  stop(): Promise<void>;
+  stop: () => Promise<void>;
 }
 
 export interface ModelmuxLocalOptions extends PoolOptions {

@@ -17,7 +17,7 @@ export interface Nginx {
   url: string;
   child: Child;
   /** The master and its workers: the processes whose CPU is nginx's. */
-  pids(): Promise<number[]>;
+  pids: () => Promise<number[]>;
   stop(): Promise<void>;
 }
 

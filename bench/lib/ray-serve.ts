@@ -13,7 +13,7 @@ const execFileP = promisify(execFile);
 export interface RayServe {
   url: string;
   /** Model loads so far across all replicas and their summed duration (from the app's load log). */
-  loads(): Promise<LoadStats>;
+  loads: () => Promise<LoadStats>;
   child: Child;
   /** run_ray.py's MODE line: the switches as Serve read them. */
   modeLine: string;

@@ -60,7 +60,7 @@ describe('the clean-tree rule', () => {
 
   it('refuses a dirty tree, naming the changed files and the way out', () => {
     const why = dirtyTreeRefusal('demo', root, changed, 'bench/results/demo', false) ?? '';
-    assert.match(why, /^bench:demo: the working tree has uncommitted changes:\n  router\/f0\.ts\n/);
+    assert.match(why, /^bench:demo: the working tree has uncommitted changes:\n {2}router\/f0\.ts\n/);
     assert.ok(why.includes('  router/f9.ts\n  … and 2 more\n'));
     assert.ok(why.includes('--allow-dirty'));
     // Even where the report would not land in bench/results: the flag is the only way.

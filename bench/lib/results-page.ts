@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { machineLine, type MachineInfo } from './machine.js';
+import { machineLine } from './machine.js';
 import { REPORT_FORMAT, sectionMarkdown, type ReportFile } from './report.js';
 
 /**
@@ -67,7 +67,7 @@ function programSection(p: ProgramEntry, f: ReportFile | undefined): string {
   const marked = f.sections.filter((s) => s.headline);
   const shown = marked.length > 0 ? marked : f.sections.filter((s) => s.table).slice(0, 1);
   return [
-    `${head} Last run: \`${f.command}\`; ${machineLine(f.machine as MachineInfo)}. Setup and every table: [results/${p.name}.md](results/${p.name}.md).`,
+    `${head} Last run: \`${f.command}\`; ${machineLine(f.machine)}. Setup and every table: [results/${p.name}.md](results/${p.name}.md).`,
     ...shown.map((s) => sectionMarkdown(s, '###')),
   ].join('\n\n');
 }

@@ -46,7 +46,7 @@ const condition = (mxd: Mxd | undefined, type: string) => mxd?.status?.condition
 function counter(page: string, name: string, labels: Record<string, string> = {}): number {
   let sum = 0;
   for (const m of page.matchAll(new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm'))) {
-    const set = Object.fromEntries([...(m[1] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
+    const set = Object.fromEntries([...(m[1] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((l): [string, string] => [l[1] ?? '', l[2] ?? '']));
     if (Object.entries(labels).every(([k, v]) => set[k] === v)) sum += Number(m[2]);
   }
   return sum;

@@ -115,7 +115,7 @@ describe('router with Kubernetes discovery', () => {
     const p = spawnModelmux('router', ['--host', '127.0.0.1', '--port', String(routerPort), '--grpc-port', '0', '--admin-port', '0', '--discovery', 'kube'], { KUBECONFIG: late });
     let relay: Server | undefined;
     try {
-      await eventually(async () => expect(p.logLines().some((l) => l['msg'] === 'watch failed; restarting')).toBe(true));
+      await eventually(() => expect(p.logLines().some((l) => l['msg'] === 'watch failed; restarting')).toBe(true));
       for (let i = 0; i < 3; i++) {
         const ready = await fetch(`http://127.0.0.1:${routerPort}/readyz`);
         expect(ready.status).toBe(503);

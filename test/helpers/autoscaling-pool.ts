@@ -29,13 +29,14 @@ export interface Autoscaler {
   stop(): Promise<void>;
 }
 
+/** hpa and diagnose are closures, for a test to take out of the suite and pass on. */
 export interface AutoscalingSuite<A extends Autoscaler> {
   readonly cluster: AutoscalingCluster;
   readonly autoscaler: A;
   /** The autoscaler's HPA. */
-  hpa(): Promise<V2HorizontalPodAutoscaler | undefined>;
+  hpa: () => Promise<V2HorizontalPodAutoscaler | undefined>;
   /** The HPA, the pool, Prometheus and the autoscaler's logs, for failure messages. */
-  diagnose(): Promise<string>;
+  diagnose: () => Promise<string>;
   /**
    * growUnderLoad, once the metric the HPA reads (the API server path `metricPath`, its values
    * summed) is above the per-replica target. The load goes on for shrink().

@@ -217,7 +217,7 @@ describe('modelmux local --runtime', () => {
     process.kill(started?.['pid'] as number, 'SIGKILL');
     await eventually(async () => expect(await localTable()).toEqual([]), 10_000);
     // Restarted by local mode's supervision; the replica is ready again with it and loads anew.
-    await eventually(async () => expect(local?.lines().some((l) => l['msg'] === 'runtime-0 is ready again')).toBe(true), 60_000);
+    await eventually(() => expect(local?.lines().some((l) => l['msg'] === 'runtime-0 is ready again')).toBe(true), 60_000);
     const res = await eventually(async () => {
       const r = await post('xgb-1');
       expect(r.status).toBe(200);

@@ -1,3 +1,4 @@
+import { expect } from '@jest/globals';
 import { createLogger, LOG_LEVELS, logs, type LogLevel } from '../../common/log.js';
 
 function capture(level: LogLevel) {

@@ -8,8 +8,8 @@ const pod: V1Pod = {
 };
 const addr = { podIP: '127.0.0.10', hostIP: '127.0.0.1' };
 const sources: EnvSources = {
-  secret: async (name) => (name === 'creds' ? { key: 'k1', other: 'o1' } : undefined),
-  configMap: async (name) => (name === 'settings' ? { MODE: 'test', key: 'from-cm' } : undefined),
+  secret: (name) => Promise.resolve(name === 'creds' ? { key: 'k1', other: 'o1' } : undefined),
+  configMap: (name) => Promise.resolve(name === 'settings' ? { MODE: 'test', key: 'from-cm' } : undefined),
 };
 const resolve = (c: Partial<V1Container>) => resolveContainerEnv(pod, { name: 'main', ...c }, addr, sources);
 

@@ -1,4 +1,4 @@
-import { jest } from '@jest/globals';
+import { expect, jest } from '@jest/globals';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -92,7 +92,7 @@ function bytesOf(out: OrtOutput): Buffer {
 }
 
 /** JSON text with bigints written exactly. */
-const rawJSON = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+const rawJSON = (JSON as unknown as { rawJSON: (text: string) => unknown }).rawJSON;
 const exactStringify = (body: unknown): string => JSON.stringify(body, (_k, v: unknown) => (typeof v === 'bigint' ? rawJSON(v.toString()) : v));
 /** JSON parsed with integers past 2^53 as bigints, from their source text. */
 const exactParse = (text: string): unknown =>

@@ -1,4 +1,4 @@
-import { jest } from '@jest/globals';
+import { expect, jest } from '@jest/globals';
 import { status } from '@grpc/grpc-js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -106,7 +106,7 @@ describe.each(CASES)('$datatype over gRPC', (c) => {
       const a = await client.call<ModelInferResponse>('ModelInfer', { model_name: id, inputs: [{ name: 'x', datatype: c.datatype, shape: [1, 3], contents: typed }] });
       if (!a.ok) throw new Error(a.details);
       expect(a.value.raw_output_contents).toEqual([]);
-      const [field, want] = Object.entries(typed)[0]!;
+      const [field, want] = Object.entries(typed as Record<string, unknown>)[0]!;
       const got = (a.value.outputs[0]!.contents as Record<string, unknown[]>)[field]!;
       if (c.datatype === 'BYTES') expect(got.map((b) => Buffer.from(b as Uint8Array).toString())).toEqual(['a', 'héllo', '']);
       else expect(got).toEqual(want);

@@ -1,6 +1,6 @@
 import { Client, credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { connect } from 'node:http2';
+import { connect, type IncomingHttpHeaders } from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jest } from '@jest/globals';
@@ -56,7 +56,7 @@ function call<T>(client: Client & Record<string, Unary>, method: string, req: un
 
 /** The same call with the answer's bytes as they came (no decoding), to compare router and replica byte for byte. */
 function rawCall(address: string, method: string, req: ModelInferRequest): Promise<Buffer> {
-  const encode = (inferenceClient().service[method] as { requestSerialize(v: unknown): Buffer }).requestSerialize;
+  const encode = (inferenceClient().service[method] as { requestSerialize: (v: unknown) => Buffer }).requestSerialize;
   const c = new Client(address, credentials.createInsecure());
   clients.push(c);
   return new Promise((resolve, reject) => {
@@ -231,7 +231,7 @@ describe('the router on its gRPC port, in front of replica processes', () => {
       stream.write(Buffer.concat([prefix, Buffer.alloc(10)]));
       const t = Date.now();
       const grpcStatus = await new Promise<string | undefined>((resolve) => {
-        const read = (h: Record<string, unknown>): void => {
+        const read = (h: IncomingHttpHeaders): void => {
           if (h['grpc-status'] !== undefined) resolve(String(h['grpc-status']));
         };
         stream.on('response', read);

@@ -95,7 +95,7 @@ describe('router in front of three replica processes', () => {
     const urls = rs.map((r) => r.url);
     const [a, b] = await Promise.all([router(urls), router(urls)]);
     const cold = ['c1', 'c2', 'c3', 'c4', 'c5', 'c6'];
-    const sends = cold.flatMap((m) => [a, b, a, b].map((rt) => infer((rt as RouterProcess).url, m)));
+    const sends = cold.flatMap((m) => [a, b, a, b].map((rt) => infer(rt.url, m)));
     const answers = await Promise.all(sends);
     for (const ans of answers) expect(ans.status).toBe(200);
     expect(await totalLoads(rs)).toBe(cold.length);

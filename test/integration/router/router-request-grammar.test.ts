@@ -49,7 +49,7 @@ function send(port: number, method: string, path: string, headers: OutgoingHttpH
       res.setEncoding('utf8');
       res.on('data', (d: string) => (text += d));
       res.on('end', () => {
-        const json = (text === '' ? {} : JSON.parse(text)) as { error?: unknown; model_name?: unknown; model_version?: unknown };
+        const json = (text === '' ? {} : JSON.parse(text)) as { error?: unknown; model_name?: string; model_version?: string };
         const from = res.headers['x-modelmux-replica'];
         const model = json.model_version === undefined ? json.model_name : `${String(json.model_name)}@${String(json.model_version)}`;
         resolve({ status: res.statusCode ?? 0, error: json.error, model, replica: typeof from === 'string' ? from : undefined });

@@ -1,7 +1,6 @@
 import {
   ApiException,
   type CoordinationV1ApiCreateNamespacedLeaseRequest,
-  type CoordinationV1ApiReadNamespacedLeaseRequest,
   type CoordinationV1ApiReplaceNamespacedLeaseRequest,
   type V1Lease,
   type V1LeaseSpec,
@@ -73,7 +72,7 @@ class MemoryLeases implements LeaseApi {
   stored: V1Lease | undefined;
   private version = 0;
 
-  readNamespacedLease(_req: CoordinationV1ApiReadNamespacedLeaseRequest): Promise<V1Lease> {
+  readNamespacedLease(): Promise<V1Lease> {
     if (this.stored === undefined) return Promise.reject(new ApiException(404, 'NotFound', '{}', {}));
     return Promise.resolve(JSON.parse(JSON.stringify(this.stored)) as V1Lease);
   }

@@ -25,7 +25,12 @@ function cache(routes: StoredRoute[], pools: string[]): ObjectReader {
 describe('reconcileRoutes', () => {
   it('writes the status of each route whose status is out of date, and only those', async () => {
     const writes: [string, string, ModelRouteStatus][] = [];
-    const writer = { patchRouteStatus: async (ns: string, name: string, status: ModelRouteStatus) => void writes.push([ns, name, status]) };
+    const writer = {
+      patchRouteStatus: (ns: string, name: string, status: ModelRouteStatus): Promise<void> => {
+        writes.push([ns, name, status]);
+        return Promise.resolve();
+      },
+    };
     await reconcileRoutes({ cache: cache([stored('r1', 'wine'), stored('r2', 'beer')], ['wine']), writer, now: () => NOW }, 'ml');
     expect(writes.map(([ns, name, s]) => [ns, name, s.conditions?.find((c) => c.type === 'ResolvedRefs')?.reason])).toEqual([
       ['ml', 'r1', 'ResolvedRefs'],

@@ -10,7 +10,7 @@ import { storedResource } from './applied-objects.js';
 const mlserver = { image: 'seldonio/mlserver:1.7.1', args: ['mlserver', 'start', '/mnt/models'], env: [{ name: 'MLSERVER_HTTP_PORT', value: '8081' }] };
 
 const pod = (runtime: Record<string, unknown> | undefined, resources?: Record<string, unknown>) =>
-  buildDeployment(storedResource({ ...(runtime !== undefined ? { runtime: runtime as never } : {}), ...(resources !== undefined ? { resources: resources as never } : {}) }), { defaultImage: 'img' }).spec?.template.spec;
+  buildDeployment(storedResource({ ...(runtime !== undefined ? { runtime: runtime as never } : {}), ...(resources !== undefined ? { resources } : {}) }), { defaultImage: 'img' }).spec?.template.spec;
 
 describe('spec.runtime: a serving runtime beside each replica', () => {
   it('renders one container without it, as before the field', () => {

@@ -12,14 +12,14 @@ function fakeSession(offset: number, runs: number[], batching: BatchPolicyOption
     signature: sig,
     batchable: true,
     batching,
-    run: async (inputs: readonly HostTensor[]) => {
+    run: (inputs: readonly HostTensor[]) => {
       const x = inputs[0]!;
       const n = x.dims[0]!;
       runs.push(n);
       const y = Float32Array.from({ length: n }, (_, i) => Number(x.data[2 * i]) + Number(x.data[2 * i + 1]) + offset);
-      return [{ name: 'y', datatype: 'FP32', dims: [n, 1], data: y }];
+      return Promise.resolve([{ name: 'y', datatype: 'FP32', dims: [n, 1], data: y }]);
     },
-    release: async () => undefined,
+    release: () => Promise.resolve(),
   };
 }
 

@@ -24,9 +24,9 @@ describe('BufferPool', () => {
   it('keeps at most maxFree buffers and maxFreeBytes, dropping the oldest', () => {
     const pool = new BufferPool(2, 1 << 30);
     const [a, b, c] = [pool.take(65536), pool.take(65536), pool.take(65536)];
-    pool.give(a!);
-    pool.give(b!);
-    pool.give(c!);
+    pool.give(a);
+    pool.give(b);
+    pool.give(c);
     expect(pool.freeCount).toBe(2);
     expect([pool.take(65536), pool.take(65536)]).toEqual(expect.arrayContaining([b, c]));
     const bounded = new BufferPool(10, 100_000);

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ModelmuxError } from '../../../common/errors.js';
+import type { ModelmuxError } from '../../../common/errors.js';
 import type { ModelId } from '../../../common/model-id.js';
 import { FileModelStore } from '../../../replica/store/file-model-store.js';
 import { folderBytes } from '../../../replica/store/folder-bytes.js';

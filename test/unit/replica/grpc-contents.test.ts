@@ -1,3 +1,4 @@
+import { expect } from '@jest/globals';
 import { inferenceServiceDefinition, type InferTensorContents, type ModelInferRequest, type ModelInferResponse } from '../../../common/grpc/inference-service.js';
 import { grpcInferBody } from '../../../replica/grpc/grpc-request.js';
 import { grpcInferResponse, grpcModelMetadata } from '../../../replica/grpc/grpc-response.js';
@@ -98,7 +99,7 @@ describe.each(CASES)('$datatype over gRPC', (c) => {
       const contents = answer.outputs[0]!.contents!;
       const set = Object.entries(contents).filter(([, v]) => Array.isArray(v) && v.length > 0);
       expect(set.map(([k]) => k)).toEqual(Object.keys(typed));
-      const [field, want] = Object.entries(typed)[0]!;
+      const [field, want] = Object.entries(typed as Record<string, unknown>)[0]!;
       const got = (contents as Record<string, unknown[]>)[field]!;
       if (c.datatype === 'BYTES') expect(got.map((b) => Buffer.from(b as Uint8Array).toString())).toEqual(['a', 'héllo', '']);
       else expect(got).toEqual(want);

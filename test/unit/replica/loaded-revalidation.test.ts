@@ -19,16 +19,15 @@ function harness(store: Record<string, string | Error>) {
         const v = loaded.get(id);
         if (v?.version === version) v.checkedAt = at;
       },
-      swap: async (id) => {
+      swap: (id) => {
         swaps.push(id);
-        return true;
+        return Promise.resolve(true);
       },
     },
-    version: async (id) => {
+    version: (id) => {
       asking = id;
       const v = store[id];
-      if (v instanceof Error) throw v;
-      return v ?? '';
+      return v instanceof Error ? Promise.reject(v) : Promise.resolve(v ?? '');
     },
     // An interval of 1000 on a clock that jumps past it at every read: each model is due again at once.
     pace: { intervalMs: 1000, perSecond: 1000 },

@@ -1,3 +1,4 @@
+import { expect } from '@jest/globals';
 import { ModelmuxError } from '../../../common/errors.js';
 import type { CachePolicy } from '../../../common/resource.js';
 import { ModelCache, type CacheEvent, type Loaded } from '../../../replica/cache/model-cache.js';
@@ -5,8 +6,9 @@ import { ModelCache, type CacheEvent, type Loaded } from '../../../replica/cache
 class Fake {
   released = 0;
   constructor(readonly id: string) {}
-  async release(): Promise<void> {
+  release(): Promise<void> {
     this.released++;
+    return Promise.resolve();
   }
 }
 

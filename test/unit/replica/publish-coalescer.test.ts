@@ -41,8 +41,9 @@ describe('publish coalescer', () => {
       maxBackoffMs: 10_000,
       clock: time.clock,
       schedule: time.schedule,
-      publish: async () => {
+      publish: () => {
         sent.push(state);
+        return Promise.resolve();
       },
     });
     for (let i = 1; i <= 1000; i++) {
@@ -57,7 +58,11 @@ describe('publish coalescer', () => {
   it('never publishes more often than the interval under steady churn', async () => {
     const time = fakeTime();
     const at: number[] = [];
-    const c = new PublishCoalescer({ minIntervalMs: 250, maxBackoffMs: 10_000, clock: time.clock, schedule: time.schedule, publish: async () => void at.push(time.clock.now()) });
+    const c = new PublishCoalescer({ minIntervalMs: 250, maxBackoffMs: 10_000, clock: time.clock, schedule: time.schedule, publish: () => {
+        at.push(time.clock.now());
+        return Promise.resolve();
+      },
+    });
     for (let i = 0; i < 200; i++) {
       c.notify();
       await time.advance(10); // a change every 10 ms for 2 s
@@ -73,7 +78,11 @@ describe('publish coalescer', () => {
     expect(interval).toBe(1000);
     let state = 0;
     const sent: { at: number; state: number }[] = [];
-    const c = new PublishCoalescer({ minIntervalMs: interval, maxBackoffMs: 30_000, clock: time.clock, schedule: time.schedule, publish: async () => void sent.push({ at: time.clock.now(), state }) });
+    const c = new PublishCoalescer({ minIntervalMs: interval, maxBackoffMs: 30_000, clock: time.clock, schedule: time.schedule, publish: () => {
+        sent.push({ at: time.clock.now(), state });
+        return Promise.resolve();
+      },
+    });
     // 50 table changes a second for 30 s: 1,500 changes.
     for (let i = 1; i <= 1500; i++) {
       state = i;
@@ -97,12 +106,11 @@ describe('publish coalescer', () => {
       maxBackoffMs: 1000,
       clock: time.clock,
       schedule: time.schedule,
-      publish: async () => {
+      publish: () => {
         calls++;
-        if (failNext) {
-          failNext = false;
-          throw new Error('api server down');
-        }
+        if (!failNext) return Promise.resolve();
+        failNext = false;
+        return Promise.reject(new Error('api server down'));
       },
     });
     c.notify();
@@ -119,7 +127,11 @@ describe('publish coalescer', () => {
   it('flushes a pending change at once on shutdown', async () => {
     const time = fakeTime();
     let calls = 0;
-    const c = new PublishCoalescer({ minIntervalMs: 10_000, maxBackoffMs: 10_000, clock: time.clock, schedule: time.schedule, publish: async () => void calls++ });
+    const c = new PublishCoalescer({ minIntervalMs: 10_000, maxBackoffMs: 10_000, clock: time.clock, schedule: time.schedule, publish: () => {
+        calls++;
+        return Promise.resolve();
+      },
+    });
     c.notify();
     await time.advance(0);
     c.notify();

@@ -6,11 +6,10 @@ function harness(ttlMs = 1000, maxEntries = 10) {
   const asked: string[] = [];
   const answers = new Map<string, string[] | Error>();
   const lists = new VersionLists(
-    async (base) => {
+    (base) => {
       asked.push(base);
       const a = answers.get(base) ?? [];
-      if (a instanceof Error) throw a;
-      return a;
+      return a instanceof Error ? Promise.reject(a) : Promise.resolve(a);
     },
     { now: () => now },
     ttlMs,

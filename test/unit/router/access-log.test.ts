@@ -1,3 +1,4 @@
+import { expect } from '@jest/globals';
 import type { LogLevel } from '../../../common/log.js';
 import { AccessLog, type AccessEntry } from '../../../router/exchange/access-log.js';
 

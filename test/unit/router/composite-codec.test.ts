@@ -1,3 +1,4 @@
+import { expect } from '@jest/globals';
 import { ModelmuxError } from '../../../common/errors.js';
 import { createLogger } from '../../../common/log.js';
 import { CompositeCodec } from '../../../router/composite/composite-codec.js';

@@ -209,7 +209,7 @@ describe.each([
       expect(await res.json()).toMatchObject({ error: 'buffer_full' });
       expect(s.seen).toHaveLength(0);
       // A body of unknown length is refused once what came of it does not fit.
-      const chunked = await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: new Blob(['x'.repeat(600)]).stream(), duplex: 'half' } as RequestInit);
+      const chunked = await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: new Blob(['x'.repeat(600)]).stream(), duplex: 'half' });
       expect(chunked.status).toBe(503);
       expect(await chunked.json()).toMatchObject({ error: 'buffer_full' });
       // Bodies that fit are served, one after the other, each giving its room back.

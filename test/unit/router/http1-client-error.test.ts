@@ -1,3 +1,4 @@
+import { expect } from '@jest/globals';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ClientErrors, clientErrorAnswer, clientErrorResponse } from '../../../router/http1/client-error.js';
