@@ -1,4 +1,4 @@
-import { ProtocolError, fieldTokens, hasBadHeadByte, headerFields } from '../http1/http1-syntax.js';
+import { ProtocolError, TOKEN_CHAR, VALUE_CHAR, fieldTokens, hasBadHeadByte, headerFields, splitHeaderLine } from '../http1/http1-syntax.js';
 
 /** What a parsed response head says about the body and the connection. */
 export interface ResponseHead {
@@ -21,9 +21,18 @@ type State = 'head' | 'length' | 'chunk-size' | 'chunk-data' | 'chunk-crlf' | 't
 
 const CRLF = Buffer.from('\r\n');
 const HEAD_END = Buffer.from('\r\n\r\n');
-/** A chunk-size line: hex digits, optional extensions (ignored). */
-const CHUNK_SIZE = /^([0-9A-Fa-f]{1,15})(?:[ \t]*;.*)?$/;
-const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9][0-9]{2})(?: [^\r\n]*)?$/;
+/** A chunk extension's value: a token or a quoted string without escapes (llhttp takes no quoted-pair). */
+const EXT_VALUE = `(?:${TOKEN_CHAR}*|"[\\t !#-\\[\\]-~\\x80-\\xff]*")`;
+/**
+ * A chunk-size line: hex digits, then extensions (ignored) as llhttp reads them: `;name`,
+ * `;name=value` or `;=value`, no whitespace anywhere. A line llhttp would refuse is refused, so
+ * that the two never frame a body differently (test/unit/router/http1-response-differential.test.ts).
+ */
+const CHUNK_SIZE = new RegExp(`^([0-9A-Fa-f]{1,15})(?:;(?:${TOKEN_CHAR}+(?:=${EXT_VALUE})?|=${EXT_VALUE}))*$`);
+/** The status line; its reason phrase as RFC 9112 §4 allows it, no control character but tab. */
+const STATUS_LINE = new RegExp(`^HTTP\\/1\\.([01]) ([1-9][0-9]{2})(?: ${VALUE_CHAR}*)?$`);
+/** A Transfer-Encoding line whose trailing whitespace holds a tab: llhttp reads it as not chunked where the trimmed value says chunked. */
+const TE_TRAILING_TAB = /\r\ntransfer-encoding:[^\r]*\t[ \t]*\r\n/i;
 
 /**
  * Incremental HTTP/1.1 response parser for the router's upstream connections (RFC 9112): status
@@ -121,13 +130,14 @@ export class ResponseParser {
         return data.subarray(2);
       }
       case 'trailers': {
-        // Trailer fields are not forwarded: skip lines up to the empty one.
+        // Trailer fields are not forwarded, but a malformed one is refused as in the head.
         const eol = data.indexOf(CRLF);
         if (eol === -1) return this.keep(data, this.maxHeadBytes, 'trailers too large');
         if (eol === 0) {
           this.done();
           return data.subarray(2);
         }
+        splitHeaderLine(data.toString('latin1', 0, eol));
         return data.subarray(eol + 2);
       }
       case 'until-close':
@@ -152,12 +162,12 @@ export class ResponseParser {
     const status = Number(m[2]);
     const http10 = m[1] === '0';
     const rest = data.subarray(end + 4);
+    const headers = headerFields(eol === -1 ? '' : text.slice(eol + 2));
     if (status < 200) {
       if (status === 101) throw new ProtocolError('unexpected protocol switch');
       // An interim response (100 Continue, 103 Early Hints): the real one follows.
       return rest;
     }
-    const headers = headerFields(eol === -1 ? '' : text.slice(eol + 2));
     // One pass reads what framing and reuse depend on; repeated fields join as a list would.
     let te: string | undefined;
     let cl: string | undefined;
@@ -170,6 +180,8 @@ export class ResponseParser {
       headers[i] = name;
       switch (name) {
         case 'transfer-encoding':
+          // No coding at all frames nothing (llhttp refuses it too).
+          if (value === '') throw new ProtocolError('bad Transfer-Encoding');
           te = te === undefined ? value : `${te},${value}`;
           break;
         case 'content-length': {
@@ -189,6 +201,7 @@ export class ResponseParser {
       }
     }
     if (te !== undefined && cl !== undefined) throw new ProtocolError('both Transfer-Encoding and Content-Length');
+    if (te !== undefined && TE_TRAILING_TAB.test(`${text}\r\n`)) throw new ProtocolError('bad Transfer-Encoding');
     const length = cl === undefined ? -1 : Number(cl);
     // The client gets one Content-Length: node's client, like llhttp, refuses a repeated one.
     if (repeatedLength) collapseContentLength(headers, cl as string);
