@@ -2,7 +2,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { type OptionSpecs, intString } from '../common/config.js';
+import { ConfigError, type OptionSpecs, intString } from '../common/config.js';
 import { hiddenUnitsForBytes, SAMPLE_WINE } from '../common/wine-model.js';
 import { freePorts } from '../cli/local-processes.js';
 import { checkAnswer } from './lib/answer-check.js';
@@ -27,6 +27,10 @@ import { writeReport, type BenchReport } from './lib/report.js';
 
 const schema = z.object({
   b: z.string().min(1, "give --b: nginx, nginx-work or another build's dist/cli/main.js"),
+  bArgs: z
+    .string()
+    .default('')
+    .transform((s) => s.split(/\s+/).filter(Boolean)),
   concurrency: intString(1, 256).default(8),
   runs: intString(1, 50).default(4),
   rows: intString(1, 100).default(6),
@@ -39,6 +43,10 @@ const specs: OptionSpecs<typeof schema.shape> = {
     flag: 'b',
     help:
       "B: another checkout's dist/cli/main.js (e.g. a `git worktree` of the base commit, built with `npx tsc`), or nginx (plain, bench:proxy's reference) or nginx-work (nginx doing the router's per-request work).",
+  },
+  bArgs: {
+    flag: 'b-args',
+    help: "B's router flags beyond the benchmark's, space-separated (a build only), e.g. --b-args=--fast-path=false with this checkout's own dist/cli/main.js as --b: what one part of the router costs.",
   },
   concurrency: { flag: 'concurrency', help: "Closed-loop clients on each proxy (default 8: 16 in all, like bench:proxy's throughput rows)." },
   runs: { flag: 'runs', help: 'Runs, each with newly started proxies: the result is the median of their median ratios (default 4).' },
@@ -69,13 +77,13 @@ function cost(s: Side): number {
 }
 
 /** B, started and ready: another build's router, or nginx. */
-async function startB(b: string, repoRoot: string, port: number, replicaPort: number): Promise<{ child: Child; url: string; pids: () => Promise<number[]> }> {
+async function startB(b: string, bArgs: readonly string[], repoRoot: string, port: number, replicaPort: number): Promise<{ child: Child; url: string; pids: () => Promise<number[]> }> {
   if (b === 'nginx' || b === 'nginx-work') {
     const nginx = await startNginx(join(repoRoot, 'bench/results/.work/router-ab', b), port, ROUTE, `127.0.0.1:${replicaPort}`, 1, b === 'nginx-work');
     return { child: nginx.child, url: nginx.url, pids: nginx.pids };
   }
-  const router = await startBenchRouter(resolve(b), port, `http://127.0.0.1:${replicaPort}`);
-  return { child: router, url: routerUrl(port), pids: async () => [router.pid] };
+  const router = await startBenchRouter(resolve(b), port, `http://127.0.0.1:${replicaPort}`, bArgs);
+  return { child: router, url: routerUrl(port), pids: () => Promise.resolve([router.pid]) };
 }
 
 /** One row: both proxies loaded at once, the CPU of each one's processes from /proc over the same seconds. */
@@ -93,10 +101,10 @@ async function measureRow(urls: readonly [string, string], pids: readonly [numbe
   return { run, a: side(ra, 0), b: side(rb, 1) };
 }
 
-function describeB(b: string): string {
+function describeB(b: string, bArgs: readonly string[]): string {
   if (b === 'nginx') return "Debian's nginx (1 worker, upstream keep-alive; plain, as bench:proxy's reference)";
   if (b === 'nginx-work') return "Debian's nginx doing the router's per-request work (JSON access log, request id, X-Forwarded-For; bench:proxy's nginx-work)";
-  return `\`modelmux router\` from \`${b}\``;
+  return `\`modelmux router\` from \`${b}\`${bArgs.length > 0 ? ` with \`${bArgs.join(' ')}\`` : ''}`;
 }
 
 function report(o: Options, rows: readonly Row[]): BenchReport {
@@ -117,7 +125,7 @@ function report(o: Options, rows: readonly Row[]): BenchReport {
   return {
     title: 'Router A/B: CPU per request of the router and another build or nginx, under the same load at the same time',
     setup:
-      `one \`modelmux replica\` (file store, hot model ${HOT} of the small example size loaded); in front of it \`modelmux router --discovery static\` from this checkout (A) and ${describeB(o.b)} (B); ` +
+      `one \`modelmux replica\` (file store, hot model ${HOT} of the small example size loaded); in front of it \`modelmux router --discovery static\` from this checkout (A) and ${describeB(o.b, o.bArgs)} (B); ` +
       `${o.concurrency} closed-loop clients on each at once (one load generator process, the Ray Serve form); ${o.runs} runs, each with both proxies newly started, ${o.warmupSeconds} s unmeasured, then ${o.rows} rows of ${o.rowSeconds} s; ` +
       'CPU per request = user+system CPU of the proxy\'s processes from /proc over the row / its successful requests. Both share every phase of the machine, so the ratio A/B of each row is what to read, and processes differ for their whole life, so each run starts new ones; below 1, A costs less.',
     sections: [{ headline: true, table: summary }, { table }],
@@ -127,6 +135,7 @@ function report(o: Options, rows: readonly Row[]): BenchReport {
 
 async function main(bench: BenchRun<Options>): Promise<void> {
   const o = bench.options;
+  if (o.bArgs.length > 0 && (o.b === 'nginx' || o.b === 'nginx-work')) throw new ConfigError('bench:router-ab', ['--b-args are router flags: give --b a build, not nginx']);
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
   const cliA = join(repoRoot, 'dist/cli/main.js');
   const log = (msg: string): void => void process.stderr.write(`[bench:router-ab ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -145,7 +154,7 @@ async function main(bench: BenchRun<Options>): Promise<void> {
       try {
         const a = await startBenchRouter(cliA, portA ?? 0, replicaUrl);
         children.push(a);
-        const b = await startB(o.b, repoRoot, portB ?? 0, replicaPort ?? 0);
+        const b = await startB(o.b, o.bArgs, repoRoot, portB ?? 0, replicaPort ?? 0);
         children.push(b.child);
         const urls = [routerUrl(portA ?? 0), b.url] as const;
         for (const url of urls) await checkAnswer(url, HOT, hiddenUnitsForBytes(undefined));

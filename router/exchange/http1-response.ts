@@ -1,4 +1,4 @@
-import { ProtocolError, fieldTokens, hasBadHeadByte, headerFields } from '../http1/http1-syntax.js';
+import { ProtocolError, TOKEN_CHAR, VALUE_CHAR, fieldTokens, hasBadHeadByte, headerFields, splitHeaderLine } from '../http1/http1-syntax.js';
 
 /** What a parsed response head says about the body and the connection. */
 export interface ResponseHead {
@@ -21,9 +21,18 @@ type State = 'head' | 'length' | 'chunk-size' | 'chunk-data' | 'chunk-crlf' | 't
 
 const CRLF = Buffer.from('\r\n');
 const HEAD_END = Buffer.from('\r\n\r\n');
-/** A chunk-size line: hex digits, optional extensions (ignored). */
-const CHUNK_SIZE = /^([0-9A-Fa-f]{1,15})(?:[ \t]*;.*)?$/;
-const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9][0-9]{2})(?: [^\r\n]*)?$/;
+/** A chunk extension's value: a token or a quoted string without escapes (llhttp takes no quoted-pair). */
+const EXT_VALUE = `(?:${TOKEN_CHAR}*|"[\\t !#-\\[\\]-~\\x80-\\xff]*")`;
+/**
+ * A chunk-size line: hex digits, then extensions (ignored) as llhttp reads them: `;name`,
+ * `;name=value` or `;=value`, no whitespace anywhere. A line llhttp would refuse is refused, so
+ * that the two never frame a body differently (test/unit/router/http1-response-differential.test.ts).
+ */
+const CHUNK_SIZE = new RegExp(`^([0-9A-Fa-f]{1,15})(?:;(?:${TOKEN_CHAR}+(?:=${EXT_VALUE})?|=${EXT_VALUE}))*$`);
+/** The status line; its reason phrase as RFC 9112 §4 allows it, no control character but tab. */
+const STATUS_LINE = new RegExp(`^HTTP\\/1\\.([01]) ([1-9][0-9]{2})(?: ${VALUE_CHAR}*)?$`);
+/** A Transfer-Encoding line whose trailing whitespace holds a tab: llhttp reads it as not chunked where the trimmed value says chunked. */
+const TE_TRAILING_TAB = /\r\ntransfer-encoding:[^\r]*\t[ \t]*\r\n/i;
 
 /**
  * Incremental HTTP/1.1 response parser for the router's upstream connections (RFC 9112): status
@@ -121,13 +130,14 @@ export class ResponseParser {
         return data.subarray(2);
       }
       case 'trailers': {
-        // Trailer fields are not forwarded: skip lines up to the empty one.
+        // Trailer fields are not forwarded, but a malformed one is refused as in the head.
         const eol = data.indexOf(CRLF);
         if (eol === -1) return this.keep(data, this.maxHeadBytes, 'trailers too large');
         if (eol === 0) {
           this.done();
           return data.subarray(2);
         }
+        splitHeaderLine(data.toString('latin1', 0, eol));
         return data.subarray(eol + 2);
       }
       case 'until-close':
@@ -152,62 +162,35 @@ export class ResponseParser {
     const status = Number(m[2]);
     const http10 = m[1] === '0';
     const rest = data.subarray(end + 4);
+    const headers = headerFields(eol === -1 ? '' : text.slice(eol + 2));
     if (status < 200) {
       if (status === 101) throw new ProtocolError('unexpected protocol switch');
       // An interim response (100 Continue, 103 Early Hints): the real one follows.
       return rest;
     }
-    const headers = headerFields(eol === -1 ? '' : text.slice(eol + 2));
-    // One pass reads what framing and reuse depend on; repeated fields join as a list would.
-    let te: string | undefined;
-    let cl: string | undefined;
-    let repeatedLength = false;
-    let keepAlive: string | undefined;
-    let reusable = !http10;
-    for (let i = 0; i < headers.length; i += 2) {
-      const name = (headers[i] as string).toLowerCase();
-      const value = headers[i + 1] as string;
-      headers[i] = name;
-      switch (name) {
-        case 'transfer-encoding':
-          te = te === undefined ? value : `${te},${value}`;
-          break;
-        case 'content-length': {
-          const length = contentLength(value);
-          if (cl !== undefined && cl !== length) throw new ProtocolError('bad Content-Length');
-          repeatedLength ||= cl !== undefined || length !== value;
-          cl = length;
-          break;
-        }
-        case 'connection':
-          // What a keep-alive server sends on every response needs no tokenising.
-          if (value !== 'keep-alive' && fieldTokens(value).includes('close')) reusable = false;
-          break;
-        case 'keep-alive':
-          keepAlive = keepAlive === undefined ? value : `${keepAlive},${value}`;
-          break;
-      }
-    }
-    if (te !== undefined && cl !== undefined) throw new ProtocolError('both Transfer-Encoding and Content-Length');
-    const length = cl === undefined ? -1 : Number(cl);
+    const f = framingOf(headers, !http10);
+    if (f.te !== undefined && f.cl !== undefined) throw new ProtocolError('both Transfer-Encoding and Content-Length');
+    if (f.te !== undefined && TE_TRAILING_TAB.test(`${text}\r\n`)) throw new ProtocolError('bad Transfer-Encoding');
     // The client gets one Content-Length: node's client, like llhttp, refuses a repeated one.
-    if (repeatedLength) collapseContentLength(headers, cl as string);
-    const noBody = this.noBody || status === 204 || status === 304;
-    this.state = 'done';
-    if (!noBody) {
-      if (te !== undefined) {
-        const codings = te.toLowerCase().split(',');
-        if ((codings[codings.length - 1] as string).trim() === 'chunked') this.state = 'chunk-size';
-        else this.state = 'until-close';
-      } else if (length > 0) {
-        this.state = 'length';
-        this.remaining = length;
-      } else if (length === -1) this.state = 'until-close';
-    }
-    if (this.state === 'until-close') reusable = false;
-    this.sink.onHead({ status, headers, reusable, keepAliveMs: keepAliveHint(keepAlive) });
+    if (f.repeatedLength) collapseContentLength(headers, f.cl as string);
+    this.state = this.noBody || status === 204 || status === 304 ? 'done' : this.bodyState(f.te, f.cl === undefined ? -1 : Number(f.cl));
+    const reusable = f.reusable && this.state !== 'until-close';
+    this.sink.onHead({ status, headers, reusable, keepAliveMs: keepAliveHint(f.keepAlive) });
     if (this.state === 'done') this.sink.onComplete();
     return rest;
+  }
+
+  /** How the body is framed: chunked, by its length, to the connection's end, or none. */
+  private bodyState(te: string | undefined, length: number): State {
+    if (te !== undefined) {
+      const codings = te.toLowerCase().split(',');
+      return (codings[codings.length - 1] as string).trim() === 'chunked' ? 'chunk-size' : 'until-close';
+    }
+    if (length > 0) {
+      this.remaining = length;
+      return 'length';
+    }
+    return length === -1 ? 'until-close' : 'done';
   }
 
   private done(): void {
@@ -224,6 +207,46 @@ export class ResponseParser {
     this.buf = Buffer.from(data);
     return null;
   }
+}
+
+/** What framing and reuse depend on, read in one pass over the fields (names lowercased in place); repeated fields join as a list would. */
+interface Framing {
+  te: string | undefined;
+  cl: string | undefined;
+  repeatedLength: boolean;
+  keepAlive: string | undefined;
+  reusable: boolean;
+}
+
+function framingOf(headers: string[], http11: boolean): Framing {
+  const f: Framing = { te: undefined, cl: undefined, repeatedLength: false, keepAlive: undefined, reusable: http11 };
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = (headers[i] as string).toLowerCase();
+    const value = headers[i + 1] as string;
+    headers[i] = name;
+    switch (name) {
+      case 'transfer-encoding':
+        // No coding at all frames nothing (llhttp refuses it too).
+        if (value === '') throw new ProtocolError('bad Transfer-Encoding');
+        f.te = f.te === undefined ? value : `${f.te},${value}`;
+        break;
+      case 'content-length': {
+        const length = contentLength(value);
+        if (f.cl !== undefined && f.cl !== length) throw new ProtocolError('bad Content-Length');
+        f.repeatedLength ||= f.cl !== undefined || length !== value;
+        f.cl = length;
+        break;
+      }
+      case 'connection':
+        // What a keep-alive server sends on every response needs no tokenising.
+        if (value !== 'keep-alive' && fieldTokens(value).includes('close')) f.reusable = false;
+        break;
+      case 'keep-alive':
+        f.keepAlive = f.keepAlive === undefined ? value : `${f.keepAlive},${value}`;
+        break;
+    }
+  }
+  return f;
 }
 
 /**

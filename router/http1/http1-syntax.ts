@@ -4,9 +4,9 @@ export class ProtocolError extends Error {
 }
 
 /** RFC 9110 §5.6.2 token characters: what a field name (and a method) may hold. */
-const TOKEN_CHAR = "[!#$%&'*+.^_`|~0-9A-Za-z-]";
+export const TOKEN_CHAR = "[!#$%&'*+.^_`|~0-9A-Za-z-]";
 /** Field value characters: visible ASCII, obs-text, space and tab (no CR, LF or NUL). */
-const VALUE_CHAR = '[\\t\\x20-\\x7e\\x80-\\xff]';
+export const VALUE_CHAR = '[\\t\\x20-\\x7e\\x80-\\xff]';
 export const TOKEN = new RegExp(`^${TOKEN_CHAR}+$`);
 const FIELD_VALUE = new RegExp(`^${VALUE_CHAR}*$`);
 const FIELD_LINE = `${TOKEN_CHAR}+:${VALUE_CHAR}*`;

@@ -4,6 +4,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import type { DownstreamRequest, DownstreamResponse } from '../../../router/http1/downstream.js';
 import { ClientErrors } from '../../../router/http1/client-error.js';
 import { FastPath } from '../../../router/http1/fast-path.js';
+import { checkSeeded, cuts, mutate, mutations, pick, writesOf } from '../../helpers/http1-fuzz.js';
 
 /**
  * The guard ADR 0019 asks for: the router's own HTTP/1.1 request reader (the fast path) must
@@ -193,8 +194,6 @@ function errorStatuses(received: string): number[] {
 
 // ---- generators: requests as near-valid text, then byte mutations, then a split into writes ----
 
-const pick = <T>(...xs: T[]): fc.Arbitrary<T> => fc.constantFrom(...xs);
-
 interface Field {
   name: string;
   value: string;
@@ -308,21 +307,6 @@ function serialize(m: Message): string {
   return `${out}0\r\n\r\n`;
 }
 
-/** Bytes no plain request holds, put where a mutation lands. */
-const oddByte = pick('\x00', '\r', '\n', ' ', '\t', '\x7f', '\x80', ':', ',', '\r\n');
-
-type Mutation = { at: number; insert: string } | { at: number; remove: number };
-const mutation: fc.Arbitrary<Mutation> = fc.oneof(fc.record({ at: fc.nat(), insert: oddByte }), fc.record({ at: fc.nat(), remove: fc.integer({ min: 1, max: 2 }) }));
-
-function mutate(text: string, ms: readonly Mutation[]): string {
-  let out = text;
-  for (const m of ms) {
-    const at = out.length === 0 ? 0 : m.at % out.length;
-    out = 'insert' in m ? out.slice(0, at) + m.insert + out.slice(at) : out.slice(0, at) + out.slice(at + m.remove);
-  }
-  return out;
-}
-
 interface Case {
   text: string;
   cuts: number[];
@@ -331,28 +315,17 @@ interface Case {
 const stream: fc.Arbitrary<Case> = fc
   .record({
     messages: fc.array(fc.oneof({ arbitrary: messages('plain'), weight: 2 }, { arbitrary: messages('odd'), weight: 1 }, { arbitrary: messages('framing'), weight: 1 }), { minLength: 1, maxLength: 3 }),
-    mutations: fc.oneof({ arbitrary: fc.constant([] as Mutation[]), weight: 4 }, { arbitrary: fc.array(mutation, { minLength: 1, maxLength: 2 }), weight: 1 }),
+    mutations,
     big: fc.oneof({ arbitrary: fc.constant(0), weight: 12 }, { arbitrary: pick(MAX_HEAD - 120, MAX_HEAD - 60, MAX_HEAD - 40, MAX_HEAD), weight: 1 }),
-    cuts: fc.array(fc.nat(), { maxLength: 4 }),
+    cuts,
   })
   .map(({ messages, mutations, big, cuts }) => {
     let text = messages.map(serialize).join('');
     // A head near the limit: a large field in the first message.
     if (big > 0) text = text.replace(/\r\n/, `\r\nX-Big: ${'b'.repeat(big)}\r\n`);
     text = mutate(text, mutations);
-    return { text, cuts: [...new Set(cuts.map((c) => c % Math.max(1, text.length)))].sort((a, b) => a - b) };
+    return { text, cuts };
   });
-
-function chunksOf(c: Case): Buffer[] {
-  const bytes = Buffer.from(c.text, 'latin1');
-  const out: Buffer[] = [];
-  let from = 0;
-  for (const cut of [...c.cuts, bytes.length]) {
-    if (cut > from) out.push(bytes.subarray(from, cut));
-    from = Math.max(from, cut);
-  }
-  return out;
-}
 
 // ---- the property ----
 
@@ -372,15 +345,9 @@ afterAll(async () => {
 describe('the fast path against node:http (llhttp)', () => {
   it('forwards the same requests, answers the same errors and ends connections alike, for any byte stream', async () => {
     const property = fc.asyncProperty(stream, async (c) => {
-      const [a, b] = await runBoth(chunksOf(c));
+      const [a, b] = await runBoth(writesOf(c.text, c.cuts));
       expect({ stream: c.text, ...a }).toEqual({ stream: c.text, ...b });
     });
-    // A machine slower than CI's may not finish every case in time: those that ran must pass.
-    const details = await fc.check(property, { seed: SEED, numRuns: RUNS, interruptAfterTimeLimit: TIME_LIMIT_MS, markInterruptAsFailure: false, unbiased: true });
-    if (details.failed) {
-      const cause = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
-      throw new Error(`HTTP1_FUZZ_SEED=${SEED} reproduces this\n${fc.defaultReportMessage(details) ?? ''}\n${cause}`);
-    }
-    expect(details.numRuns).toBeGreaterThanOrEqual(Math.min(RUNS, 50));
+    await checkSeeded(property, SEED, RUNS, TIME_LIMIT_MS);
   }, TIME_LIMIT_MS + 20_000);
 });

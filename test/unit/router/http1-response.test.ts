@@ -161,6 +161,39 @@ describe('ResponseParser', () => {
     for (const text of bad) expect(() => parser().p.execute(Buffer.from(text))).toThrow(ProtocolError);
   });
 
+  it('refuses what llhttp refuses where it would frame the answer differently (found by the differential test)', () => {
+    const chunked = (line: string, trailers = ''): string => `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${line}\r\na\r\n0\r\n${trailers}\r\n`;
+    const bad = [
+      // Chunk extensions with whitespace, an unquoted space, no name, a quoted-pair or a control character.
+      chunked('1 ;a'),
+      chunked('1\t;a'),
+      chunked('1; a'),
+      chunked('1;a '),
+      chunked('1;a=b c'),
+      chunked('1;'),
+      chunked('1;a="b\\"c"'),
+      chunked('1;a="b\x01"'),
+      chunked('1;a\x00'),
+      // A malformed trailer line, and a malformed field in an interim answer.
+      chunked('1', 'X T: 1\r\n'),
+      chunked('1', 'X-T\r\n'),
+      'HTTP/1.1 100 Continue\r\nContinue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n',
+      // No coding, and a tab after the last one (llhttp then reads to the end of the connection).
+      'HTTP/1.1 200 OK\r\nTransfer-Encoding: \r\n\r\n',
+      'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\t\r\n\r\n',
+      'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\t \r\n\r\n',
+      // A control character in the reason phrase, also when the head comes whole.
+      'HTTP/1.1 200 \x01\r\nContent-Length: 0\r\n\r\n',
+    ];
+    for (const text of bad) expect(() => feed(parser().p, text, text.length)).toThrow(ProtocolError);
+    for (const line of ['1', '001', '1;a', '1;a=b;c=d', '1;a="b c"', '1;a=""', '1;a=', '1;=b', '1;a;b']) {
+      const { p, r } = parser();
+      feed(p, chunked(line, 'X-T: 1\r\n'), 3);
+      expect(r.text).toBe('a');
+      expect(r.completions).toBe(1);
+    }
+  });
+
   it('reads status lines with and without a reason phrase', () => {
     for (const [line, status] of [
       ['HTTP/1.1 200', 200],
