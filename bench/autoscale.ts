@@ -41,8 +41,11 @@ const schema = z.object({
 type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
   rounds: { flag: 'rounds', help: 'Step-up and step-down rounds (default 3).' },
-  targetOngoingRequests: { flag: 'target-ongoing-requests', help: "spec.autoscaling.targetOngoingRequests: in-flight requests per replica the HPA aims for (default 2)." },
-  scaleDownWindowSeconds: { flag: 'scale-down-window-seconds', help: "The HPA's scale-down stabilisation window; surplus replicas then go at once (default 10; the operator's own default is 300, one replica a minute)." },
+  targetOngoingRequests: { flag: 'target-ongoing-requests', help: 'spec.autoscaling.targetOngoingRequests: in-flight requests per replica the HPA aims for (default 2).' },
+  scaleDownWindowSeconds: {
+    flag: 'scale-down-window-seconds',
+    help: "The HPA's scale-down stabilisation window; surplus replicas then go at once (default 10; the operator's own default is 300, one replica a minute).",
+  },
 };
 
 interface Round {
@@ -70,7 +73,8 @@ async function watchGrowth(cluster: AutoscalingCluster, startedAt: number, first
   const seen: { decisionMs?: number; servingMs?: number } = {};
   while (!signal.aborted && (seen.decisionMs === undefined || seen.servingMs === undefined)) {
     if (seen.decisionMs === undefined) {
-      const m = (await custom.getNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: 'default', plural: 'multiplexeddeployments', name: 'wine' }).catch(() => undefined)) as WineMxd | undefined;
+      const m = (await custom.getNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: 'default', plural: 'multiplexeddeployments', name: 'wine' }).catch(() => undefined)) as
+        WineMxd | undefined;
       if ((m?.spec.replicas ?? 1) > 1) seen.decisionMs = Date.now() - startedAt;
     }
     if (seen.servingMs === undefined) {
@@ -107,7 +111,10 @@ function report(o: Options, rounds: readonly Round[]): BenchReport {
     sections: [
       {
         headline: true,
-        table: { header: ['round', 'HPA raises /scale (s)', 'first new replica answers (s)', `${MAX_REPLICAS} ready (s)`, 'back to 1 after the load falls (s)', 'requests failed', 'coldest removed'], rows },
+        table: {
+          header: ['round', 'HPA raises /scale (s)', 'first new replica answers (s)', `${MAX_REPLICAS} ready (s)`, 'back to 1 after the load falls (s)', 'requests failed', 'coldest removed'],
+          rows,
+        },
         after: `Requests failed over all rounds: **${failed}** (target 0).`,
       },
     ],

@@ -61,7 +61,9 @@ interface Row extends Measure {
 }
 
 function anonHugeKiB(): number {
-  const line = readFileSync('/proc/self/smaps_rollup', 'utf8').split('\n').find((l) => l.startsWith('AnonHugePages:'));
+  const line = readFileSync('/proc/self/smaps_rollup', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('AnonHugePages:'));
   return Number(line?.match(/\d+/)?.[0] ?? 0);
 }
 
@@ -154,7 +156,9 @@ async function main(bench: BenchRun<Options>): Promise<void> {
             LABEL[v],
             fmt(median(of(v).map((x) => x.hotUs)), 0),
             fmt(median(of(v).map((x) => x.coldUs)), 0),
-            `${fmt(median(of(v).map(gap)), 0)} (${of(v).map((x) => fmt(gap(x), 0)).join(', ')})`,
+            `${fmt(median(of(v).map(gap)), 0)} (${of(v)
+              .map((x) => fmt(gap(x), 0))
+              .join(', ')})`,
             fmt(median(of(v).map((x) => x.coldUs / x.hotUs)), 2),
             fmt(median(of(v).map((x) => x.anonHugeKiB / 1024)), 0),
           ]),

@@ -142,7 +142,10 @@ async function checkAnswers(ids: readonly string[], http: Send, grpc: Send): Pro
   const hidden = hiddenUnitsForBytes(undefined);
   for (const id of ids) {
     const expected = wineForward(wineWeights(id, hidden), [SAMPLE_WINE])[0] ?? Number.NaN;
-    for (const [protocol, send] of [['http', http], ['grpc', grpc]] as const) {
+    for (const [protocol, send] of [
+      ['http', http],
+      ['grpc', grpc],
+    ] as const) {
       const got = await send(id);
       if (!(Math.abs(got - expected) <= 1e-3 * Math.max(1, Math.abs(expected)))) throw new Error(`wrong ${protocol} answer for ${id}: ${got}, expected ${expected}`);
     }
@@ -171,7 +174,7 @@ function report(o: Options, windows: readonly Window[]): BenchReport {
     setup:
       `\`modelmux local\` with ${o.replicas} replicas and ${o.models} small example models, all loaded; ${o.concurrency} closed-loop clients per protocol, ` +
       `models in turn, ${o.rows} row${o.rows === 1 ? '' : 's'} of ${WINE_FEATURES} FP32 features per request, ${o.durationSeconds} s per window after ${o.warmupSeconds} s unmeasured per protocol. ` +
-      'HTTP: `POST /wine/v2/models/<id>/infer` with a JSON body over keep-alive connections (one per client); gRPC: `ModelInfer` with `fp32_contents` to the router\'s gRPC port, one channel per client. ' +
+      "HTTP: `POST /wine/v2/models/<id>/infer` with a JSON body over keep-alive connections (one per client); gRPC: `ModelInfer` with `fp32_contents` to the router's gRPC port, one channel per client. " +
       'CPU seconds of the router process and of the replica processes from /proc across each window; the clients run in the benchmark process, not counted.',
     sections: [
       {
@@ -181,8 +184,21 @@ function report(o: Options, windows: readonly Window[]): BenchReport {
           rows,
         },
         after:
-          `**gRPC / HTTP requests per CPU-second: router ${fmt(ratio((w) => w.routerCpuSeconds), 2)}×, replicas ${fmt(ratio((w) => w.replicaCpuSeconds), 2)}×** ` +
-          `(over all windows of each protocol).${windows.some((w) => w.firstFailure) ? ` First failures: ${windows.filter((w) => w.firstFailure).map((w) => `${w.protocol}: ${w.firstFailure ?? ''}`).join('; ')}.` : ''}`,
+          `**gRPC / HTTP requests per CPU-second: router ${fmt(
+            ratio((w) => w.routerCpuSeconds),
+            2,
+          )}×, replicas ${fmt(
+            ratio((w) => w.replicaCpuSeconds),
+            2,
+          )}×** ` +
+          `(over all windows of each protocol).${
+            windows.some((w) => w.firstFailure)
+              ? ` First failures: ${windows
+                  .filter((w) => w.firstFailure)
+                  .map((w) => `${w.protocol}: ${w.firstFailure ?? ''}`)
+                  .join('; ')}.`
+              : ''
+          }`,
       },
     ],
     data: { windows },
@@ -220,7 +236,9 @@ async function main(run: BenchRun<Options>): Promise<void> {
       for (const p of round % 2 === 0 ? (['http', 'grpc'] as const) : (['grpc', 'http'] as const)) {
         const w = await measure(pool, p, round, senders[p], ids, o.durationSeconds * 1000);
         windows.push(w);
-        log(`round ${round + 1} ${p}: ${(w.ok / w.seconds).toFixed(0)} req/s, p99 ${w.latency.p99Ms.toFixed(2)} ms, router ${perCpuSecond(w.ok, w.routerCpuSeconds).toFixed(0)} req/CPU-s, ${w.requests - w.ok} errors`);
+        log(
+          `round ${round + 1} ${p}: ${(w.ok / w.seconds).toFixed(0)} req/s, p99 ${w.latency.p99Ms.toFixed(2)} ms, router ${perCpuSecond(w.ok, w.routerCpuSeconds).toFixed(0)} req/CPU-s, ${w.requests - w.ok} errors`,
+        );
       }
     }
   } finally {

@@ -84,7 +84,6 @@ const specs: OptionSpecs<typeof schema.shape> = {
   child: { flag: 'child', help: 'Internal: run the hostile mix described by this JSON until SIGTERM, then print what it got.' },
 };
 
-
 interface ChildSpec {
   port: number;
   path: string;
@@ -168,7 +167,12 @@ function report(o: Options, windows: readonly Window[], routerMetrics: Map<strin
           `errors of the good traffic: ${alone.reduce((n, w) => n + errors(w.result), 0)} alone, ${mixed.reduce((n, w) => n + errors(w.result), 0)} with the mix.`,
       },
       {
-        text: `What the hostile clients got (connections closed, by kind and status; \`closed\`: no answer): ${[...answers].sort().map(([k, v]) => `${k}: ${v}`).join(', ') || 'nothing'}.`,
+        text: `What the hostile clients got (connections closed, by kind and status; \`closed\`: no answer): ${
+          [...answers]
+            .sort()
+            .map(([k, v]) => `${k}: ${v}`)
+            .join(', ') || 'nothing'
+        }.`,
         after: `The router's counters at the end: ${router.map(([k, v]) => `\`${k}\` ${v}`).join(', ') || 'none'}.`,
       },
     ],
@@ -202,7 +206,8 @@ async function main(run: BenchRun<Options>): Promise<void> {
     for (const id of ids) await checkAnswer(pool.url, id, hiddenUnitsForBytes(o.modelBytes === 0 ? undefined : o.modelBytes));
     const body = JSON.stringify({ instances: [SAMPLE_WINE] });
     let turn = 0;
-    const good = (durationMs: number): Promise<LoadResult> => runLoad({ url: pool.url, nextModel: () => ids[turn++ % ids.length] as string, concurrency: o.concurrency, body, durationMs, maxRequests: Number.MAX_SAFE_INTEGER });
+    const good = (durationMs: number): Promise<LoadResult> =>
+      runLoad({ url: pool.url, nextModel: () => ids[turn++ % ids.length] as string, concurrency: o.concurrency, body, durationMs, maxRequests: Number.MAX_SAFE_INTEGER });
     if (o.warmupSeconds > 0) await good(o.warmupSeconds * 1000);
     if (pool.grpcAddress === undefined) throw new Error('modelmux local printed no gRPC address');
     const spec: ChildSpec = {

@@ -114,7 +114,10 @@ const specs: OptionSpecs<typeof schema.shape> = {
   logLevel: { flag: 'log-level', help: "Both systems' log level: modelmux's processes and Ray Serve's replicas, proxy and controller (default warn)." },
   accessLog: { flag: 'access-log', help: "Ray Serve's access log on (enable_access_log); modelmux's router writes its access line at info (default false)." },
   seed: { flag: 'seed', help: 'Seed of the model sequences and arrival times (default 42).' },
-  nice: { flag: 'nice', help: 'Scheduling priority of the benchmark and every system it starts (they inherit it), so other work on a shared machine delays the generator less; 0 leaves it (default -5).' },
+  nice: {
+    flag: 'nice',
+    help: 'Scheduling priority of the benchmark and every system it starts (they inherit it), so other work on a shared machine delays the generator less; 0 leaves it (default -5).',
+  },
   scale: { flag: 'scale', help: 'Run the scale run after the rounds (default true).' },
   scaleModels: { flag: 'scale-models', help: 'Models in the store for the scale run (default 10000).' },
   scaleModelBytes: { flag: 'scale-model-bytes', help: 'Size of each scale-run model (default 20000).' },
@@ -171,7 +174,15 @@ async function startRunner(runner: Runner, o: Options, root: string, store: { so
     const tree = await treePids(mux.child.pid);
     const listeners = await listenersOf(tree);
     const flags = runner === 'modelmux-own' ? `${REPLICA_ENV.shareGraphs}=false ${REPLICA_ENV.mapWeights}=false` : 'shareGraphs and mapWeights at their defaults (true)';
-    return { runner, url: mux.url, pid: mux.child.pid, loads: mux.loads, stop: mux.stop, listeners, evidence: [`modelmux local, ${o.replicas} replicas, ${flags}, log level ${o.logLevel}, processes at nice ${(await niceValues(tree)).join('/')}`] };
+    return {
+      runner,
+      url: mux.url,
+      pid: mux.child.pid,
+      loads: mux.loads,
+      stop: mux.stop,
+      listeners,
+      evidence: [`modelmux local, ${o.replicas} replicas, ${flags}, log level ${o.logLevel}, processes at nice ${(await niceValues(tree)).join('/')}`],
+    };
   }
   const mode: RayMode = runner === 'ray-haproxy' ? 'haproxy' : 'proxy';
   const [port] = await freePorts(1);
@@ -218,7 +229,12 @@ async function drain(url: string, model: string, limitMs: number): Promise<void>
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     const t0 = performance.now();
-    const ok = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', serve_multiplexed_model_id: model }, body: JSON.stringify({ instances: [SAMPLE_WINE] }), signal: AbortSignal.timeout(5000) })
+    const ok = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', serve_multiplexed_model_id: model },
+      body: JSON.stringify({ instances: [SAMPLE_WINE] }),
+      signal: AbortSignal.timeout(5000),
+    })
       .then(async (r) => (await r.arrayBuffer(), r.ok))
       .catch(() => false);
     if (ok && performance.now() - t0 <= limitMs) return;
@@ -340,7 +356,13 @@ function familySection(family: Family, cells: readonly Cell[], systems: readonly
       heading: FAMILY_LABEL[family],
       headline: true,
       table: {
-        header: ['system', `sustainable req/s, median [CI ${fmt(coverage * 100, 1)}%]`, 'each round', ...(rate > 0 ? [`p50 ms at ${rate} req/s`, `p99 ms at ${rate} req/s`] : ['p50 ms (no rate all sustain)', 'p99 ms']), 'loads / 1000 req there'],
+        header: [
+          'system',
+          `sustainable req/s, median [CI ${fmt(coverage * 100, 1)}%]`,
+          'each round',
+          ...(rate > 0 ? [`p50 ms at ${rate} req/s`, `p99 ms at ${rate} req/s`] : ['p50 ms (no rate all sustain)', 'p99 ms']),
+          'loads / 1000 req there',
+        ],
         rows: table,
       },
       after: ratioText,
@@ -374,7 +396,15 @@ function scaleSection(s: ScaleResult): ReportSection {
 }
 
 /** Rounds of every (family, system) step-up in a rotated order, as many as --rounds and --round-minutes allow; answers how many ran. */
-async function runRounds(o: Options, families: readonly Family[], systems: readonly SystemName[], running: ReadonlyMap<Runner, Running>, wineIds: readonly string[], dIds: readonly string[], cells: Cell[]): Promise<number> {
+async function runRounds(
+  o: Options,
+  families: readonly Family[],
+  systems: readonly SystemName[],
+  running: ReadonlyMap<Runner, Running>,
+  wineIds: readonly string[],
+  dIds: readonly string[],
+  cells: Cell[],
+): Promise<number> {
   const order = families.flatMap((f) => familyRunners(f, systems).map((runner) => ({ family: f, runner })));
   const started = Date.now();
   let done = 0;
@@ -452,20 +482,25 @@ async function main(run: BenchRun<Options>): Promise<void> {
     }
     loadAfterRounds = machineLoad();
     if (o.scale) {
-      scale = await scaleRun(root, s3, {
-        models: o.scaleModels,
-        modelBytes: o.scaleModelBytes,
-        replicas: o.scaleReplicas,
-        routers: o.scaleRouters,
-        maxModels: o.scaleMaxModels,
-        maxOngoingRequests: o.maxOngoingRequests,
-        rateRps: o.scaleRps,
-        warmupRequests: o.scaleWarmupRequests,
-        measuredRequests: o.scaleRequests,
-        coldSamples: o.coldSamples,
-        logLevel: o.logLevel,
-        seed: o.seed,
-      }, log);
+      scale = await scaleRun(
+        root,
+        s3,
+        {
+          models: o.scaleModels,
+          modelBytes: o.scaleModelBytes,
+          replicas: o.scaleReplicas,
+          routers: o.scaleRouters,
+          maxModels: o.scaleMaxModels,
+          maxOngoingRequests: o.maxOngoingRequests,
+          rateRps: o.scaleRps,
+          warmupRequests: o.scaleWarmupRequests,
+          measuredRequests: o.scaleRequests,
+          coldSamples: o.coldSamples,
+          logLevel: o.logLevel,
+          seed: o.seed,
+        },
+        log,
+      );
     }
   } finally {
     await store.stop();
@@ -501,13 +536,12 @@ async function main(run: BenchRun<Options>): Promise<void> {
   await writeReport(run, {
     title: 'Multiplexing: modelmux vs Ray Serve (both set-ups), open loop',
     setup,
-    sections: [
-      ...familySections.map((f) => f.section),
-      ...(scale ? [scaleSection(scale)] : []),
-      { heading: 'Evidence of the set-ups', text: evidenceText },
-    ],
+    sections: [...familySections.map((f) => f.section), ...(scale ? [scaleSection(scale)] : []), { heading: 'Evidence of the set-ups', text: evidenceText }],
     data: { roundsRun, loadAtStart, loadAfterRounds, families: familySections.map((f) => f.summary), cells, scale, evidence, listeners },
   });
 }
 
-await runBench({ name: 'mux', summary: 'Multiplexing benchmark: modelmux vs Ray Serve (default proxy and HAProxy), open loop, three model families, and a 10,000-model scale run.', schema, specs }, main);
+await runBench(
+  { name: 'mux', summary: 'Multiplexing benchmark: modelmux vs Ray Serve (default proxy and HAProxy), open loop, three model families, and a 10,000-model scale run.', schema, specs },
+  main,
+);

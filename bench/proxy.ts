@@ -52,8 +52,7 @@ const specs: OptionSpecs<typeof schema.shape> = {
   nginxWorkers: { flag: 'nginx-workers', help: 'nginx worker_processes (default 1, like the one router process).' },
   targets: {
     flag: 'targets',
-    help:
-      "Comma list of direct, router, router-node (the router with --fast-path false), node-relay (a Node byte relay without HTTP: the floor of a Node proxy), nginx, nginx-work (nginx doing the router's per-request work too: JSON access log, request id, X-Forwarded-For) (default all six).",
+    help: "Comma list of direct, router, router-node (the router with --fast-path false), node-relay (a Node byte relay without HTTP: the floor of a Node proxy), nginx, nginx-work (nginx doing the router's per-request work too: JSON access log, request id, X-Forwarded-For) (default all six).",
   },
 };
 
@@ -124,9 +123,26 @@ function report(o: Options, rows: readonly Row[]): BenchReport {
   const get = (t: Target, c: number): Row | undefined => medianBy(rounds(t, c), rank);
   const targets = (Object.keys(PATH_NAMES) as Target[]).filter((t) => rows.some((r) => r.target === t));
   const shown = levels.flatMap((c) => targets.map((t) => get(t, c)).filter((r): r is Row => r !== undefined));
-  const everyRound = (t: Target, c: number): string => rounds(t, c).map((r) => fmt(rank(r), 0)).join(', ');
+  const everyRound = (t: Target, c: number): string =>
+    rounds(t, c)
+      .map((r) => fmt(rank(r), 0))
+      .join(', ');
   const table = {
-    header: ['concurrency', 'path', 'requests', 'errors', 'throughput req/s', 'p50 ms', 'p99 ms', 'added p50 ms', 'added p99 ms', 'proxy CPU s', 'proxy CPU %', 'req per proxy CPU-second', 'every round (direct: req/s)'],
+    header: [
+      'concurrency',
+      'path',
+      'requests',
+      'errors',
+      'throughput req/s',
+      'p50 ms',
+      'p99 ms',
+      'added p50 ms',
+      'added p99 ms',
+      'proxy CPU s',
+      'proxy CPU %',
+      'req per proxy CPU-second',
+      'every round (direct: req/s)',
+    ],
     rows: shown.map((r) => {
       const d = get('direct', r.concurrency);
       const direct = r.target === 'direct';
@@ -196,7 +212,7 @@ function report(o: Options, rows: readonly Row[]): BenchReport {
       `A Node byte relay (bench/node-relay.ts: one upstream connection per client connection, no HTTP read) as the floor of any Node proxy. ` +
       `Closed loop, one row per request in the Ray Serve form, ${o.durationSeconds} s per row after ${o.warmupSeconds} s unmeasured (1 s in later rounds); ` +
       `${o.rounds} round${o.rounds === 1 ? '' : 's'} of every target per concurrency in a rotated order, each row the target's median round by requests per proxy CPU-second (the direct path's by throughput), the ratios from those rows. ` +
-      'Load generator, proxy and replica share the same cores, so absolute throughput is the machine\'s; ' +
+      "Load generator, proxy and replica share the same cores, so absolute throughput is the machine's; " +
       '"req per proxy CPU-second" = successful requests / (user+system CPU seconds of the proxy processes from /proc), the throughput per core.',
     sections: [{ table }, { headline: true, table: ratios }],
     data: { rows },
@@ -205,7 +221,10 @@ function report(o: Options, rows: readonly Row[]): BenchReport {
 
 async function main(run: BenchRun<Options>): Promise<void> {
   const o = run.options;
-  const levels = o.concurrency.split(',').map((s) => Number(s.trim())).filter((n) => Number.isInteger(n) && n > 0);
+  const levels = o.concurrency
+    .split(',')
+    .map((s) => Number(s.trim()))
+    .filter((n) => Number.isInteger(n) && n > 0);
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
   const cli = join(repoRoot, 'dist/cli/main.js');
   const log = (msg: string): void => void process.stderr.write(`[bench:proxy ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -261,8 +280,10 @@ async function main(run: BenchRun<Options>): Promise<void> {
         for (const t of rotated(targets, round)) {
           const row = await measure(t.target, t.url, c, round, o, t.pids, replica.pid);
           rows.push(row);
-          log(`c=${c} round ${round + 1} ${t.target}: ${row.result.throughputRps.toFixed(0)} req/s, p50 ${row.result.latency.p50Ms.toFixed(3)} ms, p99 ${row.result.latency.p99Ms.toFixed(3)} ms, ` +
-            `proxy CPU ${row.proxyCpuS.toFixed(2)} s, ${failureText(row.result)}`);
+          log(
+            `c=${c} round ${round + 1} ${t.target}: ${row.result.throughputRps.toFixed(0)} req/s, p50 ${row.result.latency.p50Ms.toFixed(3)} ms, p99 ${row.result.latency.p99Ms.toFixed(3)} ms, ` +
+              `proxy CPU ${row.proxyCpuS.toFixed(2)} s, ${failureText(row.result)}`,
+          );
         }
       }
     }

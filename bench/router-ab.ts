@@ -41,8 +41,7 @@ type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
   b: {
     flag: 'b',
-    help:
-      "B: another checkout's dist/cli/main.js (e.g. a `git worktree` of the base commit, built with `npx tsc`), or nginx (plain, bench:proxy's reference) or nginx-work (nginx doing the router's per-request work).",
+    help: "B: another checkout's dist/cli/main.js (e.g. a `git worktree` of the base commit, built with `npx tsc`), or nginx (plain, bench:proxy's reference) or nginx-work (nginx doing the router's per-request work).",
   },
   bArgs: {
     flag: 'b-args',
@@ -118,8 +117,20 @@ function report(o: Options, rows: readonly Row[]): BenchReport {
   const summary = {
     header: ['run', 'A median CPU µs / request', 'B median CPU µs / request', 'A/B, median of the rows', 'rows where A costs less'],
     rows: [
-      ...runs.map((rs, i) => [String(i + 1), fmt(median(rs.map((r) => cost(r.a))), 1), fmt(median(rs.map((r) => cost(r.b))), 1), fmt(runRatios[i], 3), `${rs.filter((r) => ratio(r) < 1).length} of ${rs.length}`]),
-      ['all', fmt(median(rows.map((r) => cost(r.a))), 1), fmt(median(rows.map((r) => cost(r.b))), 1), `**${fmt(median(runRatios), 3)}** (median of the runs; runs ${fmt(Math.min(...runRatios), 3)}–${fmt(Math.max(...runRatios), 3)})`, `${rows.filter((r) => ratio(r) < 1).length} of ${rows.length}`],
+      ...runs.map((rs, i) => [
+        String(i + 1),
+        fmt(median(rs.map((r) => cost(r.a))), 1),
+        fmt(median(rs.map((r) => cost(r.b))), 1),
+        fmt(runRatios[i], 3),
+        `${rs.filter((r) => ratio(r) < 1).length} of ${rs.length}`,
+      ]),
+      [
+        'all',
+        fmt(median(rows.map((r) => cost(r.a))), 1),
+        fmt(median(rows.map((r) => cost(r.b))), 1),
+        `**${fmt(median(runRatios), 3)}** (median of the runs; runs ${fmt(Math.min(...runRatios), 3)}–${fmt(Math.max(...runRatios), 3)})`,
+        `${rows.filter((r) => ratio(r) < 1).length} of ${rows.length}`,
+      ],
     ],
   };
   return {
@@ -127,7 +138,7 @@ function report(o: Options, rows: readonly Row[]): BenchReport {
     setup:
       `one \`modelmux replica\` (file store, hot model ${HOT} of the small example size loaded); in front of it \`modelmux router --discovery static\` from this checkout (A) and ${describeB(o.b, o.bArgs)} (B); ` +
       `${o.concurrency} closed-loop clients on each at once (one load generator process, the Ray Serve form); ${o.runs} runs, each with both proxies newly started, ${o.warmupSeconds} s unmeasured, then ${o.rows} rows of ${o.rowSeconds} s; ` +
-      'CPU per request = user+system CPU of the proxy\'s processes from /proc over the row / its successful requests. Both share every phase of the machine, so the ratio A/B of each row is what to read, and processes differ for their whole life, so each run starts new ones; below 1, A costs less.',
+      "CPU per request = user+system CPU of the proxy's processes from /proc over the row / its successful requests. Both share every phase of the machine, so the ratio A/B of each row is what to read, and processes differ for their whole life, so each run starts new ones; below 1, A costs less.",
     sections: [{ headline: true, table: summary }, { table }],
     data: { rows },
   };

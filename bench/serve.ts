@@ -214,7 +214,9 @@ async function main(run: BenchRun<Options>): Promise<void> {
         rows: o.slots.map((s) => [String(s), ...patterns.map((p) => fmt(med(s, p, 'cpuUsPerRequest'), 0)), ...patterns.map((p) => fmt(med(s, p, 'loadsPer1000'), 0)), `${fmt(100 * spread(s), 1)}%`]),
       },
       ...(o.slots.length > 1 && loadsAdded(churned) > 0
-        ? { after: `CPU per load, ${churned} traffic (the most loads added): ${fmt(perLoad, 0)} µs (${fewest} slots against ${most}, by the difference in CPU per request over the difference in loads).` }
+        ? {
+            after: `CPU per load, ${churned} traffic (the most loads added): ${fmt(perLoad, 0)} µs (${fewest} slots against ${most}, by the difference in CPU per request over the difference in loads).`,
+          }
         : {}),
     },
     {

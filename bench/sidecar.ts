@@ -74,18 +74,52 @@ async function main(bench: BenchRun<Options>): Promise<void> {
   try {
     const ids = Array.from({ length: config.models }, (_, i) => `wine-${i}`);
     const trained = join(work, 'store');
-    const expected = JSON.parse((await run(join(bin, 'python'), [join(ROOT, 'test/fixtures/train-wine-mlserver.py'), trained, ...ids.map((id, i) => `${id}:${i % 2 === 0 ? 'sklearn' : 'xgboost'}`)], { maxBuffer: 64 * 1024 * 1024 })).stdout) as Record<string, { rows: number[][] }>;
+    const expected = JSON.parse(
+      (
+        await run(join(bin, 'python'), [join(ROOT, 'test/fixtures/train-wine-mlserver.py'), trained, ...ids.map((id, i) => `${id}:${i % 2 === 0 ? 'sklearn' : 'xgboost'}`)], {
+          maxBuffer: 64 * 1024 * 1024,
+        })
+      ).stdout,
+    ) as Record<string, { rows: number[][] }>;
     const [http, grpc, metrics, replicaPort] = await freePorts(4);
     const runtimeDir = join(work, 'runtime');
     await mkdir(join(runtimeDir, 'models'), { recursive: true });
-    await writeFile(join(runtimeDir, 'settings.json'), JSON.stringify({ host: '127.0.0.1', http_port: http, grpc_port: grpc, metrics_port: metrics, load_models_at_startup: false, model_repository_root: join(runtimeDir, 'models'), parallel_workers: 0 }));
+    await writeFile(
+      join(runtimeDir, 'settings.json'),
+      JSON.stringify({
+        host: '127.0.0.1',
+        http_port: http,
+        grpc_port: grpc,
+        metrics_port: metrics,
+        load_models_at_startup: false,
+        model_repository_root: join(runtimeDir, 'models'),
+        parallel_workers: 0,
+      }),
+    );
     const mlserver = await startChild(join(bin, 'mlserver'), ['start', runtimeDir], { cwd: runtimeDir, readyTimeoutMs: 5000 });
     children.push(mlserver);
     const runtimeUrl = `http://127.0.0.1:${http}`;
     await waitHttpReady(`${runtimeUrl}/v2/health/ready`, 60_000, mlserver);
     const replica = await startChild(
       process.execPath,
-      [join(ROOT, 'dist/cli/main.js'), 'replica', '--host', '127.0.0.1', '--port', String(replicaPort), '--model-source', `file://${trained}`, '--runtime-url', runtimeUrl, '--runtime-models-dir', join(runtimeDir, 'models'), '--max-models', String(config.models), '--log-level', 'info'],
+      [
+        join(ROOT, 'dist/cli/main.js'),
+        'replica',
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(replicaPort),
+        '--model-source',
+        `file://${trained}`,
+        '--runtime-url',
+        runtimeUrl,
+        '--runtime-models-dir',
+        join(runtimeDir, 'models'),
+        '--max-models',
+        String(config.models),
+        '--log-level',
+        'info',
+      ],
       { readyTimeoutMs: 5000 },
     );
     children.push(replica);

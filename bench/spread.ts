@@ -118,7 +118,11 @@ function report(o: Options, slots: readonly number[], patterns: readonly Pattern
   const most = Math.max(...slots);
   const pairs: { label: string; a: Cell; b: Cell }[] = [];
   if (patterns.includes('uniform') && patterns.includes('one-hot')) {
-    pairs.push({ label: `uniform against one-hot, ${most} slots (nothing loaded): the run over weights not in the CPU's cache`, a: { slots: most, pattern: 'uniform' }, b: { slots: most, pattern: 'one-hot' } });
+    pairs.push({
+      label: `uniform against one-hot, ${most} slots (nothing loaded): the run over weights not in the CPU's cache`,
+      a: { slots: most, pattern: 'uniform' },
+      b: { slots: most, pattern: 'one-hot' },
+    });
     if (fewest !== most) pairs.push({ label: `uniform against one-hot, ${fewest} slots (bench:mux's pool)`, a: { slots: fewest, pattern: 'uniform' }, b: { slots: fewest, pattern: 'one-hot' } });
   }
   if (fewest !== most) {
@@ -161,7 +165,10 @@ function report(o: Options, slots: readonly number[], patterns: readonly Pattern
       {
         table: {
           header: ['round', ...cells.map((c) => `${c.pattern} @ ${c.slots}: req/s`)],
-          rows: [...new Set(windows.map((w) => w.round))].map((r) => [String(r), ...cells.map((c) => fmt(windows.find((w) => w.round === r && w.slots === c.slots && w.pattern === c.pattern)?.throughputRps, 0))]),
+          rows: [...new Set(windows.map((w) => w.round))].map((r) => [
+            String(r),
+            ...cells.map((c) => fmt(windows.find((w) => w.round === r && w.slots === c.slots && w.pattern === c.pattern)?.throughputRps, 0)),
+          ]),
         },
       },
     ],
@@ -197,7 +204,11 @@ async function main(run: BenchRun<Options>): Promise<void> {
         ...(store.endpoint ? { s3Endpoint: store.endpoint } : {}),
         env: { ...store.env, [REPLICA_ENV.logLevel]: o.logLevel },
       });
-      pools.push({ slots: s, mux, pids: { replicas: mux.replicaPids, router: mux.routerPid === undefined ? [] : [mux.routerPid], local: [mux.child.pid], store: store.pid === undefined ? [] : [store.pid] } });
+      pools.push({
+        slots: s,
+        mux,
+        pids: { replicas: mux.replicaPids, router: mux.routerPid === undefined ? [] : [mux.routerPid], local: [mux.child.pid], store: store.pid === undefined ? [] : [store.pid] },
+      });
       // Downloads and first loads are a cold start, paid before any window.
       const pass = await everyModelOnce(mux.url, ids, o.concurrency, body);
       log(`${s} slots: first pass of ${pass.requests} requests in ${(pass.elapsedMs / 1000).toFixed(1)} s, ${failureText(pass)}`);

@@ -163,7 +163,9 @@ async function setUpPool(cp: BenchControlPlane, n: number, o: Options): Promise<
   const crd = parseYaml(await readFile(CRD_FILE, 'utf8')) as unknown;
   await cp.send('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
   for (let i = 0; ; i++) {
-    const got = JSON.parse(await cp.get(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/multiplexeddeployments.${API_GROUP}`)) as { status?: { conditions?: { type: string; status: string }[] } };
+    const got = JSON.parse(await cp.get(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/multiplexeddeployments.${API_GROUP}`)) as {
+      status?: { conditions?: { type: string; status: string }[] };
+    };
     if (got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
     if (i > 300) throw new Error('the CRD did not become Established');
     await sleep(100);
@@ -256,10 +258,14 @@ async function measureSize(n: number, o: Options, log: (s: string) => void): Pro
     }
     /** Until every watching router counts `n` in its state's `field`; fails saying what each counts. */
     const allWatchers = (field: 'replicas' | 'withTables'): Promise<void> =>
-      eventually(async () => {
-        const counts = (await Promise.all(watchers.map((w) => w.ask({ type: 'state' })))).map((s) => s[field]);
-        if (!counts.every((c) => c === n)) throw new Error(`the routers' ${field}: ${counts.join(', ')} of ${n}`);
-      }, 120_000, 200);
+      eventually(
+        async () => {
+          const counts = (await Promise.all(watchers.map((w) => w.ask({ type: 'state' })))).map((s) => s[field]);
+          if (!counts.every((c) => c === n)) throw new Error(`the routers' ${field}: ${counts.join(', ')} of ${n}`);
+        },
+        120_000,
+        200,
+      );
     await allWatchers('replicas');
 
     const perProcess = Math.ceil(n / Math.min(o.publisherProcesses, n));
@@ -331,7 +337,20 @@ async function measureSize(n: number, o: Options, log: (s: string) => void): Pro
 
 function report(rows: readonly Row[], o: Options): BenchReport {
   const table = {
-    header: ['replicas', 'pod patches/s', 'PATCH mean ms', 'new connections/s', 'etcd writes/s', 'etcd growth KB/s', 'API server + etcd cores', 'watch KB/s per router', 'GET /models KB/s per router', 'router CPU (cores)', 'change → both routers p50 / p99 / max ms', 'unseen'],
+    header: [
+      'replicas',
+      'pod patches/s',
+      'PATCH mean ms',
+      'new connections/s',
+      'etcd writes/s',
+      'etcd growth KB/s',
+      'API server + etcd cores',
+      'watch KB/s per router',
+      'GET /models KB/s per router',
+      'router CPU (cores)',
+      'change → both routers p50 / p99 / max ms',
+      'unseen',
+    ],
     rows: rows.map((r) => [
       String(r.replicas),
       fmt(r.patchesPerSecond, 1),
@@ -374,7 +393,9 @@ async function main(run: BenchRun<Options>): Promise<void> {
   for (const n of o.sizes) {
     rows.push(await measureSize(n, o, (s) => process.stderr.write(`${s}\n`)));
     const r = rows.at(-1) as Row;
-    process.stderr.write(`${n} replicas: ${fmt(r.patchesPerSecond)} patches/s, watch ${fmt(r.watchBytesPerRouterPerSecond / 1024)} KB/s per router, router ${fmt(r.routerCores, 3)} cores, p99 ${fmt(r.propagation.p99Ms, 0)} ms\n`);
+    process.stderr.write(
+      `${n} replicas: ${fmt(r.patchesPerSecond)} patches/s, watch ${fmt(r.watchBytesPerRouterPerSecond / 1024)} KB/s per router, router ${fmt(r.routerCores, 3)} cores, p99 ${fmt(r.propagation.p99Ms, 0)} ms\n`,
+    );
   }
   await writeReport(run, report(rows, o));
 }

@@ -73,10 +73,14 @@ function cnn(): Uint8Array {
 async function main(bench: BenchRun<Options>): Promise<void> {
   const o = bench.options;
   const dir = await mkdtemp(join(tmpdir(), 'modelmux-bench-threads-'));
-  const replica = await startChild(process.execPath, [join(repoRoot(), 'dist/cli/main.js'), 'replica', '--host', '127.0.0.1', '--port', '0', '--model-source', pathToFileURL(dir).href, '--intra-op-threads', String(o.threads)], {
-    ready: /"event":"listening"[^\n]*"port":(\d+)/,
-    readyTimeoutMs: 30_000,
-  });
+  const replica = await startChild(
+    process.execPath,
+    [join(repoRoot(), 'dist/cli/main.js'), 'replica', '--host', '127.0.0.1', '--port', '0', '--model-source', pathToFileURL(dir).href, '--intra-op-threads', String(o.threads)],
+    {
+      ready: /"event":"listening"[^\n]*"port":(\d+)/,
+      readyTimeoutMs: 30_000,
+    },
+  );
   const model = cnn();
   for (const id of ['cnn', 'cnn-own']) {
     await mkdir(join(dir, id));
@@ -89,7 +93,9 @@ async function main(bench: BenchRun<Options>): Promise<void> {
     const base = `http://127.0.0.1:${replica.ready[1]}/v2/models`;
     const image = weights('image', [1, 3, SIZE, SIZE], 7).data;
     const bytes = Buffer.from(image.buffer, image.byteOffset, image.byteLength);
-    const head = Buffer.from(JSON.stringify({ inputs: [{ name: 'image', shape: [1, 3, SIZE, SIZE], datatype: 'FP32', parameters: { binary_data_size: bytes.length } }], parameters: { binary_data_output: true } }));
+    const head = Buffer.from(
+      JSON.stringify({ inputs: [{ name: 'image', shape: [1, 3, SIZE, SIZE], datatype: 'FP32', parameters: { binary_data_size: bytes.length } }], parameters: { binary_data_output: true } }),
+    );
     const body = Buffer.concat([head, bytes]);
     const viaReplica = async (id: string): Promise<Float32Array> => {
       const res = await fetch(`${base}/${id}/infer`, { method: 'POST', headers: { 'inference-header-content-length': String(head.length), 'content-type': 'application/octet-stream' }, body });

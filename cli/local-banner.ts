@@ -74,10 +74,7 @@ export function bannerText(b: BannerInput): string {
     b.routerGrpc === undefined
       ? []
       : [`Open Inference Protocol over gRPC on ${b.routerGrpc} (Triton's client, pip install 'tritonclient[grpc]'; docs/grpc.md):`, `  ${tritonGrpcCommand(b.routerGrpc, b.exampleIds[1])}`, ''];
-  const models =
-    b.exampleModelCount > 0
-      ? `${b.exampleModelCount} example models (${b.exampleIds[0]} … ) from ${b.modelSource}`
-      : `models from ${b.modelSource}`;
+  const models = b.exampleModelCount > 0 ? `${b.exampleModelCount} example models (${b.exampleIds[0]} … ) from ${b.modelSource}` : `models from ${b.modelSource}`;
   return [
     '',
     `modelmux local is up: ${b.replicaUrls.length} replica${b.replicaUrls.length === 1 ? '' : 's'} (up to ${b.maxModels} loaded models each) behind one router,`,

@@ -62,14 +62,7 @@ export function worthShowing(line: string, verbose: boolean): boolean {
   }
 }
 
-export function startChild(
-  name: string,
-  script: string,
-  args: readonly string[],
-  env: NodeJS.ProcessEnv,
-  verbose: boolean,
-  program: string = process.execPath,
-): Child {
+export function startChild(name: string, script: string, args: readonly string[], env: NodeJS.ProcessEnv, verbose: boolean, program: string = process.execPath): Child {
   const proc = spawn(program, [script, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   for (const stream of [proc.stdout, proc.stderr]) {

@@ -7,6 +7,8 @@ import { readRoutesFile } from '../router/routes/route-file.js';
  */
 export function checkLocalRoutes(path: string, pool: string): void {
   const byPool = readRoutesFile(path, 'local', '--routes');
-  const strays = [...byPool].filter(([p]) => p !== pool).flatMap(([p, routes]) => routes.map((r) => `--routes ${path}: ModelRoute ${r.metadata.name} names pool ${p}; the local pool is ${pool} (--route-prefix /${pool})`));
+  const strays = [...byPool]
+    .filter(([p]) => p !== pool)
+    .flatMap(([p, routes]) => routes.map((r) => `--routes ${path}: ModelRoute ${r.metadata.name} names pool ${p}; the local pool is ${pool} (--route-prefix /${pool})`));
   if (strays.length > 0) throw new ConfigError('local', strays);
 }

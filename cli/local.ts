@@ -26,7 +26,6 @@ const SUMMARY =
   `restarted after ${LOCAL_RESTART_BACKOFF.initialMs / 1000} s, doubling to ${LOCAL_RESTART_BACKOFF.maxMs / 1000} s while it keeps dying; the others keep serving.\n` +
   'Ctrl-C stops everything.';
 
-
 /** What a `--runtime` command is told: where to listen and which folder holds its models. */
 export const RUNTIME_ENV = {
   port: 'MODELMUX_RUNTIME_PORT',
@@ -47,7 +46,11 @@ const schema = z.object({
   port: intString(0, 65535).default(8000),
   grpcPort: intString(-1, 65535).default(DEFAULT_GRPC_PORT),
   adminPort: intString(-1, 65535).default(DEFAULT_ADMIN_PORT),
-  routePrefix: z.string().regex(/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be one path segment such as /wine').max(64).default('/wine'),
+  routePrefix: z
+    .string()
+    .regex(/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be one path segment such as /wine')
+    .max(64)
+    .default('/wine'),
   maxOngoingRequests: intString(1, 100000).default(16),
   maxBatchSize: intString(1, 1024).default(1),
   batchWaitMs: intString(0, 10000).default(0),
@@ -81,9 +84,21 @@ const specs: OptionSpecs<typeof schema.shape> = {
   },
   routePrefix: { flag: 'route-prefix', env: 'MODELMUX_LOCAL_ROUTE_PREFIX', help: 'Path prefix of the pool (default /wine).' },
   maxOngoingRequests: { flag: 'max-ongoing-requests', env: REPLICA_ENV.maxOngoingRequests, help: 'In-flight requests per replica at most (default 16).' },
-  maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most, for models whose config.json turns batching on and names no size (default 1: such models get 8).' },
-  batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others, for models whose config.json turns batching on and names no wait (default 0).' },
-  intraOpThreads: { flag: 'intra-op-threads', env: REPLICA_ENV.intraOpThreads, help: `Threads one run of a model may use in each replica, unless its config.json says otherwise (default ${INTRA_OP_THREADS.default}).` },
+  maxBatchSize: {
+    flag: 'max-batch-size',
+    env: REPLICA_ENV.maxBatchSize,
+    help: 'Requests of one model run as one batch at most, for models whose config.json turns batching on and names no size (default 1: such models get 8).',
+  },
+  batchWaitMs: {
+    flag: 'batch-wait-ms',
+    env: REPLICA_ENV.batchWaitMs,
+    help: 'How long the first request of a batch waits for others, for models whose config.json turns batching on and names no wait (default 0).',
+  },
+  intraOpThreads: {
+    flag: 'intra-op-threads',
+    env: REPLICA_ENV.intraOpThreads,
+    help: `Threads one run of a model may use in each replica, unless its config.json says otherwise (default ${INTRA_OP_THREADS.default}).`,
+  },
   ...s3OptionSpecs,
   logLevel: {
     ...logOptionSpecs.logLevel,
@@ -100,7 +115,7 @@ const specs: OptionSpecs<typeof schema.shape> = {
     env: 'MODELMUX_LOCAL_ROUTES',
     help: 'A YAML file of ModelRoute objects (weighted canaries, sticky routing, mirrors, ensembles, sequences; docs/routes.md) the router serves; their spec.deploymentRef.name is the pool, the route prefix without its slash (default: none).',
   },
-  verbose: { flag: 'verbose', env: 'MODELMUX_LOCAL_VERBOSE', help: "Show every log line of the replicas and the router (default: warnings and errors only)." },
+  verbose: { flag: 'verbose', env: 'MODELMUX_LOCAL_VERBOSE', help: 'Show every log line of the replicas and the router (default: warnings and errors only).' },
 };
 
 /** Environment of replica `i`: the same variables the operator writes into a pod. */
@@ -313,7 +328,13 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     await Promise.all(replicaUrls.map((u, i) => waitReady(`${u}/v2/health/ready`, deadline, replicaProcs[i]?.current)));
     const routerReady = `http://127.0.0.1:${ports.router}/readyz`;
     const routerReplicas = replicaUrls.map((u, i) => `${u}?${GRPC_PORT_PARAM}=${ports.replicaGrpc[i] ?? 0}`);
-    const router = supervise({ name: 'router', script: mainScript, args: routerArgs(config, ports.router, ports.routerGrpc, ports.routerAdmin, routerReplicas, routesFile), env, readyUrl: routerReady });
+    const router = supervise({
+      name: 'router',
+      script: mainScript,
+      args: routerArgs(config, ports.router, ports.routerGrpc, ports.routerAdmin, routerReplicas, routesFile),
+      env,
+      readyUrl: routerReady,
+    });
     await waitReady(routerReady, deadline, router.current);
   } catch (err) {
     await stopAll();

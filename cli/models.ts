@@ -6,8 +6,7 @@ import { parseDestination, writeExampleModels, type ModelDestination, type S3Set
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 
 const SUMMARY =
-  'Write the deterministic example models (a small wine-quality MLP per id) as <out>/<ID>/model.onnx,\n' +
-  'into a folder or an S3 bucket. Models already present with the right size are left alone.';
+  'Write the deterministic example models (a small wine-quality MLP per id) as <out>/<ID>/model.onnx,\n' + 'into a folder or an S3 bucket. Models already present with the right size are left alone.';
 
 const schema = z.object({
   out: z

@@ -98,9 +98,7 @@ export function parseConfig<T extends z.ZodRawShape>(
 export const intString = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 /** "true"/"false"/"1"/"0" as a boolean; z.coerce.boolean would take "false" as true. */
-export const booleanString = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+export const booleanString = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
 
 /** A byte count such as `512Mi`, `4Gi` or `1000000`. */
 export function parseByteQuantity(s: string): number | undefined {

@@ -10,8 +10,15 @@ export const ERROR_CATALOGUE = {
   input_mismatch: { status: 400, summary: "An input's name, shape or datatype does not match the model's inputs." },
   model_header_in_connection: { status: 400, summary: 'The Connection header names a header that carries the model id; a proxy would drop it, so router and replica refuse the request.' },
   bad_request: { status: 400, summary: 'The request is not valid HTTP/1.1 (a malformed request line, header or framing); the router answers and closes the connection.' },
-  repository_api_unauthorized: { status: 401, summary: "A model repository API call (load, unload, index) on the router's public port without the bearer token of --repository-api-token, or with another one." },
-  repository_api_disabled: { status: 403, summary: "A model repository API call (load, unload, index) on the router's public port, which does not serve that API: use the admin port (--admin-port), or start the router with --repository-api-token." },
+  repository_api_unauthorized: {
+    status: 401,
+    summary: "A model repository API call (load, unload, index) on the router's public port without the bearer token of --repository-api-token, or with another one.",
+  },
+  repository_api_disabled: {
+    status: 403,
+    summary:
+      "A model repository API call (load, unload, index) on the router's public port, which does not serve that API: use the admin port (--admin-port), or start the router with --repository-api-token.",
+  },
   not_found: { status: 404, summary: 'No such path.' },
   model_not_found: { status: 404, summary: 'The model store holds no model with this id.' },
   route_not_found: { status: 404, summary: 'No MultiplexedDeployment route matches the path.' },
@@ -34,14 +41,20 @@ export const ERROR_CATALOGUE = {
   inference_failed: { status: 500, summary: 'onnxruntime failed while running the model.' },
   internal: { status: 500, summary: 'An unexpected error; the log line with the same request id says more.' },
   ensemble_quorum: { status: 502, summary: "Too many of an ensemble route's members failed for its quorum; the message lists each member's error." },
-  ensemble_mismatch: { status: 502, summary: "An ensemble route's members answered outputs that cannot be combined (a missing output, another shape or datatype, a datatype the combiner does not take)." },
-  sequence_mapping: { status: 502, summary: "A sequence route's step cannot be given its inputs: a tensor its mapping names is missing, or has another datatype or shape; the message names the step and the tensor." },
+  ensemble_mismatch: {
+    status: 502,
+    summary: "An ensemble route's members answered outputs that cannot be combined (a missing output, another shape or datatype, a datatype the combiner does not take).",
+  },
+  sequence_mapping: {
+    status: 502,
+    summary: "A sequence route's step cannot be given its inputs: a tensor its mapping names is missing, or has another datatype or shape; the message names the step and the tensor.",
+  },
   sequence_step_failed: { status: 502, summary: 'A later step of a sequence route refused the request the router built for it, or answered no V2 outputs; the message names the step.' },
   composite_member_limit: {
     status: 502,
     summary: 'An ensemble or sequence route, with the composite routes it names, needs more member requests for one request than the router sends (--composite-max-member-requests).',
   },
-  route_kind_not_served: { status: 501, summary: "The model is an ensemble or sequence ModelRoute and the call came over gRPC: the router serves those over HTTP only." },
+  route_kind_not_served: { status: 501, summary: 'The model is an ensemble or sequence ModelRoute and the call came over gRPC: the router serves those over HTTP only.' },
   upstream_unavailable: { status: 502, summary: 'The router could not reach a replica, even after a retry on another one.' },
   store_unavailable: { status: 503, summary: 'The model store cannot be reached or refused access.' },
   overloaded: { status: 503, summary: 'The replica is at maxOngoingRequests; a router retries elsewhere.' },

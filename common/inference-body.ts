@@ -32,7 +32,10 @@ export const v2RequestSchema = z.object({
   id: z.string().max(256).optional(),
   parameters: z.looseObject({ binary_data_output: z.boolean().optional() }).optional(),
   inputs: z.array(v2InputSchema).min(1).max(64),
-  outputs: z.array(z.object({ name: z.string().min(1).max(256), parameters: outputParameters })).max(64).optional(),
+  outputs: z
+    .array(z.object({ name: z.string().min(1).max(256), parameters: outputParameters }))
+    .max(64)
+    .optional(),
 });
 
 export type BodyForm = 'v2' | 'rows';

@@ -85,7 +85,10 @@ function quoteNonFiniteTokens(text: string): string {
 export function parseJsonBody(bytes: Buffer): unknown {
   const past = nestingPastLimit(bytes, MAX_JSON_NESTING);
   if (past !== -1) {
-    throw new ModelmuxError('invalid_request', `the body nests arrays and objects more than ${MAX_JSON_NESTING} deep (the limit; at byte ${past}); a tensor may have at most ${MAX_TENSOR_RANK} dimensions`);
+    throw new ModelmuxError(
+      'invalid_request',
+      `the body nests arrays and objects more than ${MAX_JSON_NESTING} deep (the limit; at byte ${past}); a tensor may have at most ${MAX_TENSOR_RANK} dimensions`,
+    );
   }
   const text = bytes.toString('utf8');
   const parse = (t: string): unknown => (mayHoldLongInteger(t) ? JSON.parse(t, exactIntegers) : JSON.parse(t)) as unknown;

@@ -50,9 +50,7 @@ export function customObjectsPath(plural: string, namespace: string | undefined)
 /** The list an informer of customObjectsPath(plural, namespace) starts from. */
 export function listCustomObjects<T extends KubernetesObject>(custom: CustomObjectsApi, plural: string, namespace: string | undefined): Promise<KubernetesListObject<T>> {
   return (
-    namespace
-      ? custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace, plural })
-      : custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural })
+    namespace ? custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace, plural }) : custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural })
   ) as Promise<KubernetesListObject<T>>;
 }
 

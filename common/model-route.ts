@@ -95,11 +95,12 @@ export const sequenceStepSchema = z
   })
   .strict();
 
-export const sequenceSchema = z
-  .object({ steps: z.array(sequenceStepSchema).min(2).max(ROUTE_LIMITS.steps) })
-  .strict();
+export const sequenceSchema = z.object({ steps: z.array(sequenceStepSchema).min(2).max(ROUTE_LIMITS.steps) }).strict();
 
-const k8sName = z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a Kubernetes object name').max(253);
+const k8sName = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a Kubernetes object name')
+  .max(253);
 
 export const modelRouteSpecSchema = z
   .object({

@@ -99,7 +99,11 @@ export function encodeOnnxModel(g: OnnxGraph): Uint8Array {
           tensor.int(2, ONNX_FLOAT).string(8, t.name);
           if (t.external) {
             // external_data entries (StringStringEntryProto) and data_location = EXTERNAL
-            const entries: [string, string][] = [['location', t.external.location], ['offset', String(t.external.offset)], ['length', String(t.data.byteLength)]];
+            const entries: [string, string][] = [
+              ['location', t.external.location],
+              ['offset', String(t.external.offset)],
+              ['length', String(t.data.byteLength)],
+            ];
             for (const [key, value] of entries) tensor.message(13, (e) => e.string(1, key).string(2, value));
             tensor.int(14, 1);
           } else tensor.bytes(9, new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));

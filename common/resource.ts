@@ -13,12 +13,7 @@ import { runtimeSchema } from './runtime-spec.js';
  * as a string, so both are accepted (the CRD marks it x-kubernetes-int-or-string); consumers
  * always see the string form.
  */
-const quantity = z
-  .union([
-    z.number().int().min(0),
-    z.string().regex(/^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?$/, 'must be a Kubernetes quantity such as 512Mi or 2'),
-  ])
-  .transform(String);
+const quantity = z.union([z.number().int().min(0), z.string().regex(/^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?$/, 'must be a Kubernetes quantity such as 512Mi or 2')]).transform(String);
 
 /**
  * How a full replica cache picks what stays (ADR 0017). Declared here because the resource and
@@ -61,7 +56,11 @@ export const modelSourceSchema = z
     /** Path-style addressing, which most S3-compatible servers need. Defaults to true when an endpoint is set. */
     forcePathStyle: z.boolean().optional(),
     /** Secret in the resource's namespace with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY keys. */
-    credentialsSecret: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/).max(253).optional(),
+    credentialsSecret: z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/)
+      .max(253)
+      .optional(),
   })
   .strict();
 
@@ -118,7 +117,10 @@ export const multiplexedDeploymentSpecSchema = z
   .object({
     replicas: z.number().int().min(0).max(1000).default(1),
     /** Path prefix the router serves this deployment under, e.g. `/wine`. */
-    routePrefix: z.string().regex(/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be one path segment such as /wine').max(64),
+    routePrefix: z
+      .string()
+      .regex(/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be one path segment such as /wine')
+      .max(64),
     /** Replica image; the operator's default image when absent. */
     image: z.string().min(1).max(512).optional(),
     modelSource: modelSourceSchema,
@@ -135,10 +137,7 @@ export const multiplexedDeploymentSpecSchema = z
     maxOngoingRequests: z.number().int().min(1).max(100000).default(16),
     matchTimeoutSeconds: z.number().min(0).max(60).default(1),
     batching: batchingSchema.default({ maxBatchSize: 1, batchWaitTimeoutMs: 0 }),
-    resources: z
-      .object({ requests: resourceListSchema.optional(), limits: resourceListSchema.optional() })
-      .strict()
-      .default({}),
+    resources: z.object({ requests: resourceListSchema.optional(), limits: resourceListSchema.optional() }).strict().default({}),
     /** sizeLimit of the emptyDir that caches downloaded model files. */
     // prefault, not default: the default goes through the transform and so shows in the CRD schema.
     modelCacheSize: quantity.prefault('10Gi'),

@@ -1,14 +1,4 @@
-import {
-  MAX_ROUTE_DEPTH,
-  ROUTE_REASONS,
-  publicName,
-  routeKind,
-  routeTargets,
-  type MirrorSpec,
-  type ModelRoute,
-  type RouteKind,
-  type SplitSpec,
-} from './model-route.js';
+import { MAX_ROUTE_DEPTH, ROUTE_REASONS, publicName, routeKind, routeTargets, type MirrorSpec, type ModelRoute, type RouteKind, type SplitSpec } from './model-route.js';
 
 /** Why a route cannot serve: the reason is its status condition's reason and the request error's detail. */
 export interface RouteProblem {
@@ -127,7 +117,11 @@ function markGraphProblems(byName: ReadonlyMap<string, RouteEntry>): void {
   const onPath = new Map<string, number>();
   const path: string[] = [];
   const edges = new Map<string, string[]>();
-  for (const [name, entry] of byName) edges.set(name, routeTargets(entry.route.spec).filter((t) => byName.has(t)));
+  for (const [name, entry] of byName)
+    edges.set(
+      name,
+      routeTargets(entry.route.spec).filter((t) => byName.has(t)),
+    );
   const children = (name: string): string[] => [...(edges.get(name) ?? [])];
   for (const root of byName.keys()) {
     if (height.has(root)) continue;
@@ -161,7 +155,12 @@ function markGraphProblems(byName: ReadonlyMap<string, RouteEntry>): void {
   }
   for (const [name, entry] of byName) {
     if (cyclic.has(name)) {
-      entry.problem = { reason: ROUTE_REASONS.refCycle, message: `route ${name} refers back to itself through ${routeTargets(entry.route.spec).filter((t) => cyclic.has(t)).join(', ')}` };
+      entry.problem = {
+        reason: ROUTE_REASONS.refCycle,
+        message: `route ${name} refers back to itself through ${routeTargets(entry.route.spec)
+          .filter((t) => cyclic.has(t))
+          .join(', ')}`,
+      };
     } else if ((height.get(name) ?? 1) > MAX_ROUTE_DEPTH) {
       entry.problem = depthProblem(name);
     }

@@ -11,7 +11,10 @@ import { REPLICA_PORT } from './replica-env.js';
 
 const envVarSchema = z
   .object({
-    name: z.string().regex(/^[-._a-zA-Z][-._a-zA-Z0-9]*$/, 'must be an environment variable name').max(256),
+    name: z
+      .string()
+      .regex(/^[-._a-zA-Z][-._a-zA-Z0-9]*$/, 'must be an environment variable name')
+      .max(256),
     value: z.string().max(32_768),
   })
   .strict();
@@ -32,7 +35,11 @@ export function runtimeSchema<Q extends z.ZodType<string, string | number>, R ex
       /** The V2 HTTP port it listens on inside the pod; the sidecar reaches it on 127.0.0.1. */
       httpPort: z.number().int().min(1).max(65535).default(DEFAULT_RUNTIME_HTTP_PORT),
       /** Its model repository folder: the volume it shares with the sidecar is mounted here in both containers. */
-      modelsPath: z.string().regex(/^\/[^\s]*$/, 'must be an absolute path').max(1024).default(DEFAULT_RUNTIME_MODELS_PATH),
+      modelsPath: z
+        .string()
+        .regex(/^\/[^\s]*$/, 'must be an absolute path')
+        .max(1024)
+        .default(DEFAULT_RUNTIME_MODELS_PATH),
       /** sizeLimit of that volume: the loaded models' folders, one copy each. */
       // prefault, not default: the default goes through the transform and so shows in the CRD schema.
       modelsSize: quantity.prefault('10Gi' as z.input<Q>),

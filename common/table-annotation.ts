@@ -55,7 +55,11 @@ const compactSchema = z.object({
   loadingCount: z.number().int().nonnegative(),
   digest: z.string().regex(/^[0-9a-f]{32}$/),
   filter: z.object({
-    bits: z.number().int().min(8).max(MAX_FILTER_BYTES * 8),
+    bits: z
+      .number()
+      .int()
+      .min(8)
+      .max(MAX_FILTER_BYTES * 8),
     hashes: z.number().int().min(1).max(MAX_HASHES),
     data: z.string().max(Math.ceil(MAX_FILTER_BYTES / 3) * 4),
   }),

@@ -18,18 +18,7 @@ export type V2Datatype = (typeof V2_DATATYPES)[number];
  * FP16 and BF16 are held as their 16-bit patterns (Uint16Array), so binary data passes through
  * exactly; BYTES as strings, which is how onnxruntime holds its string tensors.
  */
-export type TensorData =
-  | Float32Array
-  | Float64Array
-  | Int8Array
-  | Uint8Array
-  | Int16Array
-  | Uint16Array
-  | Int32Array
-  | Uint32Array
-  | BigInt64Array
-  | BigUint64Array
-  | string[];
+export type TensorData = Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array | string[];
 
 export interface HostTensor {
   datatype: V2Datatype;
@@ -350,7 +339,10 @@ export function concatDim0(parts: readonly HostTensor[]): HostTensor {
   if (parts.length === 1) return first;
   const rows = parts.reduce((n, p) => n + (p.dims[0] ?? 0), 0);
   if (Array.isArray(first.data)) return { datatype: first.datatype, dims: [rows, ...first.dims.slice(1)], data: parts.flatMap((p) => p.data as string[]) };
-  const data = allocate(first.datatype as Exclude<V2Datatype, 'BYTES'>, parts.reduce((n, p) => n + p.data.length, 0));
+  const data = allocate(
+    first.datatype as Exclude<V2Datatype, 'BYTES'>,
+    parts.reduce((n, p) => n + p.data.length, 0),
+  );
   let off = 0;
   for (const p of parts) {
     (data as { set(a: ArrayLike<number | bigint>, o: number): void }).set(p.data as ArrayLike<number | bigint>, off);

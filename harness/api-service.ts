@@ -79,15 +79,19 @@ metadata: { name: ${s.service}, namespace: ${s.namespace} }
 spec: { type: ExternalName, externalName: localhost }
 ${apiServices.join('')}`,
   });
-  await eventually(async () => {
-    const why = failed();
-    if (why !== undefined) throw new Error(why);
-    for (const group of s.groups) {
-      const svc = await getJson<ApiServiceStatus>(cp, ['apiservice', apiServiceName(group)]);
-      const available = svc?.status?.conditions?.find((c) => c.type === 'Available');
-      if (available?.status !== 'True') throw new Error(`APIService ${apiServiceName(group)} not Available: ${available?.message ?? 'no condition yet'}`);
-    }
-  }, 90_000, 500);
+  await eventually(
+    async () => {
+      const why = failed();
+      if (why !== undefined) throw new Error(why);
+      for (const group of s.groups) {
+        const svc = await getJson<ApiServiceStatus>(cp, ['apiservice', apiServiceName(group)]);
+        const available = svc?.status?.conditions?.find((c) => c.type === 'Available');
+        if (available?.status !== 'True') throw new Error(`APIService ${apiServiceName(group)} not Available: ${available?.message ?? 'no condition yet'}`);
+      }
+    },
+    90_000,
+    500,
+  );
 }
 
 /** Removes the APIServices (the control plane stays usable without them); never throws. */

@@ -76,21 +76,33 @@ export async function answered(pod: V1Pod): Promise<number> {
 
 /** Waits until the pool has `n` pods, all ready (and none being deleted, when `n` is smaller). */
 export async function waitForReadyPods(cp: ControlPlane, n: number, timeoutMs: number, diagnose: () => Promise<string>): Promise<V1Pod[]> {
-  return eventually(async () => {
-    const pods = await livePods(cp);
-    const ready = pods.filter(isReady);
-    const m = await getJson<WineMxd>(cp, ['mxd', 'wine']);
-    if (m?.spec.replicas !== n || ready.length !== n || pods.length !== n) throw new Error(`spec.replicas ${m?.spec.replicas}, ${pods.length} pods, ${ready.length} ready\n${await diagnose()}`);
-    return ready;
-  }, timeoutMs, 1000);
+  return eventually(
+    async () => {
+      const pods = await livePods(cp);
+      const ready = pods.filter(isReady);
+      const m = await getJson<WineMxd>(cp, ['mxd', 'wine']);
+      if (m?.spec.replicas !== n || ready.length !== n || pods.length !== n) throw new Error(`spec.replicas ${m?.spec.replicas}, ${pods.length} pods, ${ready.length} ready\n${await diagnose()}`);
+      return ready;
+    },
+    timeoutMs,
+    1000,
+  );
 }
 
 /** The chart's PodMonitor, rendered by helm with a 1 s interval (a values knob users have too). */
 async function chartPodMonitor(): Promise<PodMonitor> {
   const { stdout } = await run(await helmPath(), [
-    'template', 'modelmux', 'helm/modelmux', '--namespace', 'modelmux',
-    '--set', 'metrics.podMonitor.enabled=true', '--set', 'metrics.podMonitor.interval=1s',
-    '--show-only', 'templates/podmonitor.yaml',
+    'template',
+    'modelmux',
+    'helm/modelmux',
+    '--namespace',
+    'modelmux',
+    '--set',
+    'metrics.podMonitor.enabled=true',
+    '--set',
+    'metrics.podMonitor.interval=1s',
+    '--show-only',
+    'templates/podmonitor.yaml',
   ]);
   return parse(stdout) as PodMonitor;
 }
@@ -197,13 +209,17 @@ export async function shrinkOnLightLoad(cluster: AutoscalingCluster, load: LoadG
   load.setClients(LIGHT_CLIENTS);
   load.mark();
   const startedAt = Date.now();
-  await eventually(async () => {
-    const m = await getJson<WineMxd>(cp, ['mxd', 'wine']);
-    const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine']);
-    if (m?.spec.replicas !== 1 || pods.length !== 1 || agent.pods().length !== 1) {
-      throw new Error(`spec.replicas ${m?.spec.replicas}, ${pods.length} pods, ${agent.pods().length} running\n${await diagnose()}`);
-    }
-  }, 120_000, 1000);
+  await eventually(
+    async () => {
+      const m = await getJson<WineMxd>(cp, ['mxd', 'wine']);
+      const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine']);
+      if (m?.spec.replicas !== 1 || pods.length !== 1 || agent.pods().length !== 1) {
+        throw new Error(`spec.replicas ${m?.spec.replicas}, ${pods.length} pods, ${agent.pods().length} running\n${await diagnose()}`);
+      }
+    },
+    120_000,
+    1000,
+  );
   const afterMs = Date.now() - startedAt;
   // A few more seconds on the one replica left: the router has let go of the removed ones.
   await new Promise((r) => setTimeout(r, 3000));
@@ -215,9 +231,13 @@ export async function shrinkOnLightLoad(cluster: AutoscalingCluster, load: LoadG
 
 /** Waits until the autoscaler has taken the pool to zero and its pods are gone. */
 export async function waitForZero(cp: ControlPlane, diagnose: () => Promise<string>): Promise<void> {
-  await eventually(async () => {
-    const m = await getJson<WineMxd>(cp, ['mxd', 'wine']);
-    const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine']);
-    if (m?.spec.replicas !== 0 || pods.length !== 0) throw new Error(`spec.replicas ${m?.spec.replicas}, ${pods.length} pods\n${await diagnose()}`);
-  }, 90_000, 1000);
+  await eventually(
+    async () => {
+      const m = await getJson<WineMxd>(cp, ['mxd', 'wine']);
+      const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine']);
+      if (m?.spec.replicas !== 0 || pods.length !== 0) throw new Error(`spec.replicas ${m?.spec.replicas}, ${pods.length} pods\n${await diagnose()}`);
+    },
+    90_000,
+    1000,
+  );
 }

@@ -34,8 +34,21 @@ export async function createCertificateAuthority(dir: string, commonName: string
   const certFile = join(dir, 'ca.crt');
   await generateEcKey(keyFile);
   await openssl([
-    'req', '-x509', '-new', '-key', keyFile, '-subj', `/CN=${commonName}`, '-days', '2', '-out', certFile,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+    'req',
+    '-x509',
+    '-new',
+    '-key',
+    keyFile,
+    '-subj',
+    `/CN=${commonName}`,
+    '-days',
+    '2',
+    '-out',
+    certFile,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
   ]);
   return { keyFile, certFile, certPem: await readFile(certFile, 'utf8') };
 }
@@ -67,9 +80,6 @@ export async function issueCertificate(dir: string, ca: CertificateAuthority, re
     ...(req.altNames && req.altNames.length > 0 ? [`subjectAltName=${req.altNames.join(',')}`] : []),
   ];
   await writeFile(extFile, ext.join('\n') + '\n');
-  await openssl([
-    'x509', '-req', '-in', csrFile, '-CA', ca.certFile, '-CAkey', ca.keyFile, '-set_serial', String(randomInt(1, 2 ** 47)),
-    '-days', '2', '-extfile', extFile, '-out', certFile,
-  ]);
+  await openssl(['x509', '-req', '-in', csrFile, '-CA', ca.certFile, '-CAkey', ca.keyFile, '-set_serial', String(randomInt(1, 2 ** 47)), '-days', '2', '-extfile', extFile, '-out', certFile]);
   return { keyFile, certFile };
 }

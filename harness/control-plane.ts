@@ -177,16 +177,11 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   try {
     const [bin, etcdPort, etcdPeerPort, apiPort] = await Promise.all([controlPlaneAssets(), freePort(), freePort(), freePort()]);
     // etcd needs no certificates: it starts while they are made.
-    etcd = spawnManaged(
-      join(bin, 'etcd'),
-      etcdArgs(join(dataDir, 'etcd'), etcdPort, etcdPeerPort),
-      { logFile: join(logs, 'etcd.log') },
-    );
+    etcd = spawnManaged(join(bin, 'etcd'), etcdArgs(join(dataDir, 'etcd'), etcdPort, etcdPeerPort), { logFile: join(logs, 'etcd.log') });
     const ca = await createCertificateAuthority(pki, 'modelmux-test-ca');
     const server = `https://127.0.0.1:${apiPort}`;
     const saKey = join(pki, 'sa.key');
-    const client = (name: string, cn: string, groups: readonly string[]): Promise<KeyPair> =>
-      issueCertificate(pki, ca, { name, commonName: cn, organizations: groups, usage: 'client' });
+    const client = (name: string, cn: string, groups: readonly string[]): Promise<KeyPair> => issueCertificate(pki, ca, { name, commonName: cn, organizations: groups, usage: 'client' });
     const [serving, admin, cm, sched] = await Promise.all([
       issueCertificate(pki, ca, {
         name: 'apiserver',
@@ -212,11 +207,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     const kubeconfigPath = join(dataDir, 'admin.kubeconfig');
     const cmKubeconfig = join(dataDir, 'controller-manager.kubeconfig');
     const schedKubeconfig = join(dataDir, 'scheduler.kubeconfig');
-    await Promise.all([
-      writeKubeconfig(kubeconfigPath, server, ca.certPem, admin),
-      writeKubeconfig(cmKubeconfig, server, ca.certPem, cm),
-      writeKubeconfig(schedKubeconfig, server, ca.certPem, sched),
-    ]);
+    await Promise.all([writeKubeconfig(kubeconfigPath, server, ca.certPem, admin), writeKubeconfig(cmKubeconfig, server, ca.certPem, cm), writeKubeconfig(schedKubeconfig, server, ca.certPem, sched)]);
     const adminTls: Tls = { ca: ca.certPem, cert: await readFile(admin.certFile, 'utf8'), key: await readFile(admin.keyFile, 'utf8') };
 
     const apiArgs = [
@@ -250,8 +241,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       ...(opts.apiServerFlags ?? []),
     ];
     const startApiServer = (): ManagedProcess => spawnManaged(join(bin, 'kube-apiserver'), apiArgs, { logFile: join(logs, 'kube-apiserver.log') });
-    const waitApiServer = (p: ManagedProcess): Promise<void> =>
-      waitFor('kube-apiserver /readyz', readyTimeoutMs, async () => (await httpsStatus(`${server}/readyz`, adminTls)) === 200, p.exited);
+    const waitApiServer = (p: ManagedProcess): Promise<void> => waitFor('kube-apiserver /readyz', readyTimeoutMs, async () => (await httpsStatus(`${server}/readyz`, adminTls)) === 200, p.exited);
     apiServer = startApiServer();
     await waitApiServer(apiServer);
 
@@ -272,8 +262,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       HPA_SCALE_TO_ZERO,
       ...(opts.controllerManagerFlags ?? []),
     ];
-    const startControllerManager = (): ManagedProcess =>
-      spawnManaged(join(bin, 'kube-controller-manager'), cmArgs, { logFile: join(logs, 'kube-controller-manager.log') });
+    const startControllerManager = (): ManagedProcess => spawnManaged(join(bin, 'kube-controller-manager'), cmArgs, { logFile: join(logs, 'kube-controller-manager.log') });
     const kubeConfig = (): KubeConfig => loadKubeConfig(kubeconfigPath);
     const extensions = kubeConfig().makeApiClient(ApiextensionsV1Api);
     const establishedCrds = async (): Promise<Set<string>> => {

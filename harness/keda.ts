@@ -100,20 +100,19 @@ export async function startKeda(cp: ControlPlane, opts: { keepDataDir?: boolean 
       ],
       env,
     );
-    await eventually(async () => {
-      if (exited.size > 0) throw new Error(`${[...exited].join(', ')} exited`);
-      const res = await fetch(`http://127.0.0.1:${probePort}/readyz`);
-      if (res.status !== 200) throw new Error(`keda operator /readyz ${res.status}`);
-    }, 60_000, 250);
+    await eventually(
+      async () => {
+        if (exited.size > 0) throw new Error(`${[...exited].join(', ')} exited`);
+        const res = await fetch(`http://127.0.0.1:${probePort}/readyz`);
+        if (res.status !== 200) throw new Error(`keda operator /readyz ${res.status}`);
+      },
+      60_000,
+      250,
+    );
 
     adapter = spawnWatched(
       'keda-adapter',
-      [
-        ...aggregatedServerArgs(securePort, serving, adapterCerts, kubeconfig),
-        `--metrics-service-address=127.0.0.1:${grpcPort}`,
-        `--port=${adapterMetricsPort}`,
-        '--zap-log-level=info',
-      ],
+      [...aggregatedServerArgs(securePort, serving, adapterCerts, kubeconfig), `--metrics-service-address=127.0.0.1:${grpcPort}`, `--port=${adapterMetricsPort}`, '--zap-log-level=info'],
       env,
     );
 

@@ -12,10 +12,7 @@ const b64 = (s: string): string => Buffer.from(s).toString('base64');
  * stays valid after the files it was made from are gone. JSON is valid YAML.
  */
 export async function writeKubeconfig(path: string, server: string, caPem: string, user: KubeUser, name = 'modelmux-test'): Promise<void> {
-  const userEntry =
-    'token' in user
-      ? { token: user.token }
-      : { 'client-certificate-data': b64(await readFile(user.certFile, 'utf8')), 'client-key-data': b64(await readFile(user.keyFile, 'utf8')) };
+  const userEntry = 'token' in user ? { token: user.token } : { 'client-certificate-data': b64(await readFile(user.certFile, 'utf8')), 'client-key-data': b64(await readFile(user.keyFile, 'utf8')) };
   const config = {
     apiVersion: 'v1',
     kind: 'Config',

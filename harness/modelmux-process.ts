@@ -113,7 +113,12 @@ export async function waitListeningAndReady(
     } else await sleep(50);
   }
   const url = `http://${host}:${port}`;
-  while ((await fetch(`${url}${readyPath}`).then((r) => r.status, () => 0)) !== 200) {
+  while (
+    (await fetch(`${url}${readyPath}`).then(
+      (r) => r.status,
+      () => 0,
+    )) !== 200
+  ) {
     if (Date.now() > deadline || p.exitCode() !== undefined) {
       await p.stop(1000);
       throw new Error(`${what} never became ready:\n${p.logs()}`);

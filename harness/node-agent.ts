@@ -158,7 +158,10 @@ async function runWatch(kc: KubeConfig, core: CoreV1Api, nodeName: string, signa
           finish,
         );
         const onAbort = (): void => {
-          void controller.then((c) => c.abort(), () => undefined);
+          void controller.then(
+            (c) => c.abort(),
+            () => undefined,
+          );
           finish();
         };
         signal.addEventListener('abort', onAbort, { once: true });

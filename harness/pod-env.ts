@@ -57,8 +57,7 @@ export function expandReferences(value: string, vars: ReadonlyMap<string, string
  */
 export async function resolveContainerEnv(pod: V1Pod, container: V1Container, addr: PodAddresses, sources: EnvSources): Promise<Map<string, string>> {
   const vars = new Map<string, string>();
-  const source = async (kind: 'Secret' | 'ConfigMap', name: string): Promise<Record<string, string> | undefined> =>
-    kind === 'Secret' ? sources.secret(name) : sources.configMap(name);
+  const source = async (kind: 'Secret' | 'ConfigMap', name: string): Promise<Record<string, string> | undefined> => (kind === 'Secret' ? sources.secret(name) : sources.configMap(name));
   const keyOf = async (kind: 'Secret' | 'ConfigMap', name: string, key: string, optional: boolean | undefined): Promise<string | undefined> => {
     const data = await source(kind, name);
     if (!data) {

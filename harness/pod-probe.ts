@@ -10,7 +10,7 @@ export async function runProbe(container: V1Container, p: V1Probe, address: stri
   const get = p.httpGet;
   const tcp = p.tcpSocket;
   const portOf = (port: number | string | undefined): number | undefined =>
-    typeof port === 'number' ? port : (container.ports ?? []).find((cp) => cp.name === port)?.containerPort ?? (port !== undefined && /^\d+$/.test(port) ? Number(port) : undefined);
+    typeof port === 'number' ? port : ((container.ports ?? []).find((cp) => cp.name === port)?.containerPort ?? (port !== undefined && /^\d+$/.test(port) ? Number(port) : undefined));
   const timeout = AbortSignal.timeout((p.timeoutSeconds ?? 1) * 1000);
   try {
     if (get) {

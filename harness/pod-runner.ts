@@ -168,7 +168,14 @@ export class PodRunner {
       // The kubelet's answer to a missing Secret or key: the container waits, the pod stays Pending.
       this.configError = err instanceof ContainerConfigError ? err.message : `preparing the pod: ${errorText(err)}`;
       const message = this.configError;
-      this.containers = spec.containers.map((c) => ({ spec: c, env: new Map(), state: { waiting: { reason: 'CreateContainerConfigError', message } }, restartCount: 0, ready: false, probeFailures: 0 }));
+      this.containers = spec.containers.map((c) => ({
+        spec: c,
+        env: new Map(),
+        state: { waiting: { reason: 'CreateContainerConfigError', message } },
+        restartCount: 0,
+        ready: false,
+        probeFailures: 0,
+      }));
       return;
     }
     this.configError = undefined;
@@ -193,8 +200,7 @@ export class PodRunner {
         }
       }
     };
-    const decode = (data: Record<string, string> | undefined): Record<string, string> =>
-      Object.fromEntries(Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+    const decode = (data: Record<string, string> | undefined): Record<string, string> => Object.fromEntries(Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
     return {
       secret: async (name) => {
         const s = await read(() => this.ctx.core.readNamespacedSecret({ name, namespace: this.ns }));

@@ -120,4 +120,3 @@ export function spawnManaged(command: string, args: readonly string[], options: 
   };
   return { child, exited, stop };
 }
-

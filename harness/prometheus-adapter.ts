@@ -30,9 +30,15 @@ export interface PrometheusAdapter {
  */
 export async function chartAdapterConfig(): Promise<string> {
   const { stdout } = await run(await helmPath(), [
-    'template', 'modelmux', 'helm/modelmux', '--namespace', NAMESPACE,
-    '--set', 'prometheusAdapter.configMap.enabled=true',
-    '--show-only', 'templates/prometheus-adapter-rules.yaml',
+    'template',
+    'modelmux',
+    'helm/modelmux',
+    '--namespace',
+    NAMESPACE,
+    '--set',
+    'prometheusAdapter.configMap.enabled=true',
+    '--show-only',
+    'templates/prometheus-adapter-rules.yaml',
   ]);
   const config = (parse(stdout) as { data?: Record<string, string> }).data?.['config.yaml'];
   if (config === undefined) throw new Error(`the chart rendered no config.yaml:\n${stdout}`);

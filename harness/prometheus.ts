@@ -71,11 +71,15 @@ export async function startPrometheus(cp: Pick<ControlPlane, 'kubeConfig'>, podM
     forgetDir();
   };
   try {
-    await eventually(async () => {
-      if (exited) throw new Error(`prometheus exited: ${await logs()}`);
-      const res = await fetch(`${url}/-/ready`);
-      if (res.status !== 200) throw new Error(`prometheus not ready: ${res.status}`);
-    }, 60_000, 200);
+    await eventually(
+      async () => {
+        if (exited) throw new Error(`prometheus exited: ${await logs()}`);
+        const res = await fetch(`${url}/-/ready`);
+        if (res.status !== 200) throw new Error(`prometheus not ready: ${res.status}`);
+      },
+      60_000,
+      200,
+    );
   } catch (err) {
     await stop();
     throw err;

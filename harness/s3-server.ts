@@ -63,7 +63,6 @@ export async function seaweedBinary(): Promise<string> {
   return path;
 }
 
-
 /**
  * Starts `weed server -s3` on 127.0.0.1 with free ports in a temp dir, one admin identity with
  * known credentials, and an empty bucket. Telemetry is off: nothing leaves the machine.
@@ -119,7 +118,12 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
     child.stdout?.on('data', append);
     child.stderr?.on('data', append);
     const c = child;
-    exit = new Promise<void>((resolve) => c.once('exit', () => { exited = true; resolve(); }));
+    exit = new Promise<void>((resolve) =>
+      c.once('exit', () => {
+        exited = true;
+        resolve();
+      }),
+    );
   };
   launch();
 

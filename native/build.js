@@ -49,8 +49,23 @@ try {
   // -isystem: warnings inside the headers are not ours to fail on.
   execFileSync(
     cxx,
-    ['-O2', '-std=c++17', '-shared', '-fPIC', '-Wall', '-Wextra', '-Werror', `-DNAPI_VERSION=${NAPI_VERSION}`,
-      '-isystem', join(nodeApi, 'include'), '-isystem', addonApi, '-o', out, join(root, 'native/file-map.cc')],
+    [
+      '-O2',
+      '-std=c++17',
+      '-shared',
+      '-fPIC',
+      '-Wall',
+      '-Wextra',
+      '-Werror',
+      `-DNAPI_VERSION=${NAPI_VERSION}`,
+      '-isystem',
+      join(nodeApi, 'include'),
+      '-isystem',
+      addonApi,
+      '-o',
+      out,
+      join(root, 'native/file-map.cc'),
+    ],
     { stdio: 'inherit' },
   );
 } catch (err) {

@@ -1,13 +1,4 @@
-import {
-  CoordinationV1Api,
-  createConfiguration,
-  CustomObjectsApi,
-  KubernetesObjectApi,
-  ServerConfiguration,
-  type Configuration,
-  type KubeConfig,
-  type Middleware,
-} from '@kubernetes/client-node';
+import { CoordinationV1Api, createConfiguration, CustomObjectsApi, KubernetesObjectApi, ServerConfiguration, type Configuration, type KubeConfig, type Middleware } from '@kubernetes/client-node';
 import { pooledAuthentication } from '../common/kube-connection.js';
 import { apiVerb, type ApiVerb } from './api-verb.js';
 

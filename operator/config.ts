@@ -5,7 +5,10 @@ import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 
 export const operatorConfigSchema = z.object({
   replicaImage: z.string().min(1).default('ghcr.io/modelmux/modelmux:0.1.0'),
-  namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/).optional(),
+  namespace: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/)
+    .optional(),
   leaderElection: booleanString.default(true),
   leaderElectionNamespace: z.string().min(1).optional(),
   leaseName: z.string().min(1).default('modelmux-operator'),
@@ -40,7 +43,14 @@ const specs: OptionSpecs<typeof operatorConfigSchema.shape> = {
 };
 
 export function parseOperatorConfig(argv: readonly string[], env: NodeJS.ProcessEnv): OperatorConfig {
-  const c = parseConfig('operator', 'Reconcile MultiplexedDeployment resources into replica pods. Kubernetes access from KUBECONFIG or the in-cluster service account.', operatorConfigSchema, specs, argv, env);
+  const c = parseConfig(
+    'operator',
+    'Reconcile MultiplexedDeployment resources into replica pods. Kubernetes access from KUBECONFIG or the in-cluster service account.',
+    operatorConfigSchema,
+    specs,
+    argv,
+    env,
+  );
   return {
     ...c,
     leaderElectionNamespace: c.leaderElectionNamespace ?? env['POD_NAMESPACE'] ?? 'default',

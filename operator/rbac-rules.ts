@@ -27,6 +27,4 @@ export const OPERATOR_CLUSTER_RULES: readonly V1PolicyRule[] = [
 ];
 
 /** In the operator's own namespace only: the leader-election Lease. */
-export const OPERATOR_LEADER_ELECTION_RULES: readonly V1PolicyRule[] = [
-  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] },
-];
+export const OPERATOR_LEADER_ELECTION_RULES: readonly V1PolicyRule[] = [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }];

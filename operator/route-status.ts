@@ -1,12 +1,4 @@
-import {
-  ROUTE_REASONS,
-  parseModelRoute,
-  routeKind,
-  routeSummary,
-  type ModelRoute,
-  type ModelRouteStatus,
-  type RouteCondition,
-} from '../common/model-route.js';
+import { ROUTE_REASONS, parseModelRoute, routeKind, routeSummary, type ModelRoute, type ModelRouteStatus, type RouteCondition } from '../common/model-route.js';
 import { RouteIndex } from '../common/route-index.js';
 
 /** A ModelRoute as the informer holds it: the spec is still to be validated. */
@@ -91,6 +83,11 @@ export function routeStatusChanged(before: ModelRouteStatus | undefined, after: 
   const norm = (s: ModelRouteStatus | undefined): unknown =>
     s === undefined
       ? undefined
-      : [s.observedGeneration, s.kind, s.backends, [...(s.conditions ?? [])].sort((a, b) => a.type.localeCompare(b.type)).map((c) => [c.type, c.status, c.reason, c.message, c.lastTransitionTime, c.observedGeneration])];
+      : [
+          s.observedGeneration,
+          s.kind,
+          s.backends,
+          [...(s.conditions ?? [])].sort((a, b) => a.type.localeCompare(b.type)).map((c) => [c.type, c.status, c.reason, c.message, c.lastTransitionTime, c.observedGeneration]),
+        ];
   return JSON.stringify(norm(before)) !== JSON.stringify(norm(after));
 }

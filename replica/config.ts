@@ -72,8 +72,16 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   maxModels: { flag: 'max-models', env: REPLICA_ENV.maxModels, help: 'Models kept loaded at most (LRU; default 3).' },
   maxModelBytes: { flag: 'max-model-bytes', env: REPLICA_ENV.maxModelBytes, help: 'Optional bound on the bytes of loaded model files, e.g. 4Gi.' },
   maxOngoingRequests: { flag: 'max-ongoing-requests', env: REPLICA_ENV.maxOngoingRequests, help: 'Inference requests in progress at most; past it 503 overloaded at once (default 16).' },
-  maxBatchSize: { flag: 'max-batch-size', env: REPLICA_ENV.maxBatchSize, help: 'Requests of one model run as one batch at most, for models whose config.json turns batching on and names no size (default 1: such models get 8); other models are never batched.' },
-  batchWaitMs: { flag: 'batch-wait-ms', env: REPLICA_ENV.batchWaitMs, help: 'How long the first request of a batch waits for others, for models whose config.json turns batching on and names no wait (default 0).' },
+  maxBatchSize: {
+    flag: 'max-batch-size',
+    env: REPLICA_ENV.maxBatchSize,
+    help: 'Requests of one model run as one batch at most, for models whose config.json turns batching on and names no size (default 1: such models get 8); other models are never batched.',
+  },
+  batchWaitMs: {
+    flag: 'batch-wait-ms',
+    env: REPLICA_ENV.batchWaitMs,
+    help: 'How long the first request of a batch waits for others, for models whose config.json turns batching on and names no wait (default 0).',
+  },
   cacheDir: { flag: 'cache-dir', env: REPLICA_ENV.cacheDir, help: 'Folder for downloaded model files (default: a temp folder).' },
   sharedCacheDir: {
     flag: 'shared-cache-dir',
@@ -86,8 +94,16 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
     env: REPLICA_ENV.intraOpThreads,
     help: `Threads one run of a model may use (onnxruntime's intra-op threads), unless its config.json says otherwise; more makes large models faster at one request, at the cost of the others' cores (default ${INTRA_OP_THREADS.default}).`,
   },
-  graphOptimization: { flag: 'graph-optimization', env: REPLICA_ENV.graphOptimization, help: 'onnxruntime graph optimisation: disabled, basic, extended or all (default basic: fast session creation).' },
-  revalidateAfterMs: { flag: 'revalidate-after-ms', env: REPLICA_ENV.revalidateAfterMs, help: 'A file in the disk cache that the store confirmed (ETag) less than this long ago is reloaded without asking it again; 0 asks on every reload (default 60000).' },
+  graphOptimization: {
+    flag: 'graph-optimization',
+    env: REPLICA_ENV.graphOptimization,
+    help: 'onnxruntime graph optimisation: disabled, basic, extended or all (default basic: fast session creation).',
+  },
+  revalidateAfterMs: {
+    flag: 'revalidate-after-ms',
+    env: REPLICA_ENV.revalidateAfterMs,
+    help: 'A file in the disk cache that the store confirmed (ETag) less than this long ago is reloaded without asking it again; 0 asks on every reload (default 60000).',
+  },
   revalidateLoadedMs: {
     flag: 'revalidate-loaded-ms',
     env: REPLICA_ENV.revalidateLoadedMs,
@@ -103,7 +119,7 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
     env: REPLICA_ENV.storeTimeoutMs,
     help: 'S3 stores: a request whose connection stays silent this long fails and is tried once more, so a hung store fails a load with 503 store_unavailable instead of holding it (default 10000).',
   },
-  prepackWeights: { flag: 'prepack-weights', env: REPLICA_ENV.prepackWeights, help: "Let onnxruntime pre-pack weights at session creation: faster large-batch runs, 4x slower loads (default false)." },
+  prepackWeights: { flag: 'prepack-weights', env: REPLICA_ENV.prepackWeights, help: 'Let onnxruntime pre-pack weights at session creation: faster large-batch runs, 4x slower loads (default false).' },
   shareGraphs: {
     flag: 'share-graphs',
     env: REPLICA_ENV.shareGraphs,
@@ -112,10 +128,18 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   mapWeights: {
     flag: 'map-weights',
     env: REPLICA_ENV.mapWeights,
-    help: "S3 stores, shared graphs: downloads are rewritten once with their weights aligned, and a load maps the file instead of reading it: no copy of the weights per load (default true; needs dist/native/file-map.node, else files are read).",
+    help: 'S3 stores, shared graphs: downloads are rewritten once with their weights aligned, and a load maps the file instead of reading it: no copy of the weights per load (default true; needs dist/native/file-map.node, else files are read).',
   },
-  diskCacheBytes: { flag: 'disk-cache-bytes', env: REPLICA_ENV.diskCacheBytes, help: 'S3 stores: bytes of downloaded model files kept in --cache-dir for reloads, revalidated by ETag; 0 keeps none (default 2Gi).' },
-  maxBodyBytes: { flag: 'max-body-bytes', env: REPLICA_ENV.maxBodyBytes, help: 'Largest request body or gRPC request message; larger gets 413 body_too_large (gRPC: RESOURCE_EXHAUSTED). The router has the same flag and default (default 8Mi).' },
+  diskCacheBytes: {
+    flag: 'disk-cache-bytes',
+    env: REPLICA_ENV.diskCacheBytes,
+    help: 'S3 stores: bytes of downloaded model files kept in --cache-dir for reloads, revalidated by ETag; 0 keeps none (default 2Gi).',
+  },
+  maxBodyBytes: {
+    flag: 'max-body-bytes',
+    env: REPLICA_ENV.maxBodyBytes,
+    help: 'Largest request body or gRPC request message; larger gets 413 body_too_large (gRPC: RESOURCE_EXHAUSTED). The router has the same flag and default (default 8Mi).',
+  },
   maxConnections: {
     flag: 'max-connections',
     env: REPLICA_ENV.maxConnections,
@@ -126,8 +150,16 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
     env: REPLICA_ENV.grpcMaxBufferedBytes,
     help: 'gRPC request messages (counted as they arrive) and answers its clients have not taken, all calls together; past it RESOURCE_EXHAUSTED buffer_full (default 256Mi).',
   },
-  bodyTimeoutMs: { flag: 'body-timeout-ms', env: REPLICA_ENV.bodyTimeoutMs, help: 'A gRPC request message must be whole this long after its call opened; past it DEADLINE_EXCEEDED request_timeout (default 120000).' },
-  bodyIdleTimeoutMs: { flag: 'body-idle-timeout-ms', env: REPLICA_ENV.bodyIdleTimeoutMs, help: 'Longest gap between two bytes of a gRPC request message; past it DEADLINE_EXCEEDED request_timeout (default 30000).' },
+  bodyTimeoutMs: {
+    flag: 'body-timeout-ms',
+    env: REPLICA_ENV.bodyTimeoutMs,
+    help: 'A gRPC request message must be whole this long after its call opened; past it DEADLINE_EXCEEDED request_timeout (default 120000).',
+  },
+  bodyIdleTimeoutMs: {
+    flag: 'body-idle-timeout-ms',
+    env: REPLICA_ENV.bodyIdleTimeoutMs,
+    help: 'Longest gap between two bytes of a gRPC request message; past it DEADLINE_EXCEEDED request_timeout (default 30000).',
+  },
   writeTimeoutMs: { flag: 'write-timeout-ms', env: REPLICA_ENV.writeTimeoutMs, help: 'A gRPC answer whose bytes make no progress to its client this long is reset (default 30000).' },
   maxConcurrentLoads: { flag: 'max-concurrent-loads', env: REPLICA_ENV.maxConcurrentLoads, help: 'Loads of different models running at the same time at most (default 2).' },
   cachePolicy: {

@@ -45,7 +45,11 @@ export const routerConfigSchema = z.object({
   maxOngoingRequests: positiveInt.default(16),
   matchTimeoutSeconds: z.coerce.number().min(0).max(60).default(1),
   pollIntervalMs: positiveInt.default(500),
-  namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/).max(63).optional(),
+  namespace: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/)
+    .max(63)
+    .optional(),
   maxBodyBytes: byteQuantityString.default(DEFAULT_MAX_BODY_BYTES),
   requestTimeoutMs: positiveInt.default(60_000),
   tryTimeoutMs: positiveInt.default(30_000),
@@ -107,7 +111,7 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   grpcMaxResponseBytes: {
     flag: 'grpc-max-response-bytes',
     env: 'MODELMUX_GRPC_MAX_RESPONSE_BYTES',
-    help: "Largest gRPC answer taken from a replica, e.g. 64Mi; past it RESOURCE_EXHAUSTED (requests are bounded by --max-body-bytes). Default 64Mi.",
+    help: 'Largest gRPC answer taken from a replica, e.g. 64Mi; past it RESOURCE_EXHAUSTED (requests are bounded by --max-body-bytes). Default 64Mi.',
   },
   grpcMaxConcurrentStreams: { flag: 'grpc-max-concurrent-streams', env: 'MODELMUX_GRPC_MAX_CONCURRENT_STREAMS', help: 'gRPC calls open at once on one client connection. Default 256.' },
   grpcMaxConnectionAgeMs: {
@@ -135,8 +139,16 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   matchTimeoutSeconds: { flag: 'match-timeout-seconds', env: 'MODELMUX_MATCH_TIMEOUT_SECONDS', help: 'Static mode: matching timeout t; a request waits [t, 2t] for a full holder. Default 1.' },
   pollIntervalMs: { flag: 'poll-interval-ms', env: 'MODELMUX_POLL_INTERVAL_MS', help: "Static mode: how often each replica's GET /models is read. Default 500." },
   namespace: { flag: 'namespace', env: 'MODELMUX_NAMESPACE', help: 'Kube mode: watch only this namespace. Default: all namespaces.' },
-  maxBodyBytes: { flag: 'max-body-bytes', env: 'MODELMUX_MAX_BODY_BYTES', help: 'Largest request body or gRPC request message, e.g. 8Mi; past it 413 body_too_large (gRPC: RESOURCE_EXHAUSTED). The replica has the same flag and default. Default 8Mi.' },
-  requestTimeoutMs: { flag: 'request-timeout-ms', env: 'MODELMUX_REQUEST_TIMEOUT_MS', help: 'Deadline of a request once its body is in: waiting for a slot, the tries and the answer; past it 504 timeout. Default 60000.' },
+  maxBodyBytes: {
+    flag: 'max-body-bytes',
+    env: 'MODELMUX_MAX_BODY_BYTES',
+    help: 'Largest request body or gRPC request message, e.g. 8Mi; past it 413 body_too_large (gRPC: RESOURCE_EXHAUSTED). The replica has the same flag and default. Default 8Mi.',
+  },
+  requestTimeoutMs: {
+    flag: 'request-timeout-ms',
+    env: 'MODELMUX_REQUEST_TIMEOUT_MS',
+    help: 'Deadline of a request once its body is in: waiting for a slot, the tries and the answer; past it 504 timeout. Default 60000.',
+  },
   tryTimeoutMs: {
     flag: 'try-timeout-ms',
     env: 'MODELMUX_TRY_TIMEOUT_MS',
@@ -180,12 +192,32 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   recentMs: { flag: 'recent-ms', env: 'MODELMUX_RECENT_MS', help: 'How long a replica this router sent a model to counts as holding it. Default 5000.' },
   connectionsPerReplica: { flag: 'connections-per-replica', env: 'MODELMUX_CONNECTIONS_PER_REPLICA', help: 'Keep-alive connections per replica. Default 64.' },
   shutdownGraceMs: { flag: 'shutdown-grace-ms', env: 'MODELMUX_SHUTDOWN_GRACE_MS', help: 'On SIGTERM, how long in-flight requests may finish. Default 25000.' },
-  fastPath: { flag: 'fast-path', env: 'MODELMUX_FAST_PATH', help: "Read plain HTTP/1.1 requests with the router's own reader, the rest with node:http; false: node:http reads every request. Default true." },
-  headersTimeoutMs: { flag: 'headers-timeout-ms', env: 'MODELMUX_HEADERS_TIMEOUT_MS', help: 'A request head must be complete this long after its first byte; past it 408 request_timeout and the connection closes. Default 30000.' },
-  bodyIdleTimeoutMs: { flag: 'body-idle-timeout-ms', env: 'MODELMUX_BODY_IDLE_TIMEOUT_MS', help: 'Longest wait for the next byte of a request body or gRPC message; past it 408 request_timeout and the connection closes (gRPC: DEADLINE_EXCEEDED, the call ends). Default 30000.' },
-  bodyTimeoutMs: { flag: 'body-timeout-ms', env: 'MODELMUX_BODY_TIMEOUT_MS', help: 'A request body or gRPC message must be complete this long after its head; past it 408 request_timeout and the connection closes (gRPC: DEADLINE_EXCEEDED, the call ends). Default 120000.' },
+  fastPath: {
+    flag: 'fast-path',
+    env: 'MODELMUX_FAST_PATH',
+    help: "Read plain HTTP/1.1 requests with the router's own reader, the rest with node:http; false: node:http reads every request. Default true.",
+  },
+  headersTimeoutMs: {
+    flag: 'headers-timeout-ms',
+    env: 'MODELMUX_HEADERS_TIMEOUT_MS',
+    help: 'A request head must be complete this long after its first byte; past it 408 request_timeout and the connection closes. Default 30000.',
+  },
+  bodyIdleTimeoutMs: {
+    flag: 'body-idle-timeout-ms',
+    env: 'MODELMUX_BODY_IDLE_TIMEOUT_MS',
+    help: 'Longest wait for the next byte of a request body or gRPC message; past it 408 request_timeout and the connection closes (gRPC: DEADLINE_EXCEEDED, the call ends). Default 30000.',
+  },
+  bodyTimeoutMs: {
+    flag: 'body-timeout-ms',
+    env: 'MODELMUX_BODY_TIMEOUT_MS',
+    help: 'A request body or gRPC message must be complete this long after its head; past it 408 request_timeout and the connection closes (gRPC: DEADLINE_EXCEEDED, the call ends). Default 120000.',
+  },
   keepAliveTimeoutMs: { flag: 'keep-alive-timeout-ms', env: 'MODELMUX_KEEP_ALIVE_TIMEOUT_MS', help: 'An idle client connection is closed after this long. Default 65000.' },
-  writeTimeoutMs: { flag: 'write-timeout-ms', env: 'MODELMUX_WRITE_TIMEOUT_MS', help: 'A client connection whose answer bytes make no progress this long (the client does not read) is closed; a gRPC call whose answer does not move is reset. Default 30000.' },
+  writeTimeoutMs: {
+    flag: 'write-timeout-ms',
+    env: 'MODELMUX_WRITE_TIMEOUT_MS',
+    help: 'A client connection whose answer bytes make no progress this long (the client does not read) is closed; a gRPC call whose answer does not move is reset. Default 30000.',
+  },
   slowReaderTimeoutMs: {
     flag: 'slow-reader-timeout-ms',
     env: 'MODELMUX_SLOW_READER_TIMEOUT_MS',
@@ -199,9 +231,13 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   maxBufferedBytes: {
     flag: 'max-buffered-bytes',
     env: 'MODELMUX_MAX_BUFFERED_BYTES',
-    help: "Request bodies, gRPC messages (as they arrive) and the answers clients have not taken that the router holds at once, HTTP and gRPC together; past it 503 buffer_full (gRPC: RESOURCE_EXHAUSTED). Default 128Mi.",
+    help: 'Request bodies, gRPC messages (as they arrive) and the answers clients have not taken that the router holds at once, HTTP and gRPC together; past it 503 buffer_full (gRPC: RESOURCE_EXHAUSTED). Default 128Mi.',
   },
-  maxConnections: { flag: 'max-connections', env: 'MODELMUX_MAX_CONNECTIONS', help: 'Client connections open at once; past it 503 connection_limit and the connection closes (0: no limit). Default 10000.' },
+  maxConnections: {
+    flag: 'max-connections',
+    env: 'MODELMUX_MAX_CONNECTIONS',
+    help: 'Client connections open at once; past it 503 connection_limit and the connection closes (0: no limit). Default 10000.',
+  },
   maxConnectionsPerClient: {
     flag: 'max-connections-per-client',
     env: 'MODELMUX_MAX_CONNECTIONS_PER_CLIENT',
@@ -240,7 +276,7 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   compositeWorkers: {
     flag: 'composite-workers',
     env: 'MODELMUX_COMPOSITE_WORKERS',
-    help: "Worker threads that parse, combine and write the tensors of ensemble and sequence requests, so that this work does not hold up the event loop that serves every client (0: the event loop does it). Default 1.",
+    help: 'Worker threads that parse, combine and write the tensors of ensemble and sequence requests, so that this work does not hold up the event loop that serves every client (0: the event loop does it). Default 1.',
   },
   ...logOptionSpecs,
 };

@@ -100,7 +100,16 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   });
   server.markDiscoveryReady();
   ready = true;
-  log.info('router listening', { host: address.address, port: address.port, grpcPort, adminHost: adminAddress?.address, adminPort: adminAddress?.port, repositoryApiOnPublicPort: config.repositoryApiToken !== undefined, discovery: config.discovery, routes: routes.all().map((r) => r.prefix) });
+  log.info('router listening', {
+    host: address.address,
+    port: address.port,
+    grpcPort,
+    adminHost: adminAddress?.address,
+    adminPort: adminAddress?.port,
+    repositoryApiOnPublicPort: config.repositoryApiToken !== undefined,
+    discovery: config.discovery,
+    routes: routes.all().map((r) => r.prefix),
+  });
 
   let stopping = false;
   const stop = (signal: string): void => {

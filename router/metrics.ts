@@ -10,12 +10,16 @@ export class RouterMetrics {
   readonly registry = new Registry();
   // Per-request metrics count without prom-client's per-call label hashing (common/bound-metrics.ts).
   readonly requests = new BoundCounter('modelmux_router_requests_total', 'Requests answered, by route and status class.', ['route', 'code'], this.registry);
-  readonly requestDuration = this.byRouteHistogram('modelmux_router_request_duration_seconds', 'Time from request to the end of the response, waiting included.', [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
-  ]);
-  readonly upstreamLatency = this.byRouteHistogram('modelmux_router_upstream_latency_seconds', 'Time from sending to a replica to its response headers, per try.', [
-    0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-  ]);
+  readonly requestDuration = this.byRouteHistogram(
+    'modelmux_router_request_duration_seconds',
+    'Time from request to the end of the response, waiting included.',
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  );
+  readonly upstreamLatency = this.byRouteHistogram(
+    'modelmux_router_upstream_latency_seconds',
+    'Time from sending to a replica to its response headers, per try.',
+    [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  );
   readonly grpcRequests = new BoundCounter(
     'modelmux_router_grpc_requests_total',
     'gRPC calls answered on the gRPC port, by route, method (ModelInfer, ModelMetadata…) and gRPC status code name (OK, UNAVAILABLE…).',
@@ -24,7 +28,7 @@ export class RouterMetrics {
   );
   readonly grpcRequestDuration = new BoundHistogram(
     'modelmux_router_grpc_request_duration_seconds',
-    'Time from a gRPC call\'s message to its answer, waiting included, by route and method.',
+    "Time from a gRPC call's message to its answer, waiting included, by route and method.",
     ['route', 'method'],
     [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     this.registry,
@@ -51,10 +55,13 @@ export class RouterMetrics {
     ['route'],
     this.registry,
   );
-  readonly ejections = new BoundCounter('modelmux_router_outlier_ejections_total', 'Replicas taken out of placement by outlier detection, by the outcome that ejected them.', ['route', 'outcome'], this.registry);
-  readonly tryTimeout = this.byRouteHistogram('modelmux_router_try_timeout_seconds', 'The adaptive timeout each try was given, up to --try-timeout-ms.', [
-    0.25, 0.5, 1, 2, 5, 10, 30, 60,
-  ]);
+  readonly ejections = new BoundCounter(
+    'modelmux_router_outlier_ejections_total',
+    'Replicas taken out of placement by outlier detection, by the outcome that ejected them.',
+    ['route', 'outcome'],
+    this.registry,
+  );
+  readonly tryTimeout = this.byRouteHistogram('modelmux_router_try_timeout_seconds', 'The adaptive timeout each try was given, up to --try-timeout-ms.', [0.25, 0.5, 1, 2, 5, 10, 30, 60]);
   readonly replicas = new Gauge({ name: 'modelmux_router_replicas', help: 'Ready replicas known per route.', labelNames: ['route'] as const, registers: [this.registry] });
   readonly timeouts = new BoundCounter('modelmux_router_timeouts_total', 'Requests and connections ended by a timeout, by phase.', ['phase'], this.registry);
   readonly rejectedConnections = new BoundCounter(
@@ -64,7 +71,7 @@ export class RouterMetrics {
     this.registry,
   );
   readonly clientConnections = new Gauge({ name: 'modelmux_router_client_connections', help: 'Client connections open.', registers: [this.registry] });
-  readonly bufferedBytes = new Gauge({ name: 'modelmux_router_buffered_bytes', help: 'Request body and slow readers\' answer bytes the router holds.', registers: [this.registry] });
+  readonly bufferedBytes = new Gauge({ name: 'modelmux_router_buffered_bytes', help: "Request body and slow readers' answer bytes the router holds.", registers: [this.registry] });
   private readonly timeoutsByPhase = new Map(TIMEOUT_PHASES.map((phase) => [phase, this.timeouts.labels({ phase })]));
   private readonly rejectedByReason = new Map(REJECT_REASONS.map((reason) => [reason, this.rejectedConnections.labels({ reason })]));
 

@@ -25,7 +25,12 @@ export async function startChild(command: string, args: readonly string[], opts:
   const proc = spawn(command, args, { env: opts.env ?? process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let exited = false;
-  const exit = new Promise<void>((resolve) => proc.once('exit', () => { exited = true; resolve(); }));
+  const exit = new Promise<void>((resolve) =>
+    proc.once('exit', () => {
+      exited = true;
+      resolve();
+    }),
+  );
   const stop = async (graceMs = 30_000): Promise<void> => {
     if (exited) return;
     proc.kill('SIGTERM');

@@ -21,7 +21,10 @@ const NAMED = 10;
 
 function named(files: readonly string[]): string {
   const more = files.length > NAMED ? `\n  … and ${files.length - NAMED} more` : '';
-  return `${files.slice(0, NAMED).map((f) => `  ${f}`).join('\n')}${more}`;
+  return `${files
+    .slice(0, NAMED)
+    .map((f) => `  ${f}`)
+    .join('\n')}${more}`;
 }
 
 /** Whether `out` (relative to `root` or absolute) lands in the committed results folder. */

@@ -7,7 +7,10 @@ import { ConfigError } from '../../common/config.js';
  * `--rounds` is for.
  */
 export function commaList<T extends string>(program: string, raw: string, allowed: readonly T[], what: string): T[] {
-  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const bad = items.filter((s) => !(allowed as readonly string[]).includes(s));
   if (bad.length > 0) throw new ConfigError(program, [`unknown ${what}: ${bad.join(', ')} (known: ${allowed.join(', ')})`]);
   const twice = items.filter((s, i) => items.indexOf(s) !== i);

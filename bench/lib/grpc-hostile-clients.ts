@@ -51,7 +51,13 @@ export class GrpcHostileClients {
     /** The resetting client's address: the router cuts off the address, not just the connection. */
     private readonly resetterAddress: string,
   ) {
-    const request = (rows: number): Buffer => framed(encode({ model_name: model, inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [rows, WINE_FEATURES], contents: { fp32_contents: Array.from({ length: rows }, () => SAMPLE_WINE).flat() } }] }));
+    const request = (rows: number): Buffer =>
+      framed(
+        encode({
+          model_name: model,
+          inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [rows, WINE_FEATURES], contents: { fp32_contents: Array.from({ length: rows }, () => SAMPLE_WINE).flat() } }],
+        }),
+      );
     this.small = request(1);
     this.large = request(mix.windowOneRows);
     this.bombMessage = framed(Buffer.concat([encode({ model_name: model }), Buffer.alloc(4_000_000).fill(Buffer.from([0x2a, 0x00]))]));

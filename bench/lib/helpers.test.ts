@@ -72,7 +72,10 @@ describe('the request mixes', () => {
     const a = idSampler('zipf', ids, 7);
     const b = idSampler('zipf', ids, 7);
     const seqA = Array.from({ length: 200 }, () => a());
-    assert.deepEqual(Array.from({ length: 200 }, () => b()), seqA);
+    assert.deepEqual(
+      Array.from({ length: 200 }, () => b()),
+      seqA,
+    );
     assert.ok(new Set(seqA).size > 5);
   });
 
@@ -112,23 +115,42 @@ describe('the nginx configuration', () => {
 
 describe('medianBy', () => {
   it('picks the item whose key is the median, the lower middle one of an even count', () => {
-    const rounds = [{ round: 0, v: 30 }, { round: 1, v: 10 }, { round: 2, v: 20 }];
-    assert.deepEqual(medianBy(rounds, (r) => r.v), { round: 2, v: 20 });
-    assert.deepEqual(medianBy(rounds.slice(0, 2), (r) => r.v), { round: 1, v: 10 });
-    assert.deepEqual(medianBy([{ v: 5 }], (r) => r.v), { v: 5 });
-    assert.equal(medianBy([], (r: { v: number }) => r.v), undefined);
+    const rounds = [
+      { round: 0, v: 30 },
+      { round: 1, v: 10 },
+      { round: 2, v: 20 },
+    ];
+    assert.deepEqual(
+      medianBy(rounds, (r) => r.v),
+      { round: 2, v: 20 },
+    );
+    assert.deepEqual(
+      medianBy(rounds.slice(0, 2), (r) => r.v),
+      { round: 1, v: 10 },
+    );
+    assert.deepEqual(
+      medianBy([{ v: 5 }], (r) => r.v),
+      { v: 5 },
+    );
+    assert.equal(
+      medianBy([], (r: { v: number }) => r.v),
+      undefined,
+    );
   });
 });
 
 describe('rotated', () => {
   it('starts each round one item later, so every item takes every place once', () => {
     const items = ['uniform', 'one-hot', 'zipf'];
-    assert.deepEqual([0, 1, 2, 3].map((r) => rotated(items, r)), [
-      ['uniform', 'one-hot', 'zipf'],
-      ['one-hot', 'zipf', 'uniform'],
-      ['zipf', 'uniform', 'one-hot'],
-      ['uniform', 'one-hot', 'zipf'],
-    ]);
+    assert.deepEqual(
+      [0, 1, 2, 3].map((r) => rotated(items, r)),
+      [
+        ['uniform', 'one-hot', 'zipf'],
+        ['one-hot', 'zipf', 'uniform'],
+        ['zipf', 'uniform', 'one-hot'],
+        ['uniform', 'one-hot', 'zipf'],
+      ],
+    );
     assert.deepEqual(items, ['uniform', 'one-hot', 'zipf']);
     assert.deepEqual(rotated([], 2), []);
   });

@@ -75,11 +75,7 @@ export async function startBenchControlPlane(): Promise<BenchControlPlane> {
     const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1', privateKeyEncoding: { type: 'sec1', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
     await writeFile(join(dir, 'sa.key'), privateKey, { mode: 0o600 });
     await writeFile(join(dir, 'tokens.csv'), `${token},admin,admin,"system:masters"\n`, { mode: 0o600 });
-    const etcd = await startChild(
-      join(bin, 'etcd'),
-      etcdArgs(join(dir, 'etcd'), etcdPort, peerPort),
-      { readyTimeoutMs: 0 },
-    );
+    const etcd = await startChild(join(bin, 'etcd'), etcdArgs(join(dir, 'etcd'), etcdPort, peerPort), { readyTimeoutMs: 0 });
     children.push(etcd);
     const server = `https://127.0.0.1:${apiPort}`;
     const api = await startChild(
@@ -104,7 +100,10 @@ export async function startBenchControlPlane(): Promise<BenchControlPlane> {
     children.push(api);
     const deadline = Date.now() + 120_000;
     for (;;) {
-      const ok = await https('GET', `${server}/readyz`, token).then((r) => r.status === 200, () => false);
+      const ok = await https('GET', `${server}/readyz`, token).then(
+        (r) => r.status === 200,
+        () => false,
+      );
       if (ok) break;
       if (Date.now() > deadline) throw new Error(`kube-apiserver not ready after 120 s:\n${api.output().slice(-4000)}`);
       await sleep(200);

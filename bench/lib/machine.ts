@@ -51,7 +51,10 @@ export function uncommittedFiles(): string[] | undefined {
   // The whole checkout whatever the working directory (`:/`); porcelain paths are from its top.
   const status = output('git', ['status', '--porcelain', '--', ':/', ':(top,exclude)bench/results']);
   // Porcelain lines are "XY path" (or "XY old -> new" for a rename): not trimmed, X may be a space.
-  return status?.split('\n').filter((line) => line.length > 3).map((line) => line.slice(3));
+  return status
+    ?.split('\n')
+    .filter((line) => line.length > 3)
+    .map((line) => line.slice(3));
 }
 
 /** At most this many changed files are named in the line; the JSON has them all. */

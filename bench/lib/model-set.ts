@@ -23,7 +23,10 @@ export async function ensureModelFiles(dir: string, ids: readonly string[], byte
     const path = join(dir, id, 'model.onnx');
     const marker = join(dir, id, 'hidden');
     const have = await readFile(marker, 'utf8').catch(() => '');
-    const size = await stat(path).then((s) => s.size, () => -1);
+    const size = await stat(path).then(
+      (s) => s.size,
+      () => -1,
+    );
     if (have === String(hidden) && size > 0) {
       totalBytes += size;
       continue;
@@ -61,13 +64,7 @@ export async function ensureAlignedCopies(ids: readonly string[], bytes: number)
 }
 
 /** Copies the model files into a bucket under `prefix`, `parallel` uploads at a time. */
-export async function uploadModels(
-  dir: string,
-  ids: readonly string[],
-  put: (key: string, body: Uint8Array) => Promise<void>,
-  prefix: string,
-  parallel = 4,
-): Promise<void> {
+export async function uploadModels(dir: string, ids: readonly string[], put: (key: string, body: Uint8Array) => Promise<void>, prefix: string, parallel = 4): Promise<void> {
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < ids.length) {

@@ -38,7 +38,12 @@ async function cmdline(pid: number): Promise<string[]> {
 
 async function environ(pid: number): Promise<Map<string, string>> {
   const raw = await readFile(`/proc/${pid}/environ`, 'utf8').catch(() => '');
-  return new Map(raw.split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  return new Map(
+    raw
+      .split('\0')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
 }
 
 export async function replicaLoads(replicaUrls: readonly string[]): Promise<LoadStats> {
@@ -53,16 +58,7 @@ export async function replicaLoads(replicaUrls: readonly string[]): Promise<Load
 
 export async function startModelmuxLocal(repoRoot: string, o: ModelmuxLocalOptions): Promise<ModelmuxLocal> {
   const routePrefix = o.routePrefix ?? '/wine';
-  const args = [
-    join(repoRoot, 'dist/cli/main.js'),
-    'local',
-    '--port', String(o.port),
-    '--grpc-port', '0',
-    '--admin-port', '0',
-    '--route-prefix', routePrefix,
-    ...poolArgs(o),
-    '--example-models', '0',
-  ];
+  const args = [join(repoRoot, 'dist/cli/main.js'), 'local', '--port', String(o.port), '--grpc-port', '0', '--admin-port', '0', '--route-prefix', routePrefix, ...poolArgs(o), '--example-models', '0'];
   const child = await startChild(process.execPath, args, {
     env: { ...process.env, ...o.env },
     // The banner's route line, and its metrics line on the router's admin port after it.

@@ -71,7 +71,26 @@ export async function startModelmuxPool(repoRoot: string, o: ModelmuxPoolOptions
     await Promise.all(replicaUrls.map((u, i) => waitHttpReady(`${u}/v2/health/ready`, 120_000, children[i])));
     const routes = `${o.routePrefix}=${replicaUrls.join(',')}`;
     for (const port of ports.slice(o.replicas)) {
-      const args = [main, 'router', '--discovery', 'static', '--host', '127.0.0.1', '--port', String(port), '--grpc-port', '0', '--admin-port', '0', '--routes', routes, '--max-ongoing-requests', String(o.maxOngoingRequests), '--log-level', o.logLevel];
+      const args = [
+        main,
+        'router',
+        '--discovery',
+        'static',
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--grpc-port',
+        '0',
+        '--admin-port',
+        '0',
+        '--routes',
+        routes,
+        '--max-ongoing-requests',
+        String(o.maxOngoingRequests),
+        '--log-level',
+        o.logLevel,
+      ];
       const router = await startChild(process.execPath, args, { env: { ...process.env, ...NO_GRPC }, readyTimeoutMs: 5000 });
       children.push(router);
       await waitHttpReady(`http://127.0.0.1:${port}/readyz`, 120_000, router);

@@ -42,7 +42,13 @@ test('the sustainable rate is the last sustained step before the first failure',
   const steps = [25, 50, 100, 200].map((rateRps, i) => ({ rateRps, sustained: i < 2 }));
   assert.equal(sustainableRate(steps), 50);
   // A lucky step after a failure does not count: the step-up stops at the first failure.
-  assert.equal(sustainableRate([{ rateRps: 25, sustained: false }, { rateRps: 50, sustained: true }]), 0);
+  assert.equal(
+    sustainableRate([
+      { rateRps: 25, sustained: false },
+      { rateRps: 50, sustained: true },
+    ]),
+    0,
+  );
 });
 
 test('the median interval widens to [min, max] when few rounds cannot reach 95%', () => {

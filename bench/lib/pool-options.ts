@@ -13,12 +13,18 @@ export interface PoolOptions {
 /** The flags both launchers take with the same names: `modelmux local` and bench/ray/run_ray.py. */
 export function poolArgs(o: PoolOptions): string[] {
   return [
-    '--replicas', String(o.replicas),
-    '--max-models', String(o.maxModelsPerReplica),
-    '--max-ongoing-requests', String(o.maxOngoingRequests),
-    '--max-batch-size', String(o.maxBatchSize),
-    '--batch-wait-ms', String(o.batchWaitMs),
-    '--model-source', o.modelSource,
+    '--replicas',
+    String(o.replicas),
+    '--max-models',
+    String(o.maxModelsPerReplica),
+    '--max-ongoing-requests',
+    String(o.maxOngoingRequests),
+    '--max-batch-size',
+    String(o.maxBatchSize),
+    '--batch-wait-ms',
+    String(o.batchWaitMs),
+    '--model-source',
+    o.modelSource,
     ...(o.s3Endpoint ? ['--s3-endpoint', o.s3Endpoint] : []),
   ];
 }

@@ -30,7 +30,25 @@ export async function startBenchReplica(cli: string, modelDir: string, port: num
 export async function startBenchRouter(cli: string, port: number, replicaUrl: string, extra: readonly string[] = []): Promise<Child> {
   const router = await startChild(
     process.execPath,
-    [cli, 'router', '--discovery', 'static', '--host', '127.0.0.1', '--port', String(port), '--grpc-port', '0', '--admin-port', '0', '--routes', `${ROUTE}=${replicaUrl}`, '--max-ongoing-requests', '1024', ...extra],
+    [
+      cli,
+      'router',
+      '--discovery',
+      'static',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--grpc-port',
+      '0',
+      '--admin-port',
+      '0',
+      '--routes',
+      `${ROUTE}=${replicaUrl}`,
+      '--max-ongoing-requests',
+      '1024',
+      ...extra,
+    ],
     { readyTimeoutMs: 60_000 },
   );
   try {

@@ -62,13 +62,19 @@ export async function startRayServe(repoRoot: string, o: RayServeOptions): Promi
   await writeFile(o.loadLog, '');
   const args = [
     join(repoRoot, 'bench/ray/run_ray.py'),
-    '--port', String(o.port),
+    '--port',
+    String(o.port),
     ...poolArgs(o),
-    '--load-log', o.loadLog,
-    '--session-options', o.sessionOptions,
-    '--log-level', o.logLevel,
-    '--access-log', String(o.accessLog),
-    '--temp-dir', o.tempDir,
+    '--load-log',
+    o.loadLog,
+    '--session-options',
+    o.sessionOptions,
+    '--log-level',
+    o.logLevel,
+    '--access-log',
+    String(o.accessLog),
+    '--temp-dir',
+    o.tempDir,
     ...(o.cacheDir ? ['--cache-dir', o.cacheDir] : []),
   ];
   // bench/ray/loopback keeps HAProxy's own listeners on 127.0.0.1 (its sitecustomize.py says how).

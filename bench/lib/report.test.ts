@@ -85,7 +85,11 @@ describe('the report writer', () => {
     command: 'npm run bench:demo',
     machine: { date: '2026-12-05T01:00:00.000Z', nproc: 2, memoryGiB: 23.5, cpuModel: 'Xeon', node: 'v26.12.1', kernel: '6.18', gitCommit: 'abc1234', uncommitted: [], loadAverage1m: 0.5 },
   };
-  const file = reportFile(run, { title: 'Demo', setup: 'One round.', sections: [{ heading: 'Part', table: { header: ['a', 'b'], rows: [['1', '2']] }, after: 'Done.', headline: true }], data: { x: 1 } }, new Date('2026-12-05T01:00:30.000Z'));
+  const file = reportFile(
+    run,
+    { title: 'Demo', setup: 'One round.', sections: [{ heading: 'Part', table: { header: ['a', 'b'], rows: [['1', '2']] }, after: 'Done.', headline: true }], data: { x: 1 } },
+    new Date('2026-12-05T01:00:30.000Z'),
+  );
 
   it('keeps the command, machine, date, commit, options and tables in the JSON', () => {
     assert.equal(file.format, REPORT_FORMAT);

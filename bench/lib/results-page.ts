@@ -19,20 +19,31 @@ export interface ProgramEntry {
 
 /** In the page's order: the main claim first, then the parts that explain it. */
 export const PROGRAMS: readonly ProgramEntry[] = [
-  { name: 'mux', measures: 'modelmux local mode against Ray Serve multiplexing (its default proxy and its high-throughput HAProxy ingress) on the same models in the same S3 store: open-loop Poisson rates stepped up, the highest rate each system sustains (p99 ≤ 250 ms, no errors), systems alternated over rounds.' },
-  { name: 'grpc', measures: 'The Open Inference Protocol over HTTP/JSON and over gRPC through the same router to the same replicas: requests per CPU-second of the router and the replicas, p50 and p99.' },
+  {
+    name: 'mux',
+    measures:
+      'modelmux local mode against Ray Serve multiplexing (its default proxy and its high-throughput HAProxy ingress) on the same models in the same S3 store: open-loop Poisson rates stepped up, the highest rate each system sustains (p99 ≤ 250 ms, no errors), systems alternated over rounds.',
+  },
+  {
+    name: 'grpc',
+    measures: 'The Open Inference Protocol over HTTP/JSON and over gRPC through the same router to the same replicas: requests per CPU-second of the router and the replicas, p50 and p99.',
+  },
   { name: 'autoscale', measures: "A step load against the operator's own HPA (prometheus-adapter, the chart's rules) on the test cluster: time to scale up and down, and the requests it cost." },
-  { name: 'sim', measures: 'The placement simulator: the router\'s placement against a Ray-like router and the ideal global LRU, loads and wait per traffic pattern and pool shape, no processes.' },
-  { name: 'proxy', measures: 'What the router adds in front of one replica, against nginx (plain and doing the router\'s per-request work) and a byte relay: latency, throughput and requests per proxy CPU-second (target: router ≥ 0.5× nginx).' },
-  { name: 'router-ab', measures: 'The router and nginx (or another build) loaded side by side, CPU per request of each: a ratio the machine\'s phases cannot move.' },
-  { name: 'load', measures: 'The replica\'s load path alone: a session per model, shared-graph sessions reading the file, and mapping it; CPU and wall time per load.' },
-  { name: 'serve', measures: 'One replica\'s serving path in one process by traffic pattern, with few slots (loads) and a slot for every model (none): CPU per request and per load.' },
-  { name: 'spread', measures: 'Two modelmux pools side by side (bench:mux\'s slots and a slot for every model) taking turns: where a throughput spread across patterns comes from.' },
-  { name: 'cold', measures: 'A run over weights not in the CPU\'s cache, alone: mapped, read into memory, and on huge pages.' },
+  { name: 'sim', measures: "The placement simulator: the router's placement against a Ray-like router and the ideal global LRU, loads and wait per traffic pattern and pool shape, no processes." },
+  {
+    name: 'proxy',
+    measures:
+      "What the router adds in front of one replica, against nginx (plain and doing the router's per-request work) and a byte relay: latency, throughput and requests per proxy CPU-second (target: router ≥ 0.5× nginx).",
+  },
+  { name: 'router-ab', measures: "The router and nginx (or another build) loaded side by side, CPU per request of each: a ratio the machine's phases cannot move." },
+  { name: 'load', measures: "The replica's load path alone: a session per model, shared-graph sessions reading the file, and mapping it; CPU and wall time per load." },
+  { name: 'serve', measures: "One replica's serving path in one process by traffic pattern, with few slots (loads) and a slot for every model (none): CPU per request and per load." },
+  { name: 'spread', measures: "Two modelmux pools side by side (bench:mux's slots and a slot for every model) taking turns: where a throughput spread across patterns comes from." },
+  { name: 'cold', measures: "A run over weights not in the CPU's cache, alone: mapped, read into memory, and on huge pages." },
   { name: 'threads', measures: 'A real-size CNN at one client: a replica process against onnxruntime in process with the same threads (goal: p50 ≤ 1.1×).' },
   { name: 'hostile', measures: 'Good traffic alone and beside hostile clients (stalled bodies and heads, slow readers, nesting bombs, idle connections): p99 ratio (target ≤ 1.5).' },
-  { name: 'tables', measures: 'What replicas\' model tables cost the Kubernetes control plane against the pool size: patches, etcd writes, watch bytes, router CPU, change-to-router time.' },
-  { name: 'sidecar', measures: 'Sidecar mode\'s hop in front of MLServer, and its loads split into the folder copy and MLServer\'s load.' },
+  { name: 'tables', measures: "What replicas' model tables cost the Kubernetes control plane against the pool size: patches, etcd writes, watch bytes, router CPU, change-to-router time." },
+  { name: 'sidecar', measures: "Sidecar mode's hop in front of MLServer, and its loads split into the folder copy and MLServer's load." },
 ];
 
 export const MAX_LINES = 300;
@@ -47,9 +58,7 @@ const fileSchema = z.object({
   gitCommit: z.string(),
   machine: z.looseObject({ date: z.string() }),
   setup: z.string(),
-  sections: z.array(
-    z.object({ heading: z.string().optional(), text: z.string().optional(), table: tableSchema.optional(), after: z.string().optional(), headline: z.boolean().optional() }),
-  ),
+  sections: z.array(z.object({ heading: z.string().optional(), text: z.string().optional(), table: tableSchema.optional(), after: z.string().optional(), headline: z.boolean().optional() })),
 });
 
 /** The report in bench/results/<name>.json, or undefined when there is none in this format. */
@@ -66,10 +75,9 @@ function programSection(p: ProgramEntry, f: ReportFile | undefined): string {
   // The headline sections, or the first table when a report marks none.
   const marked = f.sections.filter((s) => s.headline);
   const shown = marked.length > 0 ? marked : f.sections.filter((s) => s.table).slice(0, 1);
-  return [
-    `${head} Last run: \`${f.command}\`; ${machineLine(f.machine)}. Setup and every table: [results/${p.name}.md](results/${p.name}.md).`,
-    ...shown.map((s) => sectionMarkdown(s, '###')),
-  ].join('\n\n');
+  return [`${head} Last run: \`${f.command}\`; ${machineLine(f.machine)}. Setup and every table: [results/${p.name}.md](results/${p.name}.md).`, ...shown.map((s) => sectionMarkdown(s, '###'))].join(
+    '\n\n',
+  );
 }
 
 /** The page: the header as written, then each benchmark's newest headline tables. */

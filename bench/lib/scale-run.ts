@@ -148,4 +148,3 @@ export async function scaleRun(repoRoot: string, s3: S3Server, o: ScaleOptions, 
     await pool.stop();
   }
 }
-

@@ -41,8 +41,7 @@ export interface CellSummary extends Cell {
 }
 
 /** A value for every process group. */
-export const perGroup = (f: (g: ProcessGroup) => number): Record<ProcessGroup, number> =>
-  Object.fromEntries(PROCESS_GROUPS.map((g) => [g, f(g)])) as Record<ProcessGroup, number>;
+export const perGroup = (f: (g: ProcessGroup) => number): Record<ProcessGroup, number> => Object.fromEntries(PROCESS_GROUPS.map((g) => [g, f(g)])) as Record<ProcessGroup, number>;
 
 const windowsOf = (windows: readonly SpreadWindow[], c: Cell): SpreadWindow[] => windows.filter((w) => w.slots === c.slots && w.pattern === c.pattern);
 

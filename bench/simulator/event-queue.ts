@@ -57,7 +57,7 @@ export class EventQueue {
     const last = this.heap.pop();
     if (last === undefined || this.heap.length === 0) return;
     this.heap[0] = last;
-    for (let i = 0; ; ) {
+    for (let i = 0; ;) {
       const l = 2 * i + 1;
       const r = l + 1;
       let m = i;

@@ -78,7 +78,7 @@ export class RayLikeRouter {
   }
 
   private drain(): void {
-    for (let i = 0; i < this.waiters.length; ) {
+    for (let i = 0; i < this.waiters.length;) {
       const w = this.waiters[i];
       if (w === undefined) break;
       this.waiters.splice(i, 1);

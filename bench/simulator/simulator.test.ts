@@ -21,7 +21,10 @@ describe('placement simulator', () => {
 
   for (const seed of SEEDS) {
     it(`meets every target of issue 3 on every pattern with seed ${seed}: loads ≤ 1.2× ideal and ≤ Ray-like, p99 wait < Ray-like`, () => {
-      assert.deepEqual(targets(bySeed.get(seed) ?? []), PATTERNS.map((pattern) => ({ pattern, loadsVsIdeal: true, loadsVsRay: true, p99VsRay: true })));
+      assert.deepEqual(
+        targets(bySeed.get(seed) ?? []),
+        PATTERNS.map((pattern) => ({ pattern, loadsVsIdeal: true, loadsVsRay: true, p99VsRay: true })),
+      );
     });
   }
 

@@ -12,4 +12,3 @@ export function targets(results: readonly SimResult[]): { pattern: string; loads
     return { pattern, loadsVsIdeal: mine.loadsPer1000 <= 1.2 * ideal.loadsPer1000, loadsVsRay: mine.loadsPer1000 <= ray.loadsPer1000, p99VsRay: mine.p99WaitMs < ray.p99WaitMs };
   });
 }
-

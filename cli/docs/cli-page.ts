@@ -21,7 +21,7 @@ const fenced = (text: string): string => `\`\`\`text\n${text}\`\`\`\n`;
 export async function cliPage(): Promise<string> {
   const sections = [
     '# The `modelmux` command\n',
-    '<!-- Generated from each subcommand\'s --help by `npm run docs`; do not edit: a unit test fails on drift. -->\n',
+    "<!-- Generated from each subcommand's --help by `npm run docs`; do not edit: a unit test fails on drift. -->\n",
     'One command, one subcommand per program; each reads flags or environment variables (a flag wins), validates them with zod and, when something is wrong, prints every problem at once and exits with code 2. `--help` prints the text below.\n',
     fenced(usage()),
   ];

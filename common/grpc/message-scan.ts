@@ -202,7 +202,8 @@ class Walk {
     else if (field === 6) this.numbers(field, wire, WIRE_FIXED32);
     else if (field === 7) this.numbers(field, wire, WIRE_FIXED64);
     else if (field === 8) {
-      if (++this.bytesElements > GRPC_MESSAGE_BOUNDS.bytesElements) throw new Refusal(`the request has more than ${GRPC_MESSAGE_BOUNDS.bytesElements} bytes_contents elements (the limit; send BYTES tensors this large in raw_input_contents)`);
+      if (++this.bytesElements > GRPC_MESSAGE_BOUNDS.bytesElements)
+        throw new Refusal(`the request has more than ${GRPC_MESSAGE_BOUNDS.bytesElements} bytes_contents elements (the limit; send BYTES tensors this large in raw_input_contents)`);
       this.skipBytes(field, wire);
     } else this.skip(field, wire);
   }

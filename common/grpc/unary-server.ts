@@ -233,7 +233,8 @@ export class UnaryServer {
     if (!call.take(chunk.length)) return this.refuse(call, this.opts.budget.fullError());
     const s = call.reader.push(chunk);
     if (s.kind === 'refused') {
-      if (s.reason === 'too_large') return this.refuse(call, new ModelmuxError('body_too_large', `the message is ${s.length ?? 0} bytes, larger than the limit of ${this.opts.limits.maxMessageBytes} (--max-body-bytes)`));
+      if (s.reason === 'too_large')
+        return this.refuse(call, new ModelmuxError('body_too_large', `the message is ${s.length ?? 0} bytes, larger than the limit of ${this.opts.limits.maxMessageBytes} (--max-body-bytes)`));
       // gRPC's answer to a compression it does not take (the router forwards bytes it must read).
       if (s.reason === 'compressed') return this.refuse(call, status.UNIMPLEMENTED, 'the message is compressed; this server takes identity (uncompressed) messages only');
       return this.refuse(call, new ModelmuxError('invalid_request', 'a unary call carries one message; more bytes followed it'));
@@ -287,7 +288,10 @@ export class UnaryServer {
         const total = now - call.openedAt >= l.messageTimeoutMs;
         if (total || now - call.lastByteAt >= l.messageIdleTimeoutMs) {
           this.opts.events.timedOut(total ? 'message_total' : 'message_idle');
-          this.refuse(call, new ModelmuxError('request_timeout', total ? `the call's message did not arrive within ${l.messageTimeoutMs} ms` : `no byte of the call's message for ${l.messageIdleTimeoutMs} ms`));
+          this.refuse(
+            call,
+            new ModelmuxError('request_timeout', total ? `the call's message did not arrive within ${l.messageTimeoutMs} ms` : `no byte of the call's message for ${l.messageIdleTimeoutMs} ms`),
+          );
           continue;
         }
       }

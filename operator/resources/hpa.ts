@@ -78,9 +78,7 @@ export function buildHpa(mxd: StoredMultiplexedDeployment): V2HorizontalPodAutos
       behavior: hpaBehavior(a.behavior),
       metrics: [
         { type: 'Pods', pods: { metric: { name: ONGOING_REQUESTS_METRIC }, target } },
-        ...(a.minReplicas === 0
-          ? [{ type: 'External', external: { metric: { name: HELD_REQUESTS_METRIC, selector: { matchLabels: { route: mxd.spec.routePrefix.slice(1) } } }, target } }]
-          : []),
+        ...(a.minReplicas === 0 ? [{ type: 'External', external: { metric: { name: HELD_REQUESTS_METRIC, selector: { matchLabels: { route: mxd.spec.routePrefix.slice(1) } } }, target } }] : []),
       ],
     },
   };

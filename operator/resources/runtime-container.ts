@@ -35,8 +35,7 @@ export function replicaShare(resources: ContainerResources): ContainerResources 
 
 /** The runtime's resources: its own, plus any accelerator spec.resources asked for (the runtime runs the models). */
 export function runtimeShare(resources: ContainerResources, runtime: RuntimeSpec): ContainerResources {
-  const extended = (list: Record<string, string> | undefined): Record<string, string> =>
-    Object.fromEntries(Object.entries(list ?? {}).filter(([name]) => isExtendedResource(name)));
+  const extended = (list: Record<string, string> | undefined): Record<string, string> => Object.fromEntries(Object.entries(list ?? {}).filter(([name]) => isExtendedResource(name)));
   return {
     requests: { ...extended(resources.requests), ...(runtime.resources.requests ?? {}) },
     limits: { ...extended(resources.limits), ...(runtime.resources.limits ?? {}) },

@@ -36,7 +36,6 @@ export interface GrpcServerOptions {
   binaryInputs: boolean;
 }
 
-
 const SERVICE_PATH = '/inference.GRPCInferenceService/';
 
 /** A call's context: its request id, and the metadata sent with its answer or error. */

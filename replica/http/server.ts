@@ -39,7 +39,6 @@ interface Locals {
   model: ModelId | undefined;
 }
 
-
 /** The replica's HTTP API. Every error is a catalogue code in JSON; nothing escapes a handler. */
 export function createReplicaApp(opts: ServerOptions): { app: express.Express; state: { shuttingDown: boolean; ongoing: number } } {
   const { service, metrics, log } = opts;
@@ -96,33 +95,35 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
   const modelOf = (res: Response): ModelId => locals(res).model as ModelId;
 
   /** Refuses at once past maxOngoingRequests, before reading the body, so a router can go elsewhere. */
-  const admit = (form: Form) => (_req: Request, res: Response, next: NextFunction): void => {
-    if (state.shuttingDown) {
-      metrics.requests.inc({ form, code: '503' });
-      fail(res, new ModelmuxError('shutting_down', 'the replica is shutting down'));
-      return;
-    }
-    if (state.ongoing >= opts.maxOngoingRequests) {
-      metrics.rejected.inc();
-      metrics.requests.inc({ form, code: '503' });
-      fail(res, new ModelmuxError('overloaded', `the replica is at its limit of ${opts.maxOngoingRequests} ongoing requests`));
-      return;
-    }
-    state.ongoing++;
-    metrics.ongoing.set(state.ongoing);
-    let counted = true;
-    const end = (): void => {
-      if (!counted) return;
-      counted = false;
-      state.ongoing--;
+  const admit =
+    (form: Form) =>
+    (_req: Request, res: Response, next: NextFunction): void => {
+      if (state.shuttingDown) {
+        metrics.requests.inc({ form, code: '503' });
+        fail(res, new ModelmuxError('shutting_down', 'the replica is shutting down'));
+        return;
+      }
+      if (state.ongoing >= opts.maxOngoingRequests) {
+        metrics.rejected.inc();
+        metrics.requests.inc({ form, code: '503' });
+        fail(res, new ModelmuxError('overloaded', `the replica is at its limit of ${opts.maxOngoingRequests} ongoing requests`));
+        return;
+      }
+      state.ongoing++;
       metrics.ongoing.set(state.ongoing);
-      metrics.requests.inc({ form, code: String(res.statusCode) });
-      metrics.requestDuration.observe({ form }, (performance.now() - locals(res).startedAt) / 1000);
+      let counted = true;
+      const end = (): void => {
+        if (!counted) return;
+        counted = false;
+        state.ongoing--;
+        metrics.ongoing.set(state.ongoing);
+        metrics.requests.inc({ form, code: String(res.statusCode) });
+        metrics.requestDuration.observe({ form }, (performance.now() - locals(res).startedAt) / 1000);
+      };
+      res.once('finish', end);
+      res.once('close', end);
+      next();
     };
-    res.once('finish', end);
-    res.once('close', end);
-    next();
-  };
 
   // Raw bytes: the body is JSON, or JSON followed by binary tensor data when the request carries
   // Inference-Header-Content-Length (the V2 binary extension tritonclient uses by default).
@@ -159,7 +160,10 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
       const head = Buffer.from(JSON.stringify(outcome.body.json));
       res.setHeader(HEADER_TABLE_VERSION, String(service.cache.version));
       res.setHeader(HEADER_INFERENCE_HEADER_LENGTH, String(head.length));
-      res.status(200).type('application/octet-stream').send(Buffer.concat([head, ...parts]));
+      res
+        .status(200)
+        .type('application/octet-stream')
+        .send(Buffer.concat([head, ...parts]));
     } catch (err) {
       fail(res, err);
     }

@@ -60,12 +60,15 @@ export class Batcher {
     if (this.timer && this.timerAt !== undefined && this.timerAt <= at) return;
     if (this.timer) clearTimeout(this.timer);
     this.timerAt = at;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.timerAt = undefined;
-      for (const b of this.queue.takeDue(this.clock.now())) void this.execute(b);
-      this.arm();
-    }, Math.max(0, at - this.clock.now()));
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.timerAt = undefined;
+        for (const b of this.queue.takeDue(this.clock.now())) void this.execute(b);
+        this.arm();
+      },
+      Math.max(0, at - this.clock.now()),
+    );
   }
 
   private async execute(batch: Batch<Job>): Promise<void> {

@@ -55,11 +55,20 @@ function rewriteFields(bytes: Uint8Array, from: number, to: number, rewrite: (f:
 function asFloat(bytes: Uint8Array, from: number, to: number): Uint8Array {
   return rewriteFields(bytes, from, to, (v, w) => {
     if (v.field !== VALUE_INFO.type || v.wire !== WIRE_LEN) return false;
-    w.bytes(VALUE_INFO.type, rewriteFields(bytes, v.valueStart, v.valueEnd, (t, tw) => {
-      if (t.field !== TYPE_TENSOR || t.wire !== WIRE_LEN) return false;
-      tw.bytes(TYPE_TENSOR, new ProtoWriter().int(TENSOR_TYPE_ELEM, FLOAT).raw(rewriteFields(bytes, t.valueStart, t.valueEnd, (e) => e.field === TENSOR_TYPE_ELEM)).finish());
-      return true;
-    }));
+    w.bytes(
+      VALUE_INFO.type,
+      rewriteFields(bytes, v.valueStart, v.valueEnd, (t, tw) => {
+        if (t.field !== TYPE_TENSOR || t.wire !== WIRE_LEN) return false;
+        tw.bytes(
+          TYPE_TENSOR,
+          new ProtoWriter()
+            .int(TENSOR_TYPE_ELEM, FLOAT)
+            .raw(rewriteFields(bytes, t.valueStart, t.valueEnd, (e) => e.field === TENSOR_TYPE_ELEM))
+            .finish(),
+        );
+        return true;
+      }),
+    );
     return true;
   });
 }
@@ -86,7 +95,8 @@ function renamedNode(bytes: Uint8Array, from: number, to: number, renames: Reado
   });
 }
 
-const unservable = (why: string): ModelmuxError => new ModelmuxError('model_load_failed', `onnxruntime-node cannot open a model with a bfloat16 input or output, and the replica cannot widen this one to float32: ${why}`);
+const unservable = (why: string): ModelmuxError =>
+  new ModelmuxError('model_load_failed', `onnxruntime-node cannot open a model with a bfloat16 input or output, and the replica cannot widen this one to float32: ${why}`);
 
 /**
  * `model` with its bfloat16 graph inputs and outputs widened to float32 (see above), or

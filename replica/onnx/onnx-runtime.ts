@@ -99,9 +99,7 @@ const BF16_REFUSAL = /Unsupported data type: 16\b/;
 export async function createSession(model: string | Uint8Array, provider: ExecutionProvider, tuning: SessionTuning): Promise<ort.InferenceSession> {
   try {
     // Two calls only because create's overloads take a path or bytes, not their union.
-    return await (typeof model === 'string'
-      ? ort.InferenceSession.create(model, SESSION_OPTIONS(provider, tuning))
-      : ort.InferenceSession.create(model, SESSION_OPTIONS(provider, tuning)));
+    return await (typeof model === 'string' ? ort.InferenceSession.create(model, SESSION_OPTIONS(provider, tuning)) : ort.InferenceSession.create(model, SESSION_OPTIONS(provider, tuning)));
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     // onnxruntime-node reads no bfloat16 tensor (onnx type 16) at a graph's edge; inside it is fine.

@@ -9,7 +9,10 @@ export class HotnessMeter {
   private value = 0;
   private at: number;
 
-  constructor(private readonly clock: Clock, private readonly tauMs = 60_000) {
+  constructor(
+    private readonly clock: Clock,
+    private readonly tauMs = 60_000,
+  ) {
     this.at = clock.now();
   }
 

@@ -72,7 +72,6 @@ const VERSION_LIST_TTL_MS = 5_000;
 /** Models whose version listings are remembered at once (each up to MAX_LISTED_VERSIONS names). */
 const VERSION_LIST_MODELS = 256;
 
-
 /** The replica's inference path: cache → (load from the store) → batcher → response body. */
 export class ReplicaService implements ServingBackend {
   readonly cache: ModelCache<ModelSession>;
@@ -220,7 +219,13 @@ export class ReplicaService implements ServingBackend {
       case 'swap':
         metrics.swaps.inc({ result: e.ok ? 'success' : 'failure' });
         if (e.ok) log.info(`Swapped in the new version of model '${e.id}' in ${ms(e.durationMs)}.`, { model: e.id, event: 'swap', durationMs: e.durationMs, bytes: e.bytes, inUse: e.inUse });
-        else log.warn(`Failed to load the new version of model '${e.id}' after ${ms(e.durationMs)}; the loaded version serves on.`, { model: e.id, event: 'swap-failed', durationMs: e.durationMs, ...failure(e.error) });
+        else
+          log.warn(`Failed to load the new version of model '${e.id}' after ${ms(e.durationMs)}; the loaded version serves on.`, {
+            model: e.id,
+            event: 'swap-failed',
+            durationMs: e.durationMs,
+            ...failure(e.error),
+          });
         break;
       case 'release':
         metrics.releases.inc();

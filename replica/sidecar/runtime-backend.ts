@@ -180,7 +180,10 @@ export class SidecarService implements ServingBackend {
             .unload(id)
             .finally(() => folders.remove(id))
             .finally(() => this.unloading.delete(id));
-          this.unloading.set(id, unload.catch(() => undefined));
+          this.unloading.set(
+            id,
+            unload.catch(() => undefined),
+          );
           return unload;
         },
       },

@@ -47,7 +47,10 @@ export class FileModelStore implements VersionedStore {
   async listVersions(base: ModelId): Promise<string[]> {
     try {
       const entries = await readdir(this.folder(base), { withFileTypes: true });
-      return entries.filter((e) => e.isDirectory() && isModelVersion(e.name)).slice(0, MAX_LISTED_VERSIONS).map((e) => e.name);
+      return entries
+        .filter((e) => e.isDirectory() && isModelVersion(e.name))
+        .slice(0, MAX_LISTED_VERSIONS)
+        .map((e) => e.name);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT' || code === 'ENOTDIR') return [];

@@ -103,7 +103,11 @@ class FileFolders extends Folders {
     if (files.length === 0) throw new ModelmuxError('model_not_found', `no model "${id}" in ${this.uri}`);
     const bytes = files.reduce((n, f) => n + f.bytes, 0);
     this.checkSize(id, bytes);
-    await this.copyInto(id, files.map((f) => f.path), (path, temp) => copyFile(join(src, ...path.split('/')), temp));
+    await this.copyInto(
+      id,
+      files.map((f) => f.path),
+      (path, temp) => copyFile(join(src, ...path.split('/')), temp),
+    );
     return bytes;
   }
 }

@@ -103,7 +103,10 @@ export class S3ModelStore implements VersionedStore {
     mkdirSync(this.dir, { recursive: true });
     this.files = new DiskFileCache(opts.diskCacheBytes, (path) => {
       opts.onRemove?.(path);
-      const removal = Promise.all([rm(path, { force: true }), rm(externalFolder(path), { recursive: true, force: true })]).then(() => undefined, () => undefined);
+      const removal = Promise.all([rm(path, { force: true }), rm(externalFolder(path), { recursive: true, force: true })]).then(
+        () => undefined,
+        () => undefined,
+      );
       this.removals.add(removal);
       void removal.finally(() => this.removals.delete(removal));
     });
@@ -304,7 +307,9 @@ export class S3ModelStore implements VersionedStore {
     try {
       const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key.slice(0, key.lastIndexOf('/') + 1) + MODEL_CONFIG_FILE }));
       if ((out.ContentLength ?? 0) > MAX_MODEL_CONFIG_BYTES) {
-        out.Body?.transformToWebStream().cancel().catch(() => undefined);
+        out.Body?.transformToWebStream()
+          .cancel()
+          .catch(() => undefined);
         throw new ModelmuxError('model_load_failed', `${MODEL_CONFIG_FILE} of model "${id}" is ${out.ContentLength} bytes, more than the ${MAX_MODEL_CONFIG_BYTES} allowed`);
       }
       return (await out.Body?.transformToByteArray()) ?? new Uint8Array(0);

@@ -70,7 +70,10 @@ export class CompositeAdmission {
     if (this.total >= maxInFlight) return new ModelmuxError('composite_saturated', `the router has ${maxInFlight} ensemble and sequence requests under way, its limit (--composite-max-in-flight)`);
     const use = this.clients.get(client) ?? { requests: 0, bytes: 0 };
     if (use.requests >= maxInFlightPerClient) {
-      return new ModelmuxError('composite_client_limit', `this address has ${maxInFlightPerClient} ensemble and sequence requests under way at the router, its limit (--composite-max-in-flight-per-client)`);
+      return new ModelmuxError(
+        'composite_client_limit',
+        `this address has ${maxInFlightPerClient} ensemble and sequence requests under way at the router, its limit (--composite-max-in-flight-per-client)`,
+      );
     }
     use.requests++;
     this.total++;

@@ -57,7 +57,11 @@ export class CompositeCodec {
     held.requestInputs ??= requestTensors(request);
     const tensors = stepInputs(n, step, inputs, { previousStep: n - 1, previousModel, outputs: this.outputsOf(held, slot), requestInputs: held.requestInputs });
     held.outputs.delete(slot);
-    return encode({ ...(request.id !== undefined ? { id: request.id } : {}), inputs: tensors, ...(last && request.outputs !== undefined ? { outputs: request.outputs.map((o) => ({ name: o.name })) } : {}) });
+    return encode({
+      ...(request.id !== undefined ? { id: request.id } : {}),
+      inputs: tensors,
+      ...(last && request.outputs !== undefined ? { outputs: request.outputs.map((o) => ({ name: o.name })) } : {}),
+    });
   }
 
   /** The sequence's answer: the outputs of its last step (`slot`). */

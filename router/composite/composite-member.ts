@@ -56,7 +56,17 @@ export interface MemberCall {
 }
 
 /** Headers of the client's request a member request must not inherit: its model, its body's framing and encodings (the router reads the answer), its id. */
-const NOT_INHERITED: ReadonlySet<string> = new Set([...MODEL_HEADERS, 'content-length', 'content-type', 'transfer-encoding', 'content-encoding', 'accept-encoding', 'expect', HEADER_REQUEST_ID, 'inference-header-content-length']);
+const NOT_INHERITED: ReadonlySet<string> = new Set([
+  ...MODEL_HEADERS,
+  'content-length',
+  'content-type',
+  'transfer-encoding',
+  'content-encoding',
+  'accept-encoding',
+  'expect',
+  HEADER_REQUEST_ID,
+  'inference-header-content-length',
+]);
 
 /**
  * Sends one member request through the router (`send`: the dispatcher's), as a request from a

@@ -492,7 +492,10 @@ function bytesOf(bytes: Uint8Array | undefined): Buffer {
 }
 
 function bodyTooLarge(declared: number, limit: number): ModelmuxError {
-  return new ModelmuxError('body_too_large', `the body is ${declared} bytes; an ensemble or sequence takes at most ${limit} (--composite-max-body-bytes, at most --max-body-bytes): each member is sent it and the router parses it`);
+  return new ModelmuxError(
+    'body_too_large',
+    `the body is ${declared} bytes; an ensemble or sequence takes at most ${limit} (--composite-max-body-bytes, at most --max-body-bytes): each member is sent it and the router parses it`,
+  );
 }
 
 /**

@@ -127,8 +127,7 @@ export class CompositeWorkers {
     if (thread !== undefined) return { call: <M extends CodecMethod>(method: M, ...args: ArgsOf<M>) => thread.call(method, [key, ...args]) as Promise<ReturnType<Methods[M]>> };
     const codec = (this.inline ??= new CompositeCodec());
     return {
-      call: <M extends CodecMethod>(method: M, ...args: ArgsOf<M>) =>
-        Promise.resolve().then(() => (codec[method] as (...a: unknown[]) => ReturnType<Methods[M]>).apply(codec, [key, ...args])),
+      call: <M extends CodecMethod>(method: M, ...args: ArgsOf<M>) => Promise.resolve().then(() => (codec[method] as (...a: unknown[]) => ReturnType<Methods[M]>).apply(codec, [key, ...args])),
     };
   }
 }

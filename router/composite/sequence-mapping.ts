@@ -38,7 +38,9 @@ export function stepInputs(n: number, step: SequenceStep, inputs: readonly Input
     const tensor = from.outputs.find((o) => o.name === source) ?? from.requestInputs.find((i) => i.name === source);
     const taking = source === spec.name ? `input "${spec.name}"` : `input "${spec.name}" (mapped from "${source}")`;
     if (tensor === undefined) {
-      throw fail(`${taking}: step ${from.previousStep} (${from.previousModel}) answered no output "${source}" (outputs: ${from.outputs.map((o) => o.name).join(', ') || 'none'}) and the request has no input of that name`);
+      throw fail(
+        `${taking}: step ${from.previousStep} (${from.previousModel}) answered no output "${source}" (outputs: ${from.outputs.map((o) => o.name).join(', ') || 'none'}) and the request has no input of that name`,
+      );
     }
     if (tensor.datatype !== spec.datatype) throw fail(`${taking} is ${spec.datatype}, but tensor "${source}" is ${tensor.datatype}`);
     const fits = tensor.shape.length === spec.shape.length && spec.shape.every((d, i) => d < 0 || d === tensor.shape[i]);

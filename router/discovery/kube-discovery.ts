@@ -56,12 +56,7 @@ function annotatedTable(pod: V1Pod): ModelTable | undefined {
  * (the older one, by namespace/name order, wins), is skipped with a warning; a garbage table
  * annotation leaves its pod routable without a table.
  */
-export function routesFromObjects(
-  mxds: readonly MxdObject[],
-  pods: readonly V1Pod[],
-  log: Logger,
-  tableOf: (pod: V1Pod, url: string) => ModelTable | undefined = annotatedTable,
-): RouteState[] {
+export function routesFromObjects(mxds: readonly MxdObject[], pods: readonly V1Pod[], log: Logger, tableOf: (pod: V1Pod, url: string) => ModelTable | undefined = annotatedTable): RouteState[] {
   const routes: RouteState[] = [];
   const taken = new Map<string, string>();
   const sorted = [...mxds].sort((a, b) => `${a.metadata?.namespace}/${a.metadata?.name}`.localeCompare(`${b.metadata?.namespace}/${b.metadata?.name}`));

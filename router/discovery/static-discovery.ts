@@ -19,13 +19,20 @@ export const GRPC_PORT_PARAM = 'grpc-port';
 export function parseStaticRoutes(spec: string): { routes: StaticRoute[]; problems: string[] } {
   const routes: StaticRoute[] = [];
   const problems: string[] = [];
-  for (const part of spec.split(';').map((s) => s.trim()).filter((s) => s !== '')) {
+  for (const part of spec
+    .split(';')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')) {
     const eq = part.indexOf('=');
     const prefix = eq === -1 ? '' : part.slice(0, eq).trim();
     if (!/^\/[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(prefix)) problems.push(`route "${part}": prefix must be one path segment such as /wine`);
     const urls: string[] = [];
     const grpc = new Map<string, string>();
-    for (const u of part.slice(eq + 1).split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+    for (const u of part
+      .slice(eq + 1)
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '')) {
       let url: URL;
       try {
         url = new URL(u);

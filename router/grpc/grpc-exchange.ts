@@ -145,7 +145,8 @@ export class GrpcExchange extends TryAttempts {
   private resolveRoute(route: Route, raw: Buffer): Buffer {
     const model = this.model as string;
     const r = route.models.resolve(model, metadataPairs(this.call.metadata()));
-    if (r.kind !== 'model') throw new ModelmuxError('route_kind_not_served', `model ${model} is ${r.kind === 'ensemble' ? 'an ensemble' : 'a sequence'} ModelRoute, which the router serves over HTTP only`);
+    if (r.kind !== 'model')
+      throw new ModelmuxError('route_kind_not_served', `model ${model} is ${r.kind === 'ensemble' ? 'an ensemble' : 'a sequence'} ModelRoute, which the router serves over HTTP only`);
     this.routed = { route: r.routes[0] as string, backend: r.model };
     this.model = r.model;
     return addressedTo(raw, r.model);
@@ -315,7 +316,9 @@ export class GrpcExchange extends TryAttempts {
   /** The client cancelled the call, or its deadline passed: no work for nobody. */
   private readonly onCancelled = (why: CancelReason): void => {
     if (this.phase === 'done') return;
-    this.fail(why === 'deadline' ? new ModelmuxError('timeout', "the call's deadline passed before its answer") : new ModelmuxError('client_closed', 'the client cancelled the call before its answer'));
+    this.fail(
+      why === 'deadline' ? new ModelmuxError('timeout', "the call's deadline passed before its answer") : new ModelmuxError('client_closed', 'the client cancelled the call before its answer'),
+    );
   };
 
   /** Answers the router's own error with its gRPC status and code trailer, stops any wait or try. */

@@ -24,7 +24,10 @@ export class RouterGrpcServer {
 
   constructor(ctx: GrpcContext, flags: GrpcFlags, isReady: () => boolean, log: Logger) {
     const { router } = ctx;
-    const own = (method: 'ServerLive' | 'ServerReady', value: () => unknown): UnaryHandler => (call) => call.answer(encodeResponse(method, value()));
+    const own =
+      (method: 'ServerLive' | 'ServerReady', value: () => unknown): UnaryHandler =>
+      (call) =>
+        call.answer(encodeResponse(method, value()));
     const methods = new Map<string, UnaryHandler>([
       [`${SERVICE_PATH}ServerLive`, own('ServerLive', () => ({ live: true }))],
       [`${SERVICE_PATH}ServerReady`, own('ServerReady', () => ({ ready: isReady() }))],

@@ -85,7 +85,7 @@ export function headerFields(block: string): string[] {
     for (const line of block.split('\r\n')) splitHeaderLine(line);
     throw new ProtocolError('malformed header block');
   }
-  for (let start = 0; start < block.length; ) {
+  for (let start = 0; start < block.length;) {
     let eol = block.indexOf('\r\n', start);
     if (eol === -1) eol = block.length;
     const colon = block.indexOf(':', start);

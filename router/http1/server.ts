@@ -161,7 +161,11 @@ export class RouterServer {
     if (path === '/healthz') return void json(res, 200, { status: 'ok' });
     if (path === '/readyz') {
       const ready = this.discoveryReady && !this.draining;
-      return void json(res, ready ? 200 : 503, ready ? { status: 'ready' } : { error: this.draining ? 'shutting_down' : 'no_replicas', message: this.draining ? 'draining after SIGTERM' : 'discovery has not synced yet' });
+      return void json(
+        res,
+        ready ? 200 : 503,
+        ready ? { status: 'ready' } : { error: this.draining ? 'shutting_down' : 'no_replicas', message: this.draining ? 'draining after SIGTERM' : 'discovery has not synced yet' },
+      );
     }
     if (path === '/metrics') {
       for (const r of this.routes.all()) {

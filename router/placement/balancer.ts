@@ -538,7 +538,7 @@ export class Balancer {
     try {
       do {
         this.drainAgain = false;
-        for (let i = 0; i < this.waiters.length; ) {
+        for (let i = 0; i < this.waiters.length;) {
           const w = this.waiters[i];
           if (w === undefined) break;
           let result: AcquireResult | undefined;

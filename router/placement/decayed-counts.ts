@@ -70,4 +70,3 @@ export class DecayedCounts {
     return now === x.at ? x.count : x.count * Math.exp(this.rate * (now - x.at));
   }
 }
-

@@ -136,19 +136,17 @@ export function leastOfTwo(replicas: readonly ReplicaLoad[], random: Random): Re
  * placed on a full replica evicts one; evicting a model that is still asked for means loading
  * it again soon (Ray's "fewest models" rule balances slot use; this also spares hot models).
  */
-export function rendezvousPick(
-  model: string,
-  candidates: readonly ReplicaLoad[],
-  all: readonly ReplicaLoad[],
-  policy: PlacementPolicy,
-  below: number,
-  anyLoad: boolean,
-): ReplicaLoad | undefined {
+export function rendezvousPick(model: string, candidates: readonly ReplicaLoad[], all: readonly ReplicaLoad[], policy: PlacementPolicy, below: number, anyLoad: boolean): ReplicaLoad | undefined {
   const total = all.reduce((s, r) => s + r.inFlight, 0);
   const bound = Math.max(policy.loadFloor, Math.ceil((policy.loadFactor * (total + 1)) / Math.max(1, all.length)));
   const meanTraffic = all.reduce((s, r) => s + r.traffic, 0) / Math.max(1, all.length);
   const trafficBound = meanTraffic + policy.trafficSlack * Math.sqrt(meanTraffic);
-  const slotShare = 1 / Math.max(1, all.reduce((s, r) => s + r.capacity, 0));
+  const slotShare =
+    1 /
+    Math.max(
+      1,
+      all.reduce((s, r) => s + r.capacity, 0),
+    );
   const group = (r: ReplicaLoad): number => (r.freeSlots > 0 ? 0 : r.victimShare < slotShare ? 1 : 2);
   const ordered = rendezvousRank(candidates, model)
     .map((r) => ({ r, g: group(r) }))
@@ -171,13 +169,7 @@ export function rendezvousPick(
  * burst now; the share says whether the burst is the model's lasting traffic, so a model that
  * one holder serves is not copied on every burst, evicting others and itself soon evicted.
  */
-export function isHot(
-  share: number,
-  replicaCount: number,
-  holders: readonly ReplicaLoad[],
-  openHolders: readonly ReplicaLoad[],
-  policy: PlacementPolicy,
-): boolean {
+export function isHot(share: number, replicaCount: number, holders: readonly ReplicaLoad[], openHolders: readonly ReplicaLoad[], policy: PlacementPolicy): boolean {
   if ((share * replicaCount) / holders.length <= policy.copyShare) return false;
   const coolest = leastInFlight(openHolders);
   if (coolest >= policy.spreadAt) return true;

@@ -33,7 +33,10 @@ export function publicRepositoryAccess(token: string | undefined, adminPort: num
     refusal: (rawHeaders) => {
       const given = bearerToken(rawHeaders);
       if (given !== undefined && timingSafeEqual(digest(given), expected)) return undefined;
-      return new ModelmuxError('repository_api_unauthorized', given === undefined ? 'the model repository API on the public port needs Authorization: Bearer <the --repository-api-token>' : 'the bearer token is not the --repository-api-token');
+      return new ModelmuxError(
+        'repository_api_unauthorized',
+        given === undefined ? 'the model repository API on the public port needs Authorization: Bearer <the --repository-api-token>' : 'the bearer token is not the --repository-api-token',
+      );
     },
   };
 }

@@ -55,7 +55,21 @@ export function answerRepository(ctx: FanoutContext, req: DownstreamRequest, res
   const answered = (status: number, error: string | undefined): void => {
     const ms = ctx.clock.now() - started;
     ctx.metrics.forRoute(route.prefix).answered(status, ms / 1000);
-    ctx.access.request({ requestId, method: 'POST', path, route: route.prefix, model: undefined, form: undefined, replica: undefined, placement: undefined, waitedMs: undefined, tries: undefined, error, status, durationMs: ms });
+    ctx.access.request({
+      requestId,
+      method: 'POST',
+      path,
+      route: route.prefix,
+      model: undefined,
+      form: undefined,
+      replica: undefined,
+      placement: undefined,
+      waitedMs: undefined,
+      tries: undefined,
+      error,
+      status,
+      durationMs: ms,
+    });
   };
   const fail = (err: unknown): void => {
     const e = toModelmuxError(err);
@@ -99,7 +113,10 @@ async function index(ctx: FanoutContext, route: Route, body: Buffer): Promise<In
   const r = indexRequestSchema.safeParse(json);
   if (!r.success) throw new ModelmuxError('invalid_request', `not a repository index request: ${r.error.issues[0]?.message ?? 'invalid'}`);
   const answers = await fanOut(ctx, route, '/v2/repository/index', Buffer.from(JSON.stringify(r.data)), (b) => indexSchema.parse(JSON.parse(b.toString('utf8'))));
-  return mergeIndexes(answers.map((a) => a.value), r.data.ready === true);
+  return mergeIndexes(
+    answers.map((a) => a.value),
+    r.data.ready === true,
+  );
 }
 
 /** `replicas`: those that dropped the model (or never held it): all of the route's. */
@@ -120,7 +137,8 @@ async function fanOut<T>(ctx: FanoutContext, route: Route, path: string, body: B
   );
   const failed = settled.flatMap((s, i) => (s.status === 'rejected' ? [`${replicas[i]?.[0] ?? '?'} (${s.reason instanceof Error ? s.reason.message : String(s.reason)})`] : []));
   const ok = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
-  if (failed.length > 0) throw new ModelmuxError('upstream_unavailable', `${failed.length} of ${replicas.length} replicas failed: ${failed.join('; ')}; done on: ${ok.map((a) => a.replica).join(', ') || 'none'}`);
+  if (failed.length > 0)
+    throw new ModelmuxError('upstream_unavailable', `${failed.length} of ${replicas.length} replicas failed: ${failed.join('; ')}; done on: ${ok.map((a) => a.replica).join(', ') || 'none'}`);
   return ok;
 }
 

@@ -54,6 +54,10 @@ export function readRoutesFile(path: string, program: string, flag: string): Rou
     throw new ConfigError(program, [`${flag} ${path}: ${err instanceof Error ? err.message : String(err)}`]);
   }
   const { routes, problems } = parseRoutesYaml(text);
-  if (problems.length > 0) throw new ConfigError(program, problems.map((p) => `${flag} ${path}: ${p}`));
+  if (problems.length > 0)
+    throw new ConfigError(
+      program,
+      problems.map((p) => `${flag} ${path}: ${p}`),
+    );
   return routes;
 }

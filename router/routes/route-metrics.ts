@@ -25,7 +25,12 @@ export class ModelRouteMetrics {
   private readonly mirrorDuration: BoundHistogram;
 
   private constructor(metrics: RouterMetrics) {
-    this.requests = new BoundCounter('modelmux_router_route_requests_total', 'Requests for a split route’s public name, by the backend model that served them and how they ended.', ['route', 'backend', 'outcome'], metrics.registry);
+    this.requests = new BoundCounter(
+      'modelmux_router_route_requests_total',
+      'Requests for a split route’s public name, by the backend model that served them and how they ended.',
+      ['route', 'backend', 'outcome'],
+      metrics.registry,
+    );
     this.mirrors = new BoundCounter(
       'modelmux_router_route_mirror_requests_total',
       'Copies of split-route requests sent to the route’s mirror (answers discarded), by how they ended; dropped: over --mirror-max-in-flight.',

@@ -65,11 +65,15 @@ describe('autoscaling with KEDA and Prometheus, end to end', () => {
     await waitForReadyPods(cp, 1, 120_000, diagnose);
     await cp.kubectl(['apply', '-f', '-'], { input: await scaledObject(prometheus.url) });
     // KEDA's HPA reads its External metric through the aggregation layer: wait until it has one.
-    const made = await eventually(async () => {
-      const h = await hpa();
-      if (h?.status?.currentMetrics?.[0]?.external?.current.averageValue === undefined) throw new Error(`hpa ${JSON.stringify(h?.status)}\n${await diagnose()}`);
-      return h;
-    }, 90_000, 1000);
+    const made = await eventually(
+      async () => {
+        const h = await hpa();
+        if (h?.status?.currentMetrics?.[0]?.external?.current.averageValue === undefined) throw new Error(`hpa ${JSON.stringify(h?.status)}\n${await diagnose()}`);
+        return h;
+      },
+      90_000,
+      1000,
+    );
     expect(made.spec?.scaleTargetRef).toEqual({ apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', name: 'wine' });
     expect(made.spec?.maxReplicas).toBe(MAX_REPLICAS);
     const metricName = made.spec?.metrics?.[0]?.external?.metric.name ?? '';

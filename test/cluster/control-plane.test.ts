@@ -91,10 +91,7 @@ const reportServer = (replicas: number, gpus: number): object => ({
 beforeAll(async () => {
   const t0 = Date.now();
   modelDir = await mkdtemp(join(tmpdir(), 'modelmux-harness-models-'));
-  const [plane] = await Promise.all([
-    startControlPlane(),
-    promisify(execFile)(process.execPath, ['dist/cli/main.js', 'models', '--out', modelDir, '--count', '2']),
-  ]);
+  const [plane] = await Promise.all([startControlPlane(), promisify(execFile)(process.execPath, ['dist/cli/main.js', 'models', '--out', modelDir, '--count', '2'])]);
   cp = plane;
   process.stdout.write(`control plane ready in ${Date.now() - t0} ms\n`);
   agent = await startNodeAgent(cp, { capacity: { gpus: GPUS_ON_NODE } });

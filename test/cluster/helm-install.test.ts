@@ -112,12 +112,16 @@ describe('the helm chart on a real control plane', () => {
     ];
     for (const form of forms) {
       // The router learns the route and its pods from its watches a moment after Ready.
-      const body = await eventually(async () => {
-        const res = await fetch(form.url, { method: 'POST', headers: form.headers, body: form.body });
-        const answer = (await res.json()) as { outputs?: { data?: number[] }[]; predictions?: number[][] };
-        if (res.status !== 200) throw new Error(`${form.url}: ${res.status} ${JSON.stringify(answer)}`);
-        return answer;
-      }, 120_000, 500);
+      const body = await eventually(
+        async () => {
+          const res = await fetch(form.url, { method: 'POST', headers: form.headers, body: form.body });
+          const answer = (await res.json()) as { outputs?: { data?: number[] }[]; predictions?: number[][] };
+          if (res.status !== 200) throw new Error(`${form.url}: ${res.status} ${JSON.stringify(answer)}`);
+          return answer;
+        },
+        120_000,
+        500,
+      );
       const got = body.outputs?.[0]?.data?.[0] ?? body.predictions?.[0]?.[0];
       expect(got).toBeCloseTo(wineForward(wineWeights(form.id), [SAMPLE_WINE])[0] ?? NaN, 4);
     }

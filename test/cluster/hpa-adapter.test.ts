@@ -29,16 +29,18 @@ describe("the operator's HPA, with prometheus-adapter and the chart's rules, end
     await cp.kubectl(['apply', '-f', '-'], { input: wineManifest(s3, autoscaling(1)) });
     await waitForReadyPods(cp, 1, 120_000, diagnose);
     // The operator's HPA reads its Pods metric through the aggregation layer: wait until it has one.
-    const made = await eventually(async () => {
-      const h = await hpa();
-      if (h?.status?.currentMetrics?.[0]?.pods?.current.averageValue === undefined) throw new Error(`hpa ${JSON.stringify(h?.status)}\n${await diagnose()}`);
-      return h;
-    }, 90_000, 1000);
+    const made = await eventually(
+      async () => {
+        const h = await hpa();
+        if (h?.status?.currentMetrics?.[0]?.pods?.current.averageValue === undefined) throw new Error(`hpa ${JSON.stringify(h?.status)}\n${await diagnose()}`);
+        return h;
+      },
+      90_000,
+      1000,
+    );
     expect(made.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'MultiplexedDeployment', name: 'wine', controller: true });
     expect(made.spec?.scaleTargetRef).toEqual({ apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', name: 'wine' });
-    expect(made.spec?.metrics).toEqual([
-      { type: 'Pods', pods: { metric: { name: 'modelmux_replica_ongoing_requests' }, target: { type: 'AverageValue', averageValue: String(TARGET_PER_REPLICA) } } },
-    ]);
+    expect(made.spec?.metrics).toEqual([{ type: 'Pods', pods: { metric: { name: 'modelmux_replica_ongoing_requests' }, target: { type: 'AverageValue', averageValue: String(TARGET_PER_REPLICA) } } }]);
 
     // The metric as the HPA controller reads it: from the adapter, through the API server, one
     // value per replica pod.
@@ -55,11 +57,15 @@ describe("the operator's HPA, with prometheus-adapter and the chart's rules, end
     const { cp } = cluster;
     await cp.kubectl(['apply', '-f', '-'], { input: wineManifest(cluster.s3, autoscaling(0)) });
     // The operator adds the held requests of the route as an External metric.
-    const held = await eventually(async () => {
-      const h = await hpa();
-      if (h?.spec?.minReplicas !== 0 || h.spec.metrics?.length !== 2) throw new Error(`hpa ${JSON.stringify(h?.spec)}`);
-      return h.spec.metrics[1];
-    }, 30_000, 500);
+    const held = await eventually(
+      async () => {
+        const h = await hpa();
+        if (h?.spec?.minReplicas !== 0 || h.spec.metrics?.length !== 2) throw new Error(`hpa ${JSON.stringify(h?.spec)}`);
+        return h.spec.metrics[1];
+      },
+      30_000,
+      500,
+    );
     expect(held).toEqual({
       type: 'External',
       external: { metric: { name: 'modelmux_router_held_requests', selector: { matchLabels: { route: 'wine' } } }, target: { type: 'AverageValue', averageValue: String(TARGET_PER_REPLICA) } },

@@ -64,7 +64,12 @@ beforeAll(async () => {
   await apply(JSON.stringify({ apiVersion: 'v1', kind: 'List', items: routerAccess(NS, 'router') }));
   // replicas: 0, so no pod waits for a scheduler: the test runs the replica and writes its pod.
   await apply(
-    JSON.stringify({ apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', metadata: { name: 'wine', namespace: NS }, spec: { replicas: 0, routePrefix: '/wine', modelSource: { uri: pathToFileURL(dir).href } } }),
+    JSON.stringify({
+      apiVersion: 'modelmux.io/v1alpha1',
+      kind: 'MultiplexedDeployment',
+      metadata: { name: 'wine', namespace: NS },
+      spec: { replicas: 0, routePrefix: '/wine', modelSource: { uri: pathToFileURL(dir).href } },
+    }),
   );
   operator = await startOperator(await cp.serviceAccountKubeconfig(OPERATOR_NS, 'modelmux-operator'), ['--leader-election-namespace', OPERATOR_NS]);
 }, 600_000);
@@ -80,9 +85,21 @@ afterAll(async () => {
 
 describe('ModelRoutes in a cluster', () => {
   it('refuses at admission what the CEL rules of the CRD express', async () => {
-    expect(await refusal(route('two-kinds', { ...split('wine', [['a', 1]]), sequence: { steps: [{ model: 'a' }, { model: 'b' }] } }))).toContain('exactly one of split, ensemble or sequence must be set');
+    expect(await refusal(route('two-kinds', { ...split('wine', [['a', 1]]), sequence: { steps: [{ model: 'a' }, { model: 'b' }] } }))).toContain(
+      'exactly one of split, ensemble or sequence must be set',
+    );
     expect(await refusal(route('no-kind', { deploymentRef: { name: 'wine' } }))).toContain('exactly one of split, ensemble or sequence must be set');
-    expect(await refusal(route('zero', split('wine', [['a', 0], ['b', 0]])))).toContain('backend weights must sum to more than 0');
+    expect(
+      await refusal(
+        route(
+          'zero',
+          split('wine', [
+            ['a', 0],
+            ['b', 0],
+          ]),
+        ),
+      ),
+    ).toContain('backend weights must sum to more than 0');
     expect(await refusal(route('quorum', { deploymentRef: { name: 'wine' }, ensemble: { members: [{ model: 'a' }, { model: 'b' }], combine: 'vote', quorum: 3 } }))).toContain(
       'quorum must not exceed the number of members',
     );
@@ -91,7 +108,15 @@ describe('ModelRoutes in a cluster', () => {
   });
 
   it('has the operator set Accepted and ResolvedRefs on every route, as its RBAC allows', async () => {
-    await apply(route('wine-7', split('wine', [['a', 90], ['b', 10]])));
+    await apply(
+      route(
+        'wine-7',
+        split('wine', [
+          ['a', 90],
+          ['b', 10],
+        ]),
+      ),
+    );
     await apply(route('loop-a', split('wine', [['loop-b', 1]])));
     await apply(route('loop-b', split('wine', [['loop-a', 1]])));
     await apply(route('beer-7', split('beer', [['a', 1]])));
@@ -133,10 +158,32 @@ describe('ModelRoutes in a cluster', () => {
     expect(before).toEqual(new Set(['a', 'b']));
 
     const changed = Date.now();
-    await cp.kubectl(['patch', 'modelroute', 'wine-7', '-n', NS, '--type=merge', '-p', JSON.stringify({ spec: { split: { backends: [{ model: 'a', weight: 0 }, { model: 'b', weight: 1 }] } } })]);
-    await eventually(async () => {
-      for (let i = 0; i < 20; i++) expect(await backendOf()).toBe('b');
-    }, 10_000, 100);
+    await cp.kubectl([
+      'patch',
+      'modelroute',
+      'wine-7',
+      '-n',
+      NS,
+      '--type=merge',
+      '-p',
+      JSON.stringify({
+        spec: {
+          split: {
+            backends: [
+              { model: 'a', weight: 0 },
+              { model: 'b', weight: 1 },
+            ],
+          },
+        },
+      }),
+    ]);
+    await eventually(
+      async () => {
+        for (let i = 0; i < 20; i++) expect(await backendOf()).toBe('b');
+      },
+      10_000,
+      100,
+    );
     const followedMs = Date.now() - changed;
     expect(followedMs).toBeLessThan(10_000);
     process.stdout.write(`router followed the weight change in ${followedMs} ms\n`);

@@ -59,10 +59,7 @@ describe('the MultiplexedDeployment CRD in a real API server', () => {
   });
 
   it('refuses out-of-bounds numbers and unknown quantities', async () => {
-    const err = await refusal(
-      cp,
-      sample('bad-bounds', '  routePrefix: /b\n  modelSource: { uri: "file:///m" }\n  maxModelsPerReplica: 0\n  resources: { limits: { memory: "lots" } }'),
-    );
+    const err = await refusal(cp, sample('bad-bounds', '  routePrefix: /b\n  modelSource: { uri: "file:///m" }\n  maxModelsPerReplica: 0\n  resources: { limits: { memory: "lots" } }'));
     expect(err).toContain('spec.maxModelsPerReplica');
     expect(err).toContain('should be greater than or equal to 1');
     expect(err).toContain('spec.resources.limits.memory');

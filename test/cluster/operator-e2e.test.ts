@@ -44,21 +44,24 @@ spec:
   resources: { limits: { nvidia.com/gpu: 1 } }
 `;
 
-const livePods = async (cp: ControlPlane): Promise<V1Pod[]> =>
-  (await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine'])).filter((p) => p.metadata?.deletionTimestamp === undefined);
+const livePods = async (cp: ControlPlane): Promise<V1Pod[]> => (await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine'])).filter((p) => p.metadata?.deletionTimestamp === undefined);
 
 const isReady = (p: V1Pod): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
 async function readyStatus(cp: ControlPlane, replicas: number): Promise<Mxd> {
-  return eventually(async () => {
-    const m = await getJson<Mxd>(cp, ['mxd', 'wine']);
-    const ready = m?.status?.conditions?.find((c) => c.type === 'Ready');
-    const progressing = m?.status?.conditions?.find((c) => c.type === 'Progressing');
-    if (m?.status?.readyReplicas !== replicas || ready?.status !== 'True' || progressing?.status !== 'False' || m.status.observedGeneration !== m.metadata.generation) {
-      throw new Error(`status ${JSON.stringify(m?.status)}`);
-    }
-    return m;
-  }, 120_000, 500);
+  return eventually(
+    async () => {
+      const m = await getJson<Mxd>(cp, ['mxd', 'wine']);
+      const ready = m?.status?.conditions?.find((c) => c.type === 'Ready');
+      const progressing = m?.status?.conditions?.find((c) => c.type === 'Progressing');
+      if (m?.status?.readyReplicas !== replicas || ready?.status !== 'True' || progressing?.status !== 'False' || m.status.observedGeneration !== m.metadata.generation) {
+        throw new Error(`status ${JSON.stringify(m?.status)}`);
+      }
+      return m;
+    },
+    120_000,
+    500,
+  );
 }
 
 async function infer(pod: V1Pod, model: string, seed = 0): Promise<void> {
@@ -132,10 +135,14 @@ describe('replicas made by the operator, end to end', () => {
         () => post(`${url}/wine/invocations`, v2Body(rows), { 'X-Amzn-SageMaker-Target-Model': 'wine-3' }),
       ];
       // The router learns the route and its ready pods from the API server: retry until it has.
-      await eventually(async () => {
-        const a = await forms[0]!();
-        if (a.status !== 200) throw new Error(`${a.status} ${JSON.stringify(a.body)}`);
-      }, 30_000, 500);
+      await eventually(
+        async () => {
+          const a = await forms[0]!();
+          if (a.status !== 200) throw new Error(`${a.status} ${JSON.stringify(a.body)}`);
+        },
+        30_000,
+        500,
+      );
       for (const send of forms) {
         const a = await send();
         expect(a.status).toBe(200);

@@ -38,8 +38,7 @@ const OPERATOR_NS = 'modelmux-system';
 
 const podsOf = (cp: ControlPlane, name: string): Promise<V1Pod[]> => getItems<V1Pod>(cp, ['pods', '-l', `modelmux.io/deployment=${name}`]);
 const live = (pods: V1Pod[]): V1Pod[] => pods.filter((p) => p.metadata?.deletionTimestamp === undefined);
-const envOf = (pod: V1Pod, name: string): string | undefined =>
-  pod.spec?.containers[0]?.env?.find((e) => e.name === name)?.value;
+const envOf = (pod: V1Pod, name: string): string | undefined => pod.spec?.containers[0]?.env?.find((e) => e.name === name)?.value;
 const condition = (mxd: Mxd | undefined, type: string) => mxd?.status?.conditions?.find((c) => c.type === type);
 
 /** Sum of a counter's samples whose labels include `labels`, from a /metrics page. */
@@ -212,9 +211,7 @@ describe('the operator against a real control plane', () => {
     expect(hpa.spec['scaleTargetRef']).toEqual({ apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', name: 'wine' });
     expect(hpa.spec['minReplicas']).toBe(2);
     expect(hpa.spec['maxReplicas']).toBe(4);
-    expect(hpa.spec['metrics']).toEqual([
-      { type: 'Pods', pods: { metric: { name: 'modelmux_replica_ongoing_requests' }, target: { type: 'AverageValue', averageValue: '2500m' } } },
-    ]);
+    expect(hpa.spec['metrics']).toEqual([{ type: 'Pods', pods: { metric: { name: 'modelmux_replica_ongoing_requests' }, target: { type: 'AverageValue', averageValue: '2500m' } } }]);
     await cp.kubectl(['patch', 'mxd', 'wine', '--type=json', '-p', '[{"op":"remove","path":"/spec/autoscaling"}]']);
     await eventually(async () => {
       if (await getJson(cp, ['hpa', 'wine'])) throw new Error('HPA still there');
@@ -313,7 +310,14 @@ describe('the operator against a real control plane', () => {
       }
       const pods = await podsOf(cp, 'wine');
       // Which pod and in what state, so a failure says whether the node agent or the GC held it.
-      const left = pods.map((p) => ({ name: p.metadata?.name, node: p.spec?.nodeName, phase: p.status?.phase, deleting: p.metadata?.deletionTimestamp, owners: p.metadata?.ownerReferences?.map((o) => o.name), finalizers: p.metadata?.finalizers }));
+      const left = pods.map((p) => ({
+        name: p.metadata?.name,
+        node: p.spec?.nodeName,
+        phase: p.status?.phase,
+        deleting: p.metadata?.deletionTimestamp,
+        owners: p.metadata?.ownerReferences?.map((o) => o.name),
+        finalizers: p.metadata?.finalizers,
+      }));
       if (pods.length > 0) throw new Error(`${pods.length} pods left: ${JSON.stringify(left)}; agent runs ${JSON.stringify(agent.pods().map((r) => r.name))}`);
     }, 90_000);
   });

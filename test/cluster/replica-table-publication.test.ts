@@ -27,10 +27,7 @@ beforeAll(async () => {
     input: JSON.stringify({
       apiVersion: 'v1',
       kind: 'List',
-      items: [
-        { apiVersion: 'v1', kind: 'Pod', metadata: { name: POD, namespace: NS }, spec: { containers: [{ name: 'replica', image: 'modelmux:test' }] } },
-        ...replicaAccess(NS, 'replica'),
-      ],
+      items: [{ apiVersion: 'v1', kind: 'Pod', metadata: { name: POD, namespace: NS }, spec: { containers: [{ name: 'replica', image: 'modelmux:test' }] } }, ...replicaAccess(NS, 'replica')],
     }),
   });
 });

@@ -46,15 +46,22 @@ describe('replica pods going away under load, behind a router with kube discover
   const pods = async (): Promise<V1Pod[]> => getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine']);
   /** Three ready pods, none being deleted, all with `maxModels`, and the router routing to exactly them. */
   const settled = async (maxModels: number): Promise<V1Pod[]> =>
-    eventually(async () => {
-      const all = await pods();
-      const live = all.filter((p) => p.metadata?.deletionTimestamp === undefined && isReady(p) && maxModelsOf(p) === String(maxModels));
-      if (all.length !== 3 || live.length !== 3) throw new Error(`pods ${JSON.stringify(all.map((p) => [p.metadata?.name, isReady(p), maxModelsOf(p), p.metadata?.deletionTimestamp]))}`);
-      const routes = (await (await fetch(`${router.adminUrl}/routes`)).json()) as { routes: { prefix: string; replicas: { name: string }[] }[] };
-      const routed = routes.routes.find((r) => r.prefix === '/wine')?.replicas.map((r) => r.name).sort();
-      expect(routed).toEqual(live.map((p) => p.metadata?.name).sort());
-      return live;
-    }, 80_000, 500);
+    eventually(
+      async () => {
+        const all = await pods();
+        const live = all.filter((p) => p.metadata?.deletionTimestamp === undefined && isReady(p) && maxModelsOf(p) === String(maxModels));
+        if (all.length !== 3 || live.length !== 3) throw new Error(`pods ${JSON.stringify(all.map((p) => [p.metadata?.name, isReady(p), maxModelsOf(p), p.metadata?.deletionTimestamp]))}`);
+        const routes = (await (await fetch(`${router.adminUrl}/routes`)).json()) as { routes: { prefix: string; replicas: { name: string }[] }[] };
+        const routed = routes.routes
+          .find((r) => r.prefix === '/wine')
+          ?.replicas.map((r) => r.name)
+          .sort();
+        expect(routed).toEqual(live.map((p) => p.metadata?.name).sort());
+        return live;
+      },
+      80_000,
+      500,
+    );
   const report = (what: string, tally: LoadTally, extra: Record<string, unknown>): void => {
     process.stdout.write(`${what}: ${tally.failed} of ${tally.ok + tally.failed} requests failed ${JSON.stringify(tally.causes)}; ${JSON.stringify(extra)}\n`);
   };
@@ -129,23 +136,31 @@ describe('replica pods going away under load, behind a router with kube discover
       const running = await loadFor(2000);
       await cp.kubectl(['apply', '-f', '-'], { input: manifest(5) });
       // The rollout is under way: a pod of the new template exists, not all are updated yet.
-      const midway = await eventually(async () => {
-        const d = (await getItems<V1Deployment>(cp, ['deployments', '-l', 'modelmux.io/deployment=wine']))[0];
-        const updated = d?.status?.updatedReplicas ?? 0;
-        if (!(updated >= 1 && updated < 3 && (await pods()).some((p) => maxModelsOf(p) === '5'))) throw new Error(`deployment status ${JSON.stringify(d?.status)}`);
-        return updated;
-      }, 60_000, 200);
+      const midway = await eventually(
+        async () => {
+          const d = (await getItems<V1Deployment>(cp, ['deployments', '-l', 'modelmux.io/deployment=wine']))[0];
+          const updated = d?.status?.updatedReplicas ?? 0;
+          if (!(updated >= 1 && updated < 3 && (await pods()).some((p) => maxModelsOf(p) === '5'))) throw new Error(`deployment status ${JSON.stringify(d?.status)}`);
+          return updated;
+        },
+        60_000,
+        200,
+      );
       operator.process.child.kill('SIGKILL');
       await operator.process.exited;
       // Another operator takes the Lease once the dead one's record has not changed for its duration (4 s).
       operator = await startOperator(cp.kubeconfigPath);
       await settled(5);
-      const status = await eventually(async () => {
-        const m = await getJson<Mxd>(cp, ['mxd', 'wine']);
-        const ready = m?.status?.conditions?.find((c) => c.type === 'Ready');
-        if (m?.status?.observedGeneration !== m?.metadata.generation || ready?.status !== 'True' || m?.status?.readyReplicas !== 3) throw new Error(`status ${JSON.stringify(m?.status)}`);
-        return m?.status;
-      }, 30_000, 500);
+      const status = await eventually(
+        async () => {
+          const m = await getJson<Mxd>(cp, ['mxd', 'wine']);
+          const ready = m?.status?.conditions?.find((c) => c.type === 'Ready');
+          if (m?.status?.observedGeneration !== m?.metadata.generation || ready?.status !== 'True' || m?.status?.readyReplicas !== 3) throw new Error(`status ${JSON.stringify(m?.status)}`);
+          return m?.status;
+        },
+        30_000,
+        500,
+      );
       await sleep(2000);
       const during = running.mark();
       report('operator SIGKILL during a rollout under load', during, { updatedWhenKilled: midway, retries: await retries(), readyReplicas: status?.readyReplicas });

@@ -45,7 +45,12 @@ beforeAll(async () => {
       kind: 'List',
       items: [
         ...routerAccess(NS, 'router'),
-        { apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', metadata: { name: 'wine', namespace: NS }, spec: { routePrefix: '/wine', modelSource: { uri: pathToFileURL(dir).href }, maxOngoingRequests: 8 } },
+        {
+          apiVersion: 'modelmux.io/v1alpha1',
+          kind: 'MultiplexedDeployment',
+          metadata: { name: 'wine', namespace: NS },
+          spec: { routePrefix: '/wine', modelSource: { uri: pathToFileURL(dir).href }, maxOngoingRequests: 8 },
+        },
         pod('wine-0', '{"version": garbage'),
         pod('wine-1', JSON.stringify({ version: 1, loaded: ['a'], loading: [], capacity: 3 })),
       ],

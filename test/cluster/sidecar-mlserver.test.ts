@@ -63,12 +63,16 @@ describe('spec.runtime: MLServer beside the replica in a pod', () => {
   }, 60_000);
 
   it('runs both containers ready, serves both models through MLServer with evictions, and publishes the table', async () => {
-    const pod = await eventually(async () => {
-      const [p] = (await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine'])).filter((x) => x.metadata?.deletionTimestamp === undefined);
-      const statuses = p?.status?.containerStatuses ?? [];
-      if (statuses.length !== 2 || !statuses.every((s) => s.ready)) throw new Error(`pod ${JSON.stringify(p?.status)}`);
-      return p as V1Pod;
-    }, 180_000, 500).catch(async (err: unknown) => {
+    const pod = await eventually(
+      async () => {
+        const [p] = (await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=wine'])).filter((x) => x.metadata?.deletionTimestamp === undefined);
+        const statuses = p?.status?.containerStatuses ?? [];
+        if (statuses.length !== 2 || !statuses.every((s) => s.ready)) throw new Error(`pod ${JSON.stringify(p?.status)}`);
+        return p as V1Pod;
+      },
+      180_000,
+      500,
+    ).catch(async (err: unknown) => {
       throw new Error(`${String(err)}\n${await agent.logsOf('default', (await getItems<V1Pod>(cp, ['pods']))[0]?.metadata?.name ?? '')}`);
     });
     expect(pod.spec?.containers.map((c) => c.name)).toEqual(['modelmux', 'runtime']);

@@ -44,12 +44,16 @@ describe('a store of 10,000 models of five graphs, served by a MultiplexedDeploy
     cluster = started;
     ({ cp, s3, router } = started);
     await cp.kubectl(['apply', '-f', '-'], { input: s3PoolManifest(s3, { name: 'fleet', prefix: PREFIX, replicas: 2, maxModelsPerReplica: 100 }) });
-    await eventually(async () => {
-      const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=fleet']);
-      if (pods.length !== 2 || !pods.every(isReady)) throw new Error(`pods ${JSON.stringify(pods.map((p) => [p.metadata?.name, isReady(p)]))}`);
-      const routes = (await (await fetch(`${router.adminUrl}/routes`)).json()) as { routes: { prefix: string; replicas: unknown[] }[] };
-      expect(routes.routes.find((r) => r.prefix === '/fleet')?.replicas).toHaveLength(2);
-    }, 120_000, 500);
+    await eventually(
+      async () => {
+        const pods = await getItems<V1Pod>(cp, ['pods', '-l', 'modelmux.io/deployment=fleet']);
+        if (pods.length !== 2 || !pods.every(isReady)) throw new Error(`pods ${JSON.stringify(pods.map((p) => [p.metadata?.name, isReady(p)]))}`);
+        const routes = (await (await fetch(`${router.adminUrl}/routes`)).json()) as { routes: { prefix: string; replicas: unknown[] }[] };
+        expect(routes.routes.find((r) => r.prefix === '/fleet')?.replicas).toHaveLength(2);
+      },
+      120_000,
+      500,
+    );
   }, 300_000);
 
   afterAll(async () => {

@@ -31,13 +31,14 @@ const addresses: string[] = [];
 const replicas: ReplicaProcess[] = [];
 let router: RouterProcess | undefined;
 
-
 /** Runs `fn` over `items`, `width` at a time. */
 async function inParallel<T>(items: readonly T[], width: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < items.length) await fn(items[next++] as T);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) await fn(items[next++] as T);
+    }),
+  );
 }
 
 const infer = (base: string, model: string) => post(`${base}/v2/models/${model}/infer`, v2Body(wineRows(1)));
@@ -53,7 +54,12 @@ beforeAll(async () => {
       items: [
         ...routerAccess(NS, 'router'),
         ...replicaAccess(NS, 'replica'),
-        { apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', metadata: { name: 'big', namespace: NS }, spec: { routePrefix: '/big', modelSource: { uri: pathToFileURL(dir).href }, maxModelsPerReplica: 3200, maxOngoingRequests: 64 } },
+        {
+          apiVersion: 'modelmux.io/v1alpha1',
+          kind: 'MultiplexedDeployment',
+          metadata: { name: 'big', namespace: NS },
+          spec: { routePrefix: '/big', modelSource: { uri: pathToFileURL(dir).href }, maxModelsPerReplica: 3200, maxOngoingRequests: 64 },
+        },
         unscheduledPod('big-0', NS, 'big'),
         unscheduledPod('big-1', NS, 'big'),
       ],
@@ -107,7 +113,12 @@ describe('a replica holding thousands of models', () => {
     const rt = router;
     await eventually(async () => {
       const routes = (await get(`${rt.adminUrl}/routes`)).body.routes as { prefix: string; replicas: { name: string }[] }[];
-      expect(routes.find((r) => r.prefix === '/big')?.replicas.map((r) => r.name).sort()).toEqual(['big-0', 'big-1']);
+      expect(
+        routes
+          .find((r) => r.prefix === '/big')
+          ?.replicas.map((r) => r.name)
+          .sort(),
+      ).toEqual(['big-0', 'big-1']);
     });
 
     // Every tenth of the 3,000: the small replica has free slots and would get about half

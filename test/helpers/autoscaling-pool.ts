@@ -79,12 +79,16 @@ export function autoscalingSuite<A extends Autoscaler>(hpaName: string, start: (
     grow: async (metricPath) => {
       const { cp } = suite.cluster;
       const up = await growUnderLoad(suite.cluster, suite.diagnose, () =>
-        eventually(async () => {
-          const raw = await cp.kubectl(['get', '--raw', metricPath]);
-          const total = (JSON.parse(raw) as { items: { value: string }[] }).items.reduce((sum, i) => sum + quantity(i.value), 0);
-          if (!(total > TARGET_PER_REPLICA)) throw new Error(`metric ${raw}`);
-          return total;
-        }, 60_000, 1000),
+        eventually(
+          async () => {
+            const raw = await cp.kubectl(['get', '--raw', metricPath]);
+            const total = (JSON.parse(raw) as { items: { value: string }[] }).items.reduce((sum, i) => sum + quantity(i.value), 0);
+            if (!(total > TARGET_PER_REPLICA)) throw new Error(`metric ${raw}`);
+            return total;
+          },
+          60_000,
+          1000,
+        ),
       );
       load = up.load;
       return up;
@@ -122,11 +126,15 @@ async function sendToEmptyPool(router: RouterProcess, n: number): Promise<FromZe
       return { status: `${a.status}${ok ? '' : ` ${String(a.body['error'])}`}`, outputs: ok ? v2Outputs(a) : [], ms: Date.now() - startedAt };
     }),
   );
-  const held = await eventually(async () => {
-    const h = (await router.metrics()).get('modelmux_router_held_requests') ?? 0;
-    if (h !== n) throw new Error(`${h} held`);
-    return h;
-  }, 10_000, 100);
+  const held = await eventually(
+    async () => {
+      const h = (await router.metrics()).get('modelmux_router_held_requests') ?? 0;
+      if (h !== n) throw new Error(`${h} held`);
+      return h;
+    },
+    10_000,
+    100,
+  );
   return { held, answers: await answers, expectedOutputs: expected('wine-3', rows) };
 }
 
@@ -144,7 +152,9 @@ function expectAllAnswered(r: FromZero): void {
 
 /** The pool grew to MAX_REPLICAS: every replica, the new ones too, answered; the HPA wants them all; no request failed. */
 export async function expectScaledUp(up: ScaleUp & { seen: unknown }, hpa: () => Promise<V2HorizontalPodAutoscaler | undefined>, metric: string): Promise<void> {
-  process.stdout.write(`scale-up: ${metric} ${String(up.seen)}, ${MAX_REPLICAS} ready after ${up.readyAfterMs} ms; requests ${JSON.stringify(up.tally)}; per replica in 8 s ${JSON.stringify(up.perReplica)}\n`);
+  process.stdout.write(
+    `scale-up: ${metric} ${String(up.seen)}, ${MAX_REPLICAS} ready after ${up.readyAfterMs} ms; requests ${JSON.stringify(up.tally)}; per replica in 8 s ${JSON.stringify(up.perReplica)}\n`,
+  );
   for (const n of up.perReplica) expect(n).toBeGreaterThan(0);
   expect((await hpa())?.status?.desiredReplicas).toBe(MAX_REPLICAS);
   expectNoneFailed(up.tally);
@@ -152,7 +162,9 @@ export async function expectScaledUp(up: ScaleUp & { seen: unknown }, hpa: () =>
 
 /** The pool shrank to one: the HPA wants one, the coldest replicas went (pod-deletion-cost), no request failed. */
 export async function expectScaledDown(down: ScaleDown, hpa: () => Promise<V2HorizontalPodAutoscaler | undefined>, note = ''): Promise<void> {
-  process.stdout.write(`scale-down: 1 replica after ${down.afterMs} ms; requests ${JSON.stringify(down.tally)}; deletion costs at the start ${JSON.stringify(down.costs)}, left ${down.survivor}${note}\n`);
+  process.stdout.write(
+    `scale-down: 1 replica after ${down.afterMs} ms; requests ${JSON.stringify(down.tally)}; deletion costs at the start ${JSON.stringify(down.costs)}, left ${down.survivor}${note}\n`,
+  );
   expect((await hpa())?.status?.desiredReplicas).toBe(1);
   expect(down.survivor).toBe(down.hottest);
   expectNoneFailed(down.tally);
@@ -165,7 +177,9 @@ export async function expectScaledDown(down: ScaleDown, hpa: () => Promise<V2Hor
 export async function expectWokenFromZero(cluster: AutoscalingCluster, n: number): Promise<void> {
   const r = await sendToEmptyPool(cluster.router, n);
   const m = await getJson<WineMxd>(cluster.cp, ['mxd', 'wine']);
-  process.stdout.write(`scale from zero: ${r.held} requests held, answered after ${r.answers.map((a) => a.ms).join(', ')} ms (${r.answers.map((a) => a.status).join(', ')}), spec.replicas ${m?.spec.replicas}\n`);
+  process.stdout.write(
+    `scale from zero: ${r.held} requests held, answered after ${r.answers.map((a) => a.ms).join(', ')} ms (${r.answers.map((a) => a.status).join(', ')}), spec.replicas ${m?.spec.replicas}\n`,
+  );
   expectAllAnswered(r);
   expect(m?.spec.replicas).toBe(1);
   expect((await cluster.router.metrics()).get('modelmux_router_held_requests')).toBe(0);

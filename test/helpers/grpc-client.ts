@@ -6,7 +6,11 @@ export type GrpcAnswer<R> = { ok: true; value: R; trailers: Record<string, strin
 
 /** An inference.GRPCInferenceService client (grpc-js, the proto modelmux serves) with promise calls. */
 export interface InferenceClient {
-  call<R>(method: 'ServerLive' | 'ServerReady' | 'ServerMetadata' | 'ModelReady' | 'ModelMetadata' | 'ModelInfer', request: unknown, options?: { deadlineMs?: number; metadata?: Record<string, string> }): Promise<GrpcAnswer<R>>;
+  call<R>(
+    method: 'ServerLive' | 'ServerReady' | 'ServerMetadata' | 'ModelReady' | 'ModelMetadata' | 'ModelInfer',
+    request: unknown,
+    options?: { deadlineMs?: number; metadata?: Record<string, string> },
+  ): Promise<GrpcAnswer<R>>;
   close(): void;
 }
 

@@ -81,7 +81,10 @@ export async function startMLServer(bin: string, dir: string, readyTimeoutMs = 6
     const deadline = Date.now() + readyTimeoutMs;
     for (;;) {
       if (proc.child.exitCode !== null) throw new Error(`mlserver exited with ${proc.child.exitCode}; see ${logFile}`);
-      const ok = await fetch(`${url}/v2/health/ready`).then((r) => r.status === 200, () => false);
+      const ok = await fetch(`${url}/v2/health/ready`).then(
+        (r) => r.status === 200,
+        () => false,
+      );
       if (ok) return;
       if (Date.now() > deadline) throw new Error(`mlserver was not ready within ${readyTimeoutMs} ms; see ${logFile}`);
       await sleep(200);

@@ -19,7 +19,12 @@ export class RawClient {
   private waiters: (() => void)[] = [];
 
   constructor(port: number, options: RawClientOptions = {}) {
-    this.socket = connect({ port, host: options.host ?? '127.0.0.1', allowHalfOpen: options.allowHalfOpen ?? false, ...(options.localAddress !== undefined ? { localAddress: options.localAddress } : {}) });
+    this.socket = connect({
+      port,
+      host: options.host ?? '127.0.0.1',
+      allowHalfOpen: options.allowHalfOpen ?? false,
+      ...(options.localAddress !== undefined ? { localAddress: options.localAddress } : {}),
+    });
     this.socket.setEncoding('latin1');
     this.socket.on('data', (d: string) => {
       this.text += d;
@@ -62,7 +67,7 @@ export class RawClient {
     const rest = this.text.slice(headEnd + 4);
     if (!/\r\ntransfer-encoding: chunked\r\n/i.test(this.text.slice(0, headEnd + 2))) return rest;
     let out = '';
-    for (let at = 0; ; ) {
+    for (let at = 0; ;) {
       const eol = rest.indexOf('\r\n', at);
       const size = parseInt(rest.slice(at, eol), 16);
       if (!(size > 0)) return out;

@@ -107,7 +107,25 @@ describe('modelmux local', () => {
     dir = await mkdtemp(join(tmpdir(), 'modelmux-local-'));
     // --verbose shows every line the children write, so the log level test below can see that
     // --log-level reached them.
-    const args = ['--port', '0', '--grpc-port', '0', '--admin-port', '0', '--replicas', '2', '--max-models', '2', '--example-models', '4', '--model-source', `file://${dir}`, '--log-level', 'warn', '--verbose'];
+    const args = [
+      '--port',
+      '0',
+      '--grpc-port',
+      '0',
+      '--admin-port',
+      '0',
+      '--replicas',
+      '2',
+      '--max-models',
+      '2',
+      '--example-models',
+      '4',
+      '--model-source',
+      `file://${dir}`,
+      '--log-level',
+      'warn',
+      '--verbose',
+    ];
     local = spawn(process.execPath, [MAIN, 'local', ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });

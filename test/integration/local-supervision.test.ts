@@ -51,7 +51,13 @@ describe('modelmux local keeps its processes running', () => {
   let home: string;
   let local: LocalProcess;
   /** The pid of the latest start of `name`, from local's own log. */
-  const pidOf = (name: string): number => Number(local.lines().filter((l) => l['msg'] === `started ${name}`).at(-1)?.['pid']);
+  const pidOf = (name: string): number =>
+    Number(
+      local
+        .lines()
+        .filter((l) => l['msg'] === `started ${name}`)
+        .at(-1)?.['pid'],
+    );
   const cacheFiles = async (replica: string): Promise<string[]> => {
     const [pool] = (await readdir(home)).filter((d) => d.startsWith('modelmux-local-'));
     return pool === undefined ? [] : readdir(join(home, pool, replica, 'files')).catch(() => []);
@@ -96,10 +102,14 @@ describe('modelmux local keeps its processes running', () => {
     await eventually(() => expect(pidOf('replica-1')).not.toBe(pid), 15_000, 20);
     // Its first table, read as soon as it listens again: the router sends it nothing before its
     // next poll, and nothing of these two models while the others hold them.
-    const firstTable = await eventually(async () => {
-      const res = await fetch(`${victim}/models`);
-      return { at: performance.now(), table: (await res.json()) as { loaded: string[] } };
-    }, 30_000, 20);
+    const firstTable = await eventually(
+      async () => {
+        const res = await fetch(`${victim}/models`);
+        return { at: performance.now(), table: (await res.json()) as { loaded: string[] } };
+      },
+      30_000,
+      20,
+    );
     await sleep(3 * POLL_MS);
     stop = true;
     await load;

@@ -22,15 +22,7 @@ const run = promisify(execFile);
  */
 
 const DATATYPES = ['bool', 'uint8', 'uint16', 'uint32', 'uint64', 'int8', 'int16', 'int32', 'int64', 'fp16', 'fp32', 'fp64', 'bytes'];
-const MODELS = [
-  ...DATATYPES.map((d) => `identity-${d}`),
-  'sklearn-zipmap',
-  'sklearn-probabilities',
-  'transformer-block',
-  'transformer-block-int8',
-  'mlp-external-data',
-  'cnn-layers',
-];
+const MODELS = [...DATATYPES.map((d) => `identity-${d}`), 'sklearn-zipmap', 'sklearn-probabilities', 'transformer-block', 'transformer-block-int8', 'mlp-external-data', 'cnn-layers'];
 const FLOATS = new Set(['FP16', 'FP32', 'FP64']);
 
 type Value = number | bigint | boolean | string;

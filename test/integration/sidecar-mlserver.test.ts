@@ -75,13 +75,20 @@ beforeAll(async () => {
   mlserver = await startMLServer(bin, join(work, 'runtime'));
   replica = await startReplica({
     args: [
-      '--model-source', `s3://${s3.bucket}/wine`,
-      '--s3-endpoint', s3.endpoint,
-      '--runtime-url', mlserver.url,
-      '--runtime-models-dir', mlserver.modelsDir,
-      '--runtime-poll-ms', '200',
-      '--max-models', '2',
-      '--cache-policy', 'lru',
+      '--model-source',
+      `s3://${s3.bucket}/wine`,
+      '--s3-endpoint',
+      s3.endpoint,
+      '--runtime-url',
+      mlserver.url,
+      '--runtime-models-dir',
+      mlserver.modelsDir,
+      '--runtime-poll-ms',
+      '200',
+      '--max-models',
+      '2',
+      '--cache-policy',
+      'lru',
     ],
     env: s3.awsEnv,
   });
@@ -167,7 +174,11 @@ describe('replica in sidecar mode over MLServer', () => {
       const want = expected['sk-0'] as Expected;
       const shape = [want.rows.length, want.rows[0]?.length ?? 0];
       const typed = await client.call<ModelInferResponse>('ModelInfer', { model_name: 'sk-0', inputs: [{ name: 'wine', datatype: 'FP64', shape, contents: { fp64_contents: want.rows.flat() } }] });
-      const raw = await client.call<ModelInferResponse>('ModelInfer', { model_name: 'sk-0', inputs: [{ name: 'wine', datatype: 'FP64', shape }], raw_input_contents: [Buffer.from(Float64Array.from(want.rows.flat()).buffer)] });
+      const raw = await client.call<ModelInferResponse>('ModelInfer', {
+        model_name: 'sk-0',
+        inputs: [{ name: 'wine', datatype: 'FP64', shape }],
+        raw_input_contents: [Buffer.from(Float64Array.from(want.rows.flat()).buffer)],
+      });
       if (!typed.ok || !raw.ok) throw new Error(JSON.stringify([typed, raw]));
       const output = typed.value.outputs[0]!;
       expect(raw.value.outputs[0]).toMatchObject({ name: output.name, datatype: output.datatype, shape: output.shape });

@@ -3,8 +3,7 @@ import { parse } from 'yaml';
 import { CRD_FILE, buildCrd, crdYaml, toStructural } from '../../common/crd.js';
 
 type Obj = Record<string, unknown>;
-const get = (o: unknown, ...path: (string | number)[]): unknown =>
-  path.reduce<unknown>((acc, k) => (acc !== null && typeof acc === 'object' ? (acc as Obj)[String(k)] : undefined), o);
+const get = (o: unknown, ...path: (string | number)[]): unknown => path.reduce<unknown>((acc, k) => (acc !== null && typeof acc === 'object' ? (acc as Obj)[String(k)] : undefined), o);
 
 describe('the MultiplexedDeployment CRD', () => {
   it('matches the committed file in crds/ (run `npm run crds` after changing common/resource.ts)', () => {
@@ -46,9 +45,7 @@ describe('the MultiplexedDeployment CRD', () => {
   });
 
   it('carries the zod refinement of autoscaling as a CEL rule', () => {
-    expect(get(spec, 'properties', 'autoscaling', 'x-kubernetes-validations')).toEqual([
-      { rule: 'self.minReplicas <= self.maxReplicas', message: 'minReplicas must not exceed maxReplicas' },
-    ]);
+    expect(get(spec, 'properties', 'autoscaling', 'x-kubernetes-validations')).toEqual([{ rule: 'self.minReplicas <= self.maxReplicas', message: 'minReplicas must not exceed maxReplicas' }]);
   });
 
   it('accepts quantities as integers or strings, in the kubebuilder int-or-string shape', () => {

@@ -3,20 +3,28 @@ import { eventually, type CheckResult } from '../../harness/eventually.js';
 describe('eventually', () => {
   it('retries a check until it stops throwing, and returns its value', async () => {
     let calls = 0;
-    const value = await eventually(() => {
-      calls += 1;
-      expect(calls).toBe(3);
-      return `after ${calls}`;
-    }, 5000, 1);
+    const value = await eventually(
+      () => {
+        calls += 1;
+        expect(calls).toBe(3);
+        return `after ${calls}`;
+      },
+      5000,
+      1,
+    );
     expect([value, calls]).toEqual(['after 3', 3]);
   });
 
   it("fails with the last assertion's own message when the time is up", async () => {
     let calls = 0;
-    const waited = eventually(() => {
-      calls += 1;
-      expect(`try ${calls}`).toBe('never');
-    }, 30, 5);
+    const waited = eventually(
+      () => {
+        calls += 1;
+        expect(`try ${calls}`).toBe('never');
+      },
+      30,
+      5,
+    );
     await expect(waited).rejects.toThrow(/Expected: "never"\s+Received: "try \d+"/);
     expect(calls).toBeGreaterThan(1);
   });

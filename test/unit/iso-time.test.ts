@@ -5,9 +5,29 @@ describe('IsoTime', () => {
     const t = new IsoTime();
     const base = Date.UTC(2026, 11, 31, 23, 59, 58, 0);
     const times = [
-      base, base + 1, base + 999, base + 1000, base + 1999, base + 2000, base + 2001, base + 999, base - 1, base,
-      0, 1, 999, 1000, Date.UTC(2000, 1, 29, 12, 0, 0, 7), 1_764_806_400_123, 1_764_806_400_123.9, 253_402_300_799_999,
-      -1, -1000, -999, 253_402_300_800_000, base,
+      base,
+      base + 1,
+      base + 999,
+      base + 1000,
+      base + 1999,
+      base + 2000,
+      base + 2001,
+      base + 999,
+      base - 1,
+      base,
+      0,
+      1,
+      999,
+      1000,
+      Date.UTC(2000, 1, 29, 12, 0, 0, 7),
+      1_764_806_400_123,
+      1_764_806_400_123.9,
+      253_402_300_799_999,
+      -1,
+      -1000,
+      -999,
+      253_402_300_800_000,
+      base,
     ];
     for (const ms of times) expect([ms, t.format(ms)]).toEqual([ms, new Date(ms).toISOString()]);
   });

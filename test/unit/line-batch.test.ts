@@ -51,6 +51,11 @@ describe('LineBatch', () => {
     expect(writes).toEqual([]);
     log.warn('failed', { model: 'm2' });
     expect(writes).toHaveLength(1);
-    expect((writes[0] as string).trimEnd().split('\n').map((l) => (JSON.parse(l) as { level: string; model: string }).model)).toEqual(['m1', 'm2']);
+    expect(
+      (writes[0] as string)
+        .trimEnd()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { level: string; model: string }).model),
+    ).toEqual(['m1', 'm2']);
   });
 });

@@ -80,8 +80,19 @@ describe("which of a child's lines modelmux local shows", () => {
   const warn = written((sink) => createLogger({ component: 'replica' }, sink).warn('cannot publish', { reason: 'x' }));
   const access = written((sink) =>
     new AccessLog({ component: 'router' }, sink).request({
-      requestId: 'r1', method: 'POST', path: '/wine/v2/models/m1/infer', route: '/wine', model: 'm1', form: 'v2',
-      replica: 'a', placement: 'holder', waitedMs: undefined, tries: 1, error: undefined, status: 200, durationMs: 1.5,
+      requestId: 'r1',
+      method: 'POST',
+      path: '/wine/v2/models/m1/infer',
+      route: '/wine',
+      model: 'm1',
+      form: 'v2',
+      replica: 'a',
+      placement: 'holder',
+      waitedMs: undefined,
+      tries: 1,
+      error: undefined,
+      status: 200,
+      durationMs: 1.5,
     }),
   );
 

@@ -3,10 +3,14 @@ import { createLogger, LOG_LEVELS, logs, type LogLevel } from '../../common/log.
 
 function capture(level: LogLevel) {
   const lines: { level: string; msg: string; urgent: boolean; fields: Record<string, unknown> }[] = [];
-  const log = createLogger({ component: 'test' }, (line, urgent) => {
-    const { level: l, msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
-    lines.push({ level: String(l), msg: String(msg), urgent, fields });
-  }, level);
+  const log = createLogger(
+    { component: 'test' },
+    (line, urgent) => {
+      const { level: l, msg, ...fields } = JSON.parse(line) as Record<string, unknown>;
+      lines.push({ level: String(l), msg: String(msg), urgent, fields });
+    },
+    level,
+  );
   return { log, lines };
 }
 

@@ -13,7 +13,11 @@ const first = (s: { backends: { model: string }[] }): string => s.backends[0]?.m
 
 describe('the ModelRoute schema', () => {
   it('accepts the canary of the issue and fills the defaults', () => {
-    const spec = modelRouteSpecSchema.parse({ deploymentRef: { name: 'wine' }, model: 'wine-7', split: { backends: [{ model: 'wine-7@1', weight: 90 }, { model: 'wine-7@2' }], stickyHeader: 'x-user-id', mirror: { model: 'wine-7@3', percent: 5 } } });
+    const spec = modelRouteSpecSchema.parse({
+      deploymentRef: { name: 'wine' },
+      model: 'wine-7',
+      split: { backends: [{ model: 'wine-7@1', weight: 90 }, { model: 'wine-7@2' }], stickyHeader: 'x-user-id', mirror: { model: 'wine-7@3', percent: 5 } },
+    });
     expect(spec.split?.backends.map((b) => b.weight)).toEqual([90, 1]);
   });
 
@@ -34,18 +38,40 @@ describe('the ModelRoute schema', () => {
   });
 
   it('parses the example objects in examples/', () => {
-    const docs = readFileSync('examples/wine-modelroutes.yaml', 'utf8').split(/^---$/m).map((d) => parse(d) as unknown).filter((d) => d !== null);
+    const docs = readFileSync('examples/wine-modelroutes.yaml', 'utf8')
+      .split(/^---$/m)
+      .map((d) => parse(d) as unknown)
+      .filter((d) => d !== null);
     expect(docs.length).toBeGreaterThanOrEqual(3);
     for (const d of docs) expect(parseModelRoute(d)).toMatchObject({ ok: true });
   });
 
   it('routes a route whatever its status holds: the status is the operator’s, never read to route', () => {
-    const r = parseModelRoute({ apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name: 'r' }, spec: split(['a', 1]), status: { conditions: [{ type: 'Programmed', status: 'Maybe' }] } });
+    const r = parseModelRoute({
+      apiVersion: 'modelmux.io/v1alpha1',
+      kind: 'ModelRoute',
+      metadata: { name: 'r' },
+      spec: split(['a', 1]),
+      status: { conditions: [{ type: 'Programmed', status: 'Maybe' }] },
+    });
     expect(r).toMatchObject({ ok: true, route: { spec: { split: { backends: [{ model: 'a', weight: 1 }] } } } });
   });
 
   it('summarises a split with its shares for the Backends column', () => {
-    expect(routeSummary(route('r', { ...split(['a', 9], ['b', 1]), split: { backends: [{ model: 'a', weight: 9 }, { model: 'b', weight: 1 }], mirror: { model: 'c', percent: 5 } } }).spec)).toBe('a 90%, b 10%, mirror c 5%');
+    expect(
+      routeSummary(
+        route('r', {
+          ...split(['a', 9], ['b', 1]),
+          split: {
+            backends: [
+              { model: 'a', weight: 9 },
+              { model: 'b', weight: 1 },
+            ],
+            mirror: { model: 'c', percent: 5 },
+          },
+        }).spec,
+      ),
+    ).toBe('a 90%, b 10%, mirror c 5%');
   });
 });
 

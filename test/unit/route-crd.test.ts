@@ -4,8 +4,7 @@ import { MODEL_ROUTE_CRD, ROUTE_CRD_FILE } from '../../common/crd.js';
 import { buildCrdFrom, crdYamlFrom } from '../../common/crd-generator.js';
 
 type Obj = Record<string, unknown>;
-const get = (o: unknown, ...path: (string | number)[]): unknown =>
-  path.reduce<unknown>((acc, k) => (acc !== null && typeof acc === 'object' ? (acc as Obj)[String(k)] : undefined), o);
+const get = (o: unknown, ...path: (string | number)[]): unknown => path.reduce<unknown>((acc, k) => (acc !== null && typeof acc === 'object' ? (acc as Obj)[String(k)] : undefined), o);
 
 describe('the ModelRoute CRD', () => {
   const crd = buildCrdFrom(MODEL_ROUTE_CRD);

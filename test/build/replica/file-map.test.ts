@@ -29,7 +29,10 @@ interface Mapped {
 describe('the file mapper', () => {
   it('maps a file as an ArrayBuffer, and empties it and its views when unmapped', async () => {
     const path = join(dir, 'bytes');
-    await writeFile(path, Uint8Array.from({ length: 10_000 }, (_, i) => i % 251));
+    await writeFile(
+      path,
+      Uint8Array.from({ length: 10_000 }, (_, i) => i % 251),
+    );
     const got = await runNodeScript<Mapped>(`
       import { loadFileMapper } from './dist/replica/onnx/file-map.js';
       const m = loadFileMapper();
@@ -55,7 +58,8 @@ describe('the file mapper', () => {
     const path = join(dir, 'dropped');
     await writeFile(path, Buffer.alloc(1 << 20, 7));
     await writeFile(join(dir, 'empty'), '');
-    const got = await runNodeScript<{ before: boolean; after: boolean; foreign: string; empty: number }>(`
+    const got = await runNodeScript<{ before: boolean; after: boolean; foreign: string; empty: number }>(
+      `
       import { readFileSync } from 'node:fs';
       import { setImmediate } from 'node:timers/promises';
       import { loadFileMapper } from './dist/replica/onnx/file-map.js';
@@ -69,7 +73,9 @@ describe('the file mapper', () => {
       const empty = m.map(${JSON.stringify(join(dir, 'empty'))});
       m.unmap(empty);
       console.log(JSON.stringify({ before, after: mapped(), foreign, empty: empty.byteLength }));
-    `, ['--expose-gc']);
+    `,
+      ['--expose-gc'],
+    );
     expect(got).toEqual({ before: true, after: false, foreign: 'TypeError', empty: 0 });
   });
 
@@ -98,7 +104,14 @@ describe('the file mapper', () => {
   it('rewrites a downloaded model once so that its weights are aligned, and leaves other files alone', async () => {
     const wine = join(dir, 'wine.onnx');
     const relu = join(dir, 'relu.onnx');
-    const reluBytes = encodeOnnxModel({ name: 'relu', opset: 13, inputs: [{ name: 'x', shape: [1, 2] }], outputs: [{ name: 'y', shape: [1, 2] }], initializers: [], nodes: [{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }] });
+    const reluBytes = encodeOnnxModel({
+      name: 'relu',
+      opset: 13,
+      inputs: [{ name: 'x', shape: [1, 2] }],
+      outputs: [{ name: 'y', shape: [1, 2] }],
+      initializers: [],
+      nodes: [{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }],
+    });
     await writeFile(wine, wineModelBytes('m1', 1000));
     await writeFile(relu, reluBytes);
     const sizes = await runNodeScript<(number | null)[]>(`

@@ -75,8 +75,18 @@ function expectedJson(datatype: string, out: OrtOutput): unknown[] {
   if (Array.isArray(out.data)) return out.data;
   const buf = new Uint8Array(Buffer.from(out.data, 'base64')).buffer;
   const ARRAYS: Record<string, new (b: ArrayBuffer) => ArrayLike<number | bigint>> = {
-    BOOL: Uint8Array, UINT8: Uint8Array, UINT16: Uint16Array, UINT32: Uint32Array, UINT64: BigUint64Array, INT8: Int8Array, INT16: Int16Array, INT32: Int32Array,
-    INT64: BigInt64Array, FP16: (globalThis as unknown as { Float16Array: new (b: ArrayBuffer) => ArrayLike<number> }).Float16Array, FP32: Float32Array, FP64: Float64Array,
+    BOOL: Uint8Array,
+    UINT8: Uint8Array,
+    UINT16: Uint16Array,
+    UINT32: Uint32Array,
+    UINT64: BigUint64Array,
+    INT8: Int8Array,
+    INT16: Int16Array,
+    INT32: Int32Array,
+    INT64: BigInt64Array,
+    FP16: (globalThis as unknown as { Float16Array: new (b: ArrayBuffer) => ArrayLike<number> }).Float16Array,
+    FP32: Float32Array,
+    FP64: Float64Array,
   };
   return Array.from(new ARRAYS[datatype]!(buf), (v) => {
     if (datatype === 'BOOL') return v !== 0;
@@ -88,7 +98,14 @@ function expectedJson(datatype: string, out: OrtOutput): unknown[] {
 
 function bytesOf(out: OrtOutput): Buffer {
   if (!Array.isArray(out.data)) return Buffer.from(out.data, 'base64');
-  return Buffer.concat(out.data.map((s) => { const b = Buffer.from(s); const len = Buffer.alloc(4); len.writeUInt32LE(b.length); return Buffer.concat([len, b]); }));
+  return Buffer.concat(
+    out.data.map((s) => {
+      const b = Buffer.from(s);
+      const len = Buffer.alloc(4);
+      len.writeUInt32LE(b.length);
+      return Buffer.concat([len, b]);
+    }),
+  );
 }
 
 /** JSON text with bigints written exactly. */
@@ -152,7 +169,11 @@ describe.each(CASES)('datatype $datatype', (c) => {
     const want = await answerHere();
     const raw = c.raw(c.values);
     const input = Array.isArray(raw) ? bytesOf({ ...want, data: raw }) : raw;
-    const a = await inferBinary(`${r.url}/v2/models/${id}/infer`, { inputs: [{ name: 'x', datatype: c.datatype, shape: [1, 3], parameters: { binary_data_size: input.length } }], parameters: { binary_data_output: true } }, input);
+    const a = await inferBinary(
+      `${r.url}/v2/models/${id}/infer`,
+      { inputs: [{ name: 'x', datatype: c.datatype, shape: [1, 3], parameters: { binary_data_size: input.length } }], parameters: { binary_data_output: true } },
+      input,
+    );
     expect(a.status).toBe(200);
     expect(a.json['outputs']).toEqual([{ name: 'y', datatype: c.datatype, shape: [1, 3], parameters: { binary_data_size: input.length } }]);
     expect(a.binary.equals(bytesOf(want))).toBe(true);
@@ -169,7 +190,11 @@ describe('FP16', () => {
     const cast = await inferJson(`${r.url}/v2/models/cast-float32-float16/infer`, { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3], data: values }] });
     expect(cast.body['outputs']).toEqual(json.body['outputs']);
     const bits = bytesOf(want);
-    const binary = await inferBinary(`${r.url}/v2/models/identity-float16/infer`, { inputs: [{ name: 'x', datatype: 'FP16', shape: [1, 3], parameters: { binary_data_size: 6 } }], outputs: [{ name: 'y', parameters: { binary_data: true } }] }, bits);
+    const binary = await inferBinary(
+      `${r.url}/v2/models/identity-float16/infer`,
+      { inputs: [{ name: 'x', datatype: 'FP16', shape: [1, 3], parameters: { binary_data_size: 6 } }], outputs: [{ name: 'y', parameters: { binary_data: true } }] },
+      bits,
+    );
     expect(binary.status).toBe(200);
     expect(binary.binary.equals(bits)).toBe(true);
   });
@@ -190,7 +215,7 @@ describe('outputs the replica cannot answer', () => {
   });
 
   it('serves the tensor outputs of a model with a sequence output and names the one it cannot', async () => {
-    const meta = await (await fetch(`${r.url}/v2/models/sequence-output`)).json() as Record<string, unknown>;
+    const meta = (await (await fetch(`${r.url}/v2/models/sequence-output`)).json()) as Record<string, unknown>;
     expect(meta['outputs']).toEqual([{ name: 'y', datatype: 'FP32', shape: [-1, 3] }]);
     expect(meta['unserved_outputs']).toEqual([{ name: 'seq', reason: expect.stringMatching(/not a tensor/) }]);
     const x = [1, 2, 3];
@@ -241,21 +266,33 @@ describe('BF16 at the edges of a graph', () => {
 
   it('serves a BF16 input and output in binary, bit for bit', async () => {
     const input = bytes(bits);
-    const a = await inferBinary(`${r.url}/v2/models/identity-bfloat16/infer`, { inputs: [{ name: 'x', datatype: 'BF16', shape: [3, 3], parameters: { binary_data_size: input.length } }], parameters: { binary_data_output: true } }, input);
+    const a = await inferBinary(
+      `${r.url}/v2/models/identity-bfloat16/infer`,
+      { inputs: [{ name: 'x', datatype: 'BF16', shape: [3, 3], parameters: { binary_data_size: input.length } }], parameters: { binary_data_output: true } },
+      input,
+    );
     expect(a.status).toBe(200);
     expect(a.json['outputs']).toEqual([{ name: 'y', datatype: 'BF16', shape: [3, 3], parameters: { binary_data_size: input.length } }]);
     expect([...new Uint16Array(new Uint8Array(a.binary).buffer)].map((b) => b.toString(16))).toEqual([...bits].map((b) => b.toString(16)));
   });
 
   it('serves a BF16 output the graph computes from FP32, as it rounds', async () => {
-    const a = await inferBinary(`${r.url}/v2/models/cast-float32-bfloat16/infer`, { inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 3], parameters: { binary_data_size: 24 } }], parameters: { binary_data_output: true } }, bytes(Float32Array.from(values)));
+    const a = await inferBinary(
+      `${r.url}/v2/models/cast-float32-bfloat16/infer`,
+      { inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 3], parameters: { binary_data_size: 24 } }], parameters: { binary_data_output: true } },
+      bytes(Float32Array.from(values)),
+    );
     expect(a.status).toBe(200);
     expect(a.json['outputs']).toEqual([{ name: 'y', datatype: 'BF16', shape: [2, 3], parameters: { binary_data_size: 12 } }]);
     expect([...new Uint16Array(new Uint8Array(a.binary).buffer)]).toEqual(values.map(bf16Nearest));
   });
 
   it('serves a BF16 input the graph widens to FP32, exactly', async () => {
-    const a = await inferBinary(`${r.url}/v2/models/cast-bfloat16-float32/infer`, { inputs: [{ name: 'x', datatype: 'BF16', shape: [3, 3], parameters: { binary_data_size: 18 } }], parameters: { binary_data_output: true } }, bytes(bits));
+    const a = await inferBinary(
+      `${r.url}/v2/models/cast-bfloat16-float32/infer`,
+      { inputs: [{ name: 'x', datatype: 'BF16', shape: [3, 3], parameters: { binary_data_size: 18 } }], parameters: { binary_data_output: true } },
+      bytes(bits),
+    );
     expect(a.status).toBe(200);
     expect(a.json['outputs']).toEqual([{ name: 'y', datatype: 'FP32', shape: [3, 3], parameters: { binary_data_size: 36 } }]);
     expect([...new Uint32Array(new Uint8Array(a.binary).buffer)]).toEqual([...bits].map((b) => b * 0x10000));

@@ -69,7 +69,12 @@ describe('replica error answers', () => {
     expectError(await post(`${r.url}/v2/models/ok/infer`, { hello: 'world' }), 400, 'invalid_request');
     expectError(await post(`${r.url}/v2/models/ok/infer`, { inputs: [{ name: 'features', shape: [1, 11], datatype: 'FP32', data: [{}] }] }), 400, 'invalid_request');
     // A string is data (BYTES, "inf"), but not a number of this FP32 input.
-    expectError(await post(`${r.url}/v2/models/ok/infer`, { inputs: [{ name: 'features', shape: [1, 11], datatype: 'FP32', data: ['a', ...rows[0]!.slice(1)] }] }), 400, 'input_mismatch', 'the string "a", not a number');
+    expectError(
+      await post(`${r.url}/v2/models/ok/infer`, { inputs: [{ name: 'features', shape: [1, 11], datatype: 'FP32', data: ['a', ...rows[0]!.slice(1)] }] }),
+      400,
+      'input_mismatch',
+      'the string "a", not a number',
+    );
     expectError(await post(`${r.url}/`, [[1, 2], [1]], { serve_multiplexed_model_id: 'ok' }), 400, 'invalid_request');
   });
 

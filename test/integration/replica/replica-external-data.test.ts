@@ -100,7 +100,7 @@ describe('external data from an S3 store', () => {
     await rm(cacheDir, { recursive: true, force: true });
   });
 
-  it('downloads the files beside model.onnx with it, counts them, and keeps two models\' apart', async () => {
+  it("downloads the files beside model.onnx with it, counts them, and keeps two models' apart", async () => {
     await expectAnswers('one', replica);
     const bytes = (await replica.metrics()).get('modelmux_replica_loaded_bytes') ?? 0;
     // The model's copy names its data files in a folder of its own: a few bytes longer.

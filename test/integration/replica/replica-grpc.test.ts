@@ -31,12 +31,14 @@ interface Case {
 
 const le = (view: ArrayBufferView): Buffer => Buffer.from(view.buffer, view.byteOffset, view.byteLength);
 const lengthPrefixed = (strings: string[]): Buffer =>
-  Buffer.concat(strings.flatMap((s) => {
-    const b = Buffer.from(s);
-    const n = Buffer.alloc(4);
-    n.writeUInt32LE(b.length);
-    return [n, b];
-  }));
+  Buffer.concat(
+    strings.flatMap((s) => {
+      const b = Buffer.from(s);
+      const n = Buffer.alloc(4);
+      n.writeUInt32LE(b.length);
+      return [n, b];
+    }),
+  );
 
 const CASES: Case[] = [
   { datatype: 'BOOL', type: 'bool', raw: le(Uint8Array.from([1, 0, 1])), typed: { bool_contents: [true, false, true] } },
@@ -47,7 +49,12 @@ const CASES: Case[] = [
   { datatype: 'INT8', type: 'int8', raw: le(Int8Array.from([-128, 0, 127])), typed: { int_contents: [-128, 0, 127] } },
   { datatype: 'INT16', type: 'int16', raw: le(Int16Array.from([-32768, 1, 32767])), typed: { int_contents: [-32768, 1, 32767] } },
   { datatype: 'INT32', type: 'int32', raw: le(Int32Array.from([-2147483648, 1, 2147483647])), typed: { int_contents: [-2147483648, 1, 2147483647] } },
-  { datatype: 'INT64', type: 'int64', raw: le(BigInt64Array.from([-9223372036854775808n, -9007199254740993n, 9223372036854775807n])), typed: { int64_contents: ['-9223372036854775808', '-9007199254740993', '9223372036854775807'] } },
+  {
+    datatype: 'INT64',
+    type: 'int64',
+    raw: le(BigInt64Array.from([-9223372036854775808n, -9007199254740993n, 9223372036854775807n])),
+    typed: { int64_contents: ['-9223372036854775808', '-9007199254740993', '9223372036854775807'] },
+  },
   { datatype: 'FP16', type: 'float16', raw: le(Uint16Array.from([0x3e00, 0x7bff, 0xfc00])) },
   { datatype: 'BF16', type: 'bfloat16', raw: le(Uint16Array.from([0x3fc0, 0xff80, 0x8000])) },
   { datatype: 'FP32', type: 'float32', raw: le(Float32Array.from([1.5, Infinity, NaN])), typed: { fp32_contents: [1.5, Infinity, NaN] } },
@@ -75,7 +82,20 @@ beforeAll(async () => {
   writeModel(dir, 'cast-float32-float16', castModel('float32', 'float16'));
   writeModel(dir, 'wine-1', wineModelBytes('wine-1'));
   r = await startReplica({
-    args: ['--model-source', pathToFileURL(dir).href, '--max-models', '20', '--max-body-bytes', String(MAX_BODY_BYTES), '--max-ongoing-requests', '2', '--test-hooks', 'true', '--request-timeout-ms', '3000'],
+    args: [
+      '--model-source',
+      pathToFileURL(dir).href,
+      '--max-models',
+      '20',
+      '--max-body-bytes',
+      String(MAX_BODY_BYTES),
+      '--max-ongoing-requests',
+      '2',
+      '--test-hooks',
+      'true',
+      '--request-timeout-ms',
+      '3000',
+    ],
   });
   client = inferenceClientFor(r.grpcAddress as string);
 });
@@ -116,7 +136,10 @@ describe.each(CASES)('$datatype over gRPC', (c) => {
 
 describe('FP16 computed by the graph', () => {
   it('answers in raw contents what the HTTP form answers, to a typed FP32 request', async () => {
-    const a = await client.call<ModelInferResponse>('ModelInfer', { model_name: 'cast-float32-float16', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3], contents: { fp32_contents: [1.5, 65504, 1e9] } }] });
+    const a = await client.call<ModelInferResponse>('ModelInfer', {
+      model_name: 'cast-float32-float16',
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3], contents: { fp32_contents: [1.5, 65504, 1e9] } }],
+    });
     if (!a.ok) throw new Error(a.details);
     const viaHttp = await httpBinaryAnswer(r.url, 'cast-float32-float16', 'FP32', le(Float32Array.from([1.5, 65504, 1e9])));
     expect(a.value.outputs[0]).toMatchObject({ datatype: 'FP16', contents: null });
@@ -151,7 +174,12 @@ describe('errors', () => {
 
   it('answers an unknown model NOT_FOUND, its code and the request id in trailers', async () => {
     const a = await infer({ model_name: 'no-such-model', inputs: [] }, { metadata: { 'x-request-id': 'grpc-test-1' } });
-    expect(a).toMatchObject({ ok: false, code: status.NOT_FOUND, details: expect.stringContaining('no-such-model'), trailers: { 'x-modelmux-error-code': 'model_not_found', 'x-request-id': 'grpc-test-1' } });
+    expect(a).toMatchObject({
+      ok: false,
+      code: status.NOT_FOUND,
+      details: expect.stringContaining('no-such-model'),
+      trailers: { 'x-modelmux-error-code': 'model_not_found', 'x-request-id': 'grpc-test-1' },
+    });
   });
 
   it('answers a malformed model id or version INVALID_ARGUMENT', async () => {
@@ -176,7 +204,11 @@ describe('errors', () => {
   it('refuses past --max-ongoing-requests UNAVAILABLE overloaded, counting HTTP and gRPC together', async () => {
     const body = { model_name: 'wine-1', inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 11], contents: { fp32_contents: Array(11).fill(1) } }] };
     const held = infer(body, { metadata: { 'x-modelmux-test-delay-ms': '1500' } });
-    const httpHeld = fetch(`${r.url}/v2/models/wine-1/infer`, { method: 'POST', headers: { 'x-modelmux-test-delay-ms': '1500' }, body: JSON.stringify({ inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 11], data: Array(11).fill(1) }] }) });
+    const httpHeld = fetch(`${r.url}/v2/models/wine-1/infer`, {
+      method: 'POST',
+      headers: { 'x-modelmux-test-delay-ms': '1500' },
+      body: JSON.stringify({ inputs: [{ name: 'features', datatype: 'FP32', shape: [1, 11], data: Array(11).fill(1) }] }),
+    });
     // Both are admitted once the replica counts them; then a third is refused at once.
     await inFlightAt(r, 2, 5000);
     const refused = await infer(body);

@@ -46,7 +46,12 @@ const batches = async (): Promise<{ count: number; sum: number }> => {
 
 describe('model configuration', () => {
   it('never batches a model that does not say its rows are independent', async () => {
-    const xs = [[1, 2, 3], [10, 20, 30], [-1, 0, 1], [4, 4, 7]];
+    const xs = [
+      [1, 2, 3],
+      [10, 20, 30],
+      [-1, 0, 1],
+      [4, 4, 7],
+    ];
     const one = { inputs: [{ name: 'x', shape: [1, 3], datatype: 'FP32', data: [[0, 0, 0]] }] };
     expect((await post(`${r.url}/v2/models/batch-mean/infer`, one)).status).toBe(200); // loaded before the count
     const before = await batches();
@@ -55,7 +60,10 @@ describe('model configuration', () => {
       const x = xs[i]!;
       const mean = x.reduce((s, v) => s + v, 0) / x.length;
       expect(a.status).toBe(200);
-      expectClose(v2Outputs(a), x.map((v) => v - mean));
+      expectClose(
+        v2Outputs(a),
+        x.map((v) => v - mean),
+      );
     });
     const after = await batches();
     expect({ count: after.count - before.count, sum: after.sum - before.sum }).toEqual({ count: 4, sum: 4 });

@@ -38,7 +38,9 @@ describe('model repository extension', () => {
     expect(await index()).toEqual([{ name: 'alpha', state: 'READY' }]);
     expect(await index({ ready: true })).toEqual([{ name: 'alpha', state: 'READY' }]);
     // A request finds it loaded.
-    const infer = await post(`${r.url}/v2/models/alpha/infer`, { inputs: [{ name: 'features', shape: [1, 11], datatype: 'FP32', data: [[7.4, 0.7, 0, 1.9, 0.076, 11, 34, 0.9978, 3.51, 0.56, 9.4]] }] });
+    const infer = await post(`${r.url}/v2/models/alpha/infer`, {
+      inputs: [{ name: 'features', shape: [1, 11], datatype: 'FP32', data: [[7.4, 0.7, 0, 1.9, 0.076, 11, 34, 0.9978, 3.51, 0.56, 9.4]] }],
+    });
     expect(infer.headers.get('x-modelmux-cache')).toBe('hit');
     const unload = await post(`${r.url}/v2/repository/models/alpha/unload`, {});
     expect(unload.status).toBe(200);

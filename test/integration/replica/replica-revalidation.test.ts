@@ -83,7 +83,7 @@ describe('a loaded model replaced in the store', () => {
     const putAt = performance.now();
     // A second of answers after the first new one, or give up well past the interval.
     const deadline = putAt + INTERVAL_MS + SWAP_SLACK_MS + 5000;
-    for (let seen: Sample | undefined; performance.now() < deadline && (seen === undefined || performance.now() < seen.end + 1000); ) {
+    for (let seen: Sample | undefined; performance.now() < deadline && (seen === undefined || performance.now() < seen.end + 1000);) {
       await sleep(50);
       seen ??= samples.find(isNew);
     }

@@ -95,7 +95,9 @@ describe('replica over a real S3-compatible store', () => {
     const r = await replica();
     const rows = wineRows(2, 7);
     const floats = Float32Array.from(rows.flat());
-    const head = Buffer.from(JSON.stringify({ inputs: [{ name: 'features', shape: [2, 11], datatype: 'FP32', parameters: { binary_data_size: floats.byteLength } }], parameters: { binary_data_output: true } }));
+    const head = Buffer.from(
+      JSON.stringify({ inputs: [{ name: 'features', shape: [2, 11], datatype: 'FP32', parameters: { binary_data_size: floats.byteLength } }], parameters: { binary_data_output: true } }),
+    );
     const res = await fetch(`${r.url}/v2/models/r1/infer`, {
       method: 'POST',
       headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(head.length) },
@@ -120,7 +122,12 @@ describe('replica over a real S3-compatible store', () => {
     expect(await loaded(r)).toEqual(['m1', 'm3', 'm4']);
     // Info lines reach stdout in batches, up to 50 ms after the event.
     await eventually(() => expect(r.logLines()).toContainEqual(expect.objectContaining({ msg: "Unloading model 'm2'." })), 10_000, 25);
-    expect(r.logLines().filter((l) => l.event === 'evict').map((l) => l.model)).toEqual(['m2']);
+    expect(
+      r
+        .logLines()
+        .filter((l) => l.event === 'evict')
+        .map((l) => l.model),
+    ).toEqual(['m2']);
     const m = await r.metrics();
     expect(m.get('modelmux_replica_model_evictions_total')).toBe(1);
     expect(m.get('modelmux_replica_models_loaded')).toBe(3);
@@ -171,7 +178,11 @@ describe('replica over a real S3-compatible store', () => {
     const [a, b] = await Promise.all([post(`${r.url}/v2/models/cold-a/infer`, v2Body(rows)), post(`${r.url}/v2/models/cold-b/infer`, v2Body(rows))]);
     expect(a.status).toBe(200);
     expect(b.status).toBe(200);
-    const loadEvents = (): string[] => r.logLines().filter((l) => l.event === 'load-start' || l.event === 'load-end').map((l) => `${String(l.event)} ${String(l.model)}`);
+    const loadEvents = (): string[] =>
+      r
+        .logLines()
+        .filter((l) => l.event === 'load-start' || l.event === 'load-end')
+        .map((l) => `${String(l.event)} ${String(l.model)}`);
     await eventually(() => expect(loadEvents()).toHaveLength(4), 10_000, 25);
     const events = loadEvents();
     // Both loads started before either finished: they overlapped.

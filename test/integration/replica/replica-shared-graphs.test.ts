@@ -33,7 +33,14 @@ async function infer(r: ReplicaProcess, id: string): Promise<number[]> {
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'modelmux-shared-graphs-'));
   // An input named like an Object.prototype member: inputs are told from weights by own keys only.
-  const relu = encodeOnnxModel({ name: 'relu', opset: 13, inputs: [{ name: 'constructor', shape: [1, 2] }], outputs: [{ name: 'y', shape: [1, 2] }], initializers: [], nodes: [{ opType: 'Relu', inputs: ['constructor'], outputs: ['y'] }] });
+  const relu = encodeOnnxModel({
+    name: 'relu',
+    opset: 13,
+    inputs: [{ name: 'constructor', shape: [1, 2] }],
+    outputs: [{ name: 'y', shape: [1, 2] }],
+    initializers: [],
+    nodes: [{ opType: 'Relu', inputs: ['constructor'], outputs: ['y'] }],
+  });
   const files: [string, Uint8Array][] = [
     ['a', wineModelBytes('a', HIDDEN)],
     ['b', wineModelBytes('b', HIDDEN)],

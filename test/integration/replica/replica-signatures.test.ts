@@ -44,7 +44,10 @@ const pair = (a: number[][], b: number[][]) => ({
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'modelmux-signatures-'));
-  for (const [id, bytes] of [['adder', adder], ['fixed', fixed]] as const) {
+  for (const [id, bytes] of [
+    ['adder', adder],
+    ['fixed', fixed],
+  ] as const) {
     await mkdir(join(dir, id));
     await writeFile(join(dir, id, 'model.onnx'), bytes);
   }
@@ -62,7 +65,16 @@ describe('replica with models of other signatures', () => {
   it('feeds multi-input models by input name and batches them per request rows', async () => {
     const jobs = [
       { a: [[1, 2]], b: [[10, 20]] },
-      { a: [[3, 4], [5, 6]], b: [[30, 40], [50, 60]] },
+      {
+        a: [
+          [3, 4],
+          [5, 6],
+        ],
+        b: [
+          [30, 40],
+          [50, 60],
+        ],
+      },
       { a: [[7, 8]], b: [[70, 80]] },
     ];
     const answers = await Promise.all(jobs.map((j) => post(`${r.url}/v2/models/adder/infer`, pair(j.a, j.b))));
@@ -92,7 +104,14 @@ describe('replica with models of other signatures', () => {
     const ok = await post(`${r.url}/invocations`, [-1, 0, 2], { 'X-Amzn-SageMaker-Target-Model': 'fixed' });
     expect(ok.status).toBe(200);
     expect(ok.body.predictions).toEqual([[0, 0, 2]]);
-    const two = await post(`${r.url}/invocations`, [[1, 2, 3], [4, 5, 6]], { 'X-Amzn-SageMaker-Target-Model': 'fixed' });
+    const two = await post(
+      `${r.url}/invocations`,
+      [
+        [1, 2, 3],
+        [4, 5, 6],
+      ],
+      { 'X-Amzn-SageMaker-Target-Model': 'fixed' },
+    );
     expect(two.status).toBe(400);
     expect(two.body.error).toBe('input_mismatch');
     const meta = await get(`${r.url}/v2/models/fixed`);

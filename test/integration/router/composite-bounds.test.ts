@@ -38,7 +38,12 @@ const COMPOSITE_BODY = 1_150_000;
 const PADDED = 1_000_000;
 
 function ensemble(name: string, members: string[]): unknown {
-  return { apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name }, spec: { deploymentRef: { name: 'comp' }, ensemble: { members: members.map((model) => ({ model })), combine: 'mean', outputs: ['y'] } } };
+  return {
+    apiVersion: 'modelmux.io/v1alpha1',
+    kind: 'ModelRoute',
+    metadata: { name },
+    spec: { deploymentRef: { name: 'comp' }, ensemble: { members: members.map((model) => ({ model })), combine: 'mean', outputs: ['y'] } },
+  };
 }
 
 const ROUTES = [

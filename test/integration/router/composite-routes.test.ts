@@ -49,7 +49,12 @@ const REQUEST_TIMEOUT_MS = 4000;
 const BODY_IDLE_MS = 1000;
 
 function ensemble(name: string, members: string[], combine: string, extra: Record<string, unknown> = {}): unknown {
-  return { apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name }, spec: { deploymentRef: { name: 'comp' }, ensemble: { members: members.map((model) => ({ model })), combine, ...extra } } };
+  return {
+    apiVersion: 'modelmux.io/v1alpha1',
+    kind: 'ModelRoute',
+    metadata: { name },
+    spec: { deploymentRef: { name: 'comp' }, ensemble: { members: members.map((model) => ({ model })), combine, ...extra } },
+  };
 }
 
 function sequence(name: string, steps: unknown[]): unknown {
@@ -95,7 +100,18 @@ beforeAll(async () => {
   const routesFile = join(dir, 'routes.yaml');
   await writeFile(routesFile, ROUTES.map((r) => JSON.stringify(r)).join('\n---\n'));
   rs = await Promise.all([0, 1].map(() => startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--max-models', '16'] })));
-  rt = await startRouter(['--routes', `/comp=${rs.map((r) => r.url).join(',')}`, '--routes-file', routesFile, '--poll-interval-ms', '200', '--request-timeout-ms', String(REQUEST_TIMEOUT_MS), '--body-idle-timeout-ms', String(BODY_IDLE_MS)]);
+  rt = await startRouter([
+    '--routes',
+    `/comp=${rs.map((r) => r.url).join(',')}`,
+    '--routes-file',
+    routesFile,
+    '--poll-interval-ms',
+    '200',
+    '--request-timeout-ms',
+    String(REQUEST_TIMEOUT_MS),
+    '--body-idle-timeout-ms',
+    String(BODY_IDLE_MS),
+  ]);
 });
 
 afterAll(async () => {
@@ -149,7 +165,10 @@ describe('ensembles', () => {
     const y = output(a, 'y');
     expect(y.shape).toEqual([ROWS.length, 2]);
     expect(y.datatype).toBe('FP32');
-    expectClose(y.data, columns(ys).map((c) => c.reduce((s, v) => s + v, 0) / c.length));
+    expectClose(
+      y.data,
+      columns(ys).map((c) => c.reduce((s, v) => s + v, 0) / c.length),
+    );
     expect((a.body.outputs as Tensor[]).map((o) => o.name)).toEqual(['y']);
   });
 
@@ -157,7 +176,10 @@ describe('ensembles', () => {
     const ys = await alone(['a', 'b', 'c'], 'y');
     const a = await infer('mid');
     expect(a.status).toBe(200);
-    expectClose(output(a, 'y').data, columns(ys).map((c) => [...c].sort((p, q) => p - q)[1] as number));
+    expectClose(
+      output(a, 'y').data,
+      columns(ys).map((c) => [...c].sort((p, q) => p - q)[1] as number),
+    );
   });
 
   it.each([
@@ -184,7 +206,10 @@ describe('ensembles', () => {
     expect(a.status).toBe(200);
     expect(a.headers.get('x-modelmux-members')).toBe('a-split,a@2');
     // a@2 holds b's weights.
-    expectClose(output(a, 'y').data, (ya as number[]).map((v, i) => (v + (yb as number[])[i]!) / 2));
+    expectClose(
+      output(a, 'y').data,
+      (ya as number[]).map((v, i) => (v + (yb as number[])[i]!) / 2),
+    );
   });
 
   it('works through the Ray and SageMaker request forms, the route name as the model id', async () => {
@@ -220,7 +245,10 @@ describe('ensembles', () => {
     const ok = await infer('two-of-three');
     expect(ok.status).toBe(200);
     expect(ok.headers.get('x-modelmux-members')).toBe('a,b');
-    expectClose(output(ok, 'y').data, columns(ys).map((c) => (c[0] as number) / 2 + (c[1] as number) / 2));
+    expectClose(
+      output(ok, 'y').data,
+      columns(ys).map((c) => (c[0] as number) / 2 + (c[1] as number) / 2),
+    );
     const failed = await infer('all-three');
     expect(failed.status).toBe(502);
     expect(failed.body.error).toBe('ensemble_quorum');
@@ -258,7 +286,7 @@ describe('ensembles', () => {
     expect(c.json()).toMatchObject({ error: 'request_timeout', message: expect.stringContaining('no byte of the body') });
   });
 
-  it('counts a chunked body in the router\'s byte budget while it arrives, and lets go of it when the client leaves', async () => {
+  it("counts a chunked body in the router's byte budget while it arrives, and lets go of it when the client leaves", async () => {
     const c = new RawClient(rt.port).send(`POST /comp/v2/models/avg/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`);
     const part = Buffer.alloc(1 << 20, ' ');
     c.send(Buffer.concat([Buffer.from(`${part.length.toString(16)}\r\n`), part, Buffer.from('\r\n')]));
@@ -275,7 +303,10 @@ describe('ensembles', () => {
     const took = Date.now() - started;
     expect(ok.status).toBe(200);
     expect(ok.headers.get('x-modelmux-members')).toBe('a,b');
-    expectClose(output(ok, 'y').data, columns(ys).map((c) => (c[0] as number) / 2 + (c[1] as number) / 2));
+    expectClose(
+      output(ok, 'y').data,
+      columns(ys).map((c) => (c[0] as number) / 2 + (c[1] as number) / 2),
+    );
     expect(took).toBeGreaterThanOrEqual(DEADLINE_MS - 50);
     const late = await infer('too-late');
     expect(late.status).toBe(504);
@@ -291,7 +322,10 @@ describe('sequences', () => {
     const first = await infer('double');
     expect(first.status).toBe(200);
     const ids = output(first, 'ids');
-    expectClose(ids.data, ROWS.flat().map((v) => 2 * v));
+    expectClose(
+      ids.data,
+      ROWS.flat().map((v) => 2 * v),
+    );
     const byHand = await infer('classify', { inputs: [{ name: 'input_ids', shape: ids.shape, datatype: ids.datatype, data: ids.data }] });
     expect(byHand.status).toBe(200);
     const a = await infer('pipeline', { id: 'req-7', inputs: [x] });
@@ -343,7 +377,12 @@ describe('sequences', () => {
     };
     const avg = await get('avg');
     expect(avg.status).toBe(200);
-    expect(avg.body).toMatchObject({ name: 'avg', platform: 'modelmux_ensemble', inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }], outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 2] }] });
+    expect(avg.body).toMatchObject({
+      name: 'avg',
+      platform: 'modelmux_ensemble',
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }],
+      outputs: [{ name: 'y', datatype: 'FP32', shape: [-1, 2] }],
+    });
     const pipeline = await get('pipeline');
     expect(pipeline.status).toBe(200);
     expect(pipeline.body).toMatchObject({ name: 'pipeline', platform: 'modelmux_sequence', inputs: [{ name: 'x' }], outputs: [{ name: 'y' }, { name: 'label', datatype: 'INT64' }] });

@@ -60,7 +60,13 @@ function rawCall(address: string, method: string, req: ModelInferRequest): Promi
   const c = new Client(address, credentials.createInsecure());
   clients.push(c);
   return new Promise((resolve, reject) => {
-    c.makeUnaryRequest(`/inference.GRPCInferenceService/${method}`, encode, (b: Buffer) => b, req, (err, res) => (err ? reject(err) : resolve(res as Buffer)));
+    c.makeUnaryRequest(
+      `/inference.GRPCInferenceService/${method}`,
+      encode,
+      (b: Buffer) => b,
+      req,
+      (err, res) => (err ? reject(err) : resolve(res as Buffer)),
+    );
   });
 }
 
@@ -82,9 +88,7 @@ const replicaName = (r: ReplicaProcess): string => `127.0.0.1:${r.port}`;
 
 async function replicas(n: number, args: string[] = [], env: Record<string, string> = {}): Promise<ReplicaProcess[]> {
   const out = await Promise.all(
-    Array.from({ length: n }, () =>
-      startReplica({ args: ['--model-source', `s3://${s3.bucket}/grpc`, '--s3-endpoint', s3.endpoint, '--max-models', '8', ...args], env: { ...s3.awsEnv, ...env } }),
-    ),
+    Array.from({ length: n }, () => startReplica({ args: ['--model-source', `s3://${s3.bucket}/grpc`, '--s3-endpoint', s3.endpoint, '--max-models', '8', ...args], env: { ...s3.awsEnv, ...env } })),
   );
   started.push(...out);
   return out;
@@ -219,7 +223,10 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     expect(noRoute.err?.code).toBe(status.NOT_FOUND);
     expect(trailer(noRoute, ERROR_CODE_TRAILER)).toBe('route_not_found');
 
-    const big = await call(client, 'ModelInfer', { model_name: 'm1', inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [2000, WINE_FEATURES], contents: { fp32_contents: wineRows(2000).flat() } }] });
+    const big = await call(client, 'ModelInfer', {
+      model_name: 'm1',
+      inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [2000, WINE_FEATURES], contents: { fp32_contents: wineRows(2000).flat() } }],
+    });
     expect(big.err?.code).toBe(status.RESOURCE_EXHAUSTED);
 
     // A call whose message stops short is ended by the body timeout, as an HTTP body would be.
@@ -304,7 +311,8 @@ describe('the router on its gRPC port, in front of replica processes', () => {
         const got = a.res?.outputs[0]?.contents?.fp32_contents ?? [];
         const want = expected(model, rows);
         if (a.err !== null) results.failed.push(`${model}: ${a.err.code} ${a.err.details}`);
-        else if (got.length !== want.length || got.some((v, k) => !(Math.abs(v - (want[k] ?? NaN)) < 1e-3 * Math.max(1, Math.abs(want[k] ?? 0))))) results.failed.push(`${model}: wrong answer ${JSON.stringify(got)}`);
+        else if (got.length !== want.length || got.some((v, k) => !(Math.abs(v - (want[k] ?? NaN)) < 1e-3 * Math.max(1, Math.abs(want[k] ?? 0)))))
+          results.failed.push(`${model}: wrong answer ${JSON.stringify(got)}`);
         else {
           results.ok++;
           const by = trailer(a, 'x-modelmux-replica') ?? '?';

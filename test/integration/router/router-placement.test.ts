@@ -18,9 +18,7 @@ const MODELS = ['m1', 'm2', 'm3', 'hot', 'c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'k1
 
 async function replicas(n: number, args: string[] = []): Promise<ReplicaProcess[]> {
   const out = await Promise.all(
-    Array.from({ length: n }, () =>
-      startReplica({ args: ['--model-source', `s3://${s3.bucket}/wine`, '--s3-endpoint', s3.endpoint, '--max-models', '8', ...args], env: s3.awsEnv }),
-    ),
+    Array.from({ length: n }, () => startReplica({ args: ['--model-source', `s3://${s3.bucket}/wine`, '--s3-endpoint', s3.endpoint, '--max-models', '8', ...args], env: s3.awsEnv })),
   );
   started.push(...out);
   return out;
@@ -82,11 +80,15 @@ describe('router in front of three replica processes', () => {
     expect(m.get('modelmux_router_placements_total{route="/wine",kind="holder"}')).toBeGreaterThanOrEqual(16);
     expect(m.get('modelmux_router_requests_total{route="/wine",code="2xx"}')).toBeGreaterThanOrEqual(17);
     // Access lines are written in batches, at most 50 ms after their request.
-    const access = await eventually(() => {
-      const lines = rt.logLines().filter((l) => l.msg === 'request' && l.requestId === 'trace-7');
-      if (lines.length === 0) throw new Error('no access line for trace-7 yet');
-      return lines;
-    }, 5000, 25);
+    const access = await eventually(
+      () => {
+        const lines = rt.logLines().filter((l) => l.msg === 'request' && l.requestId === 'trace-7');
+        if (lines.length === 0) throw new Error('no access line for trace-7 yet');
+        return lines;
+      },
+      5000,
+      25,
+    );
     expect(access).toEqual([expect.objectContaining({ status: 200, route: '/wine', model: 'm1', replica: holder.url, placement: 'holder' })]);
   });
 
@@ -106,9 +108,12 @@ describe('router in front of three replica processes', () => {
     }
   });
 
-  it("gives a hot model a second copy before any request waits out the matching timeout", async () => {
+  it('gives a hot model a second copy before any request waits out the matching timeout', async () => {
     const rs = await replicas(3, ['--max-ongoing-requests', '4', '--test-hooks', 'true']);
-    const rt = await router(rs.map((r) => r.url), ['--max-ongoing-requests', '4', '--match-timeout-seconds', '10']);
+    const rt = await router(
+      rs.map((r) => r.url),
+      ['--max-ongoing-requests', '4', '--match-timeout-seconds', '10'],
+    );
     const t0 = Date.now();
     const answers = await Promise.all(Array.from({ length: 12 }, () => infer(rt.url, 'hot', { 'x-modelmux-test-delay-ms': '400' })));
     const elapsed = Date.now() - t0;
@@ -182,7 +187,10 @@ describe('router in front of three replica processes', () => {
 
   it('answers bad requests at the edge with catalogue errors', async () => {
     const rs = await replicas(1);
-    const rt = await router(rs.map((r) => r.url), ['--max-body-bytes', '1Ki']);
+    const rt = await router(
+      rs.map((r) => r.url),
+      ['--max-body-bytes', '1Ki'],
+    );
     const cases: [Promise<Answer>, number, string][] = [
       [post(`${rt.url}/beer/v2/models/m1/infer`, v2Body(wineRows(1))), 404, 'route_not_found'],
       [post(`${rt.url}/wine/v2/models/a..b/infer`, v2Body(wineRows(1))), 400, 'invalid_model_id'],
@@ -200,7 +208,10 @@ describe('router in front of three replica processes', () => {
 
   it('answers pool_saturated with Retry-After past its wait queue, and drains in-flight requests on SIGTERM', async () => {
     const rs = await replicas(1, ['--test-hooks', 'true']);
-    const rt = await router(rs.map((r) => r.url), ['--max-ongoing-requests', '1', '--max-queue', '1']);
+    const rt = await router(
+      rs.map((r) => r.url),
+      ['--max-ongoing-requests', '1', '--max-queue', '1'],
+    );
     const slow = { 'x-modelmux-test-delay-ms': '1500' };
     const first = infer(rt.url, 'm2', slow);
     await inFlightAt(rs[0] as ReplicaProcess, 1);

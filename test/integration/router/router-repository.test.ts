@@ -114,7 +114,9 @@ describe("model repository extension on the router's public port", () => {
       expect(a.headers.get('x-request-id')).toMatch(/.+/);
     }
     // A chunked body: node:http reads this one, not the fast path.
-    const c = new RawClient(rt.port).send('POST /wine/v2/repository/models/beta/unload HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n');
+    const c = new RawClient(rt.port).send(
+      'POST /wine/v2/repository/models/beta/unload HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n',
+    );
     await c.until((r) => r.responses() === 1 && r.text.includes('}'));
     c.socket.destroy();
     expect(c.text).toMatch(/^HTTP\/1\.1 403 /);

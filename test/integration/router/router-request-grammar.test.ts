@@ -22,7 +22,10 @@ beforeAll(async () => {
   await mkdir(join(dir, 'm1', '1'));
   await writeFile(join(dir, 'm1', '1', 'model.onnx'), wineModelBytes('m1@1'));
   replica = await startReplica({ args: ['--model-source', pathToFileURL(dir).href] });
-  for (const [reader, args] of [['fast path', []], ['node:http', ['--fast-path', 'false']]] as const) {
+  for (const [reader, args] of [
+    ['fast path', []],
+    ['node:http', ['--fast-path', 'false']],
+  ] as const) {
     routers.set(reader, await startRouter(['--routes', `/wine=${replica.url}`, '--poll-interval-ms', '200', ...args]));
   }
 });

@@ -63,16 +63,22 @@ describe('scanRequest, the one rule of valid request messages', () => {
       return b.subarray(0, b.length === 0 ? 0 : cut % (b.length + 1));
     });
     fc.assert(
-      fc.property(fc.oneof(mutated, fc.uint8Array({ maxLength: 64 }).map((u) => Buffer.from(u))), (bytes) => {
-        let scanned = true;
-        try {
-          scanRequest('ModelInfer', bytes);
-        } catch (err) {
-          expect((err as ModelmuxError).code).toBe('invalid_request');
-          scanned = false;
-        }
-        if (scanned) expect(() => decodeRaw(bytes)).not.toThrow();
-      }),
+      fc.property(
+        fc.oneof(
+          mutated,
+          fc.uint8Array({ maxLength: 64 }).map((u) => Buffer.from(u)),
+        ),
+        (bytes) => {
+          let scanned = true;
+          try {
+            scanRequest('ModelInfer', bytes);
+          } catch (err) {
+            expect((err as ModelmuxError).code).toBe('invalid_request');
+            scanned = false;
+          }
+          if (scanned) expect(() => decodeRaw(bytes)).not.toThrow();
+        },
+      ),
       // Seeded: a run reports its counterexample the same way again. -1007133415 found the 32-bit varint case.
       { numRuns: 3000, seed: -1007133415 },
     );
@@ -114,8 +120,7 @@ describe('scanRequest, the one rule of valid request messages', () => {
     // byte (found by the property below, seed -1007133415).
     const varintOf = (bytes: number): number[] => [...Array<number>(bytes - 1).fill(0xff), 0x01];
     const lengthDelimited = (tag: number, body: Buffer): Buffer => Buffer.concat([Buffer.from([tag, body.length]), body]);
-    const inputWithContents = (field: number, varintBytes: number): Buffer =>
-      lengthDelimited(0x2a, lengthDelimited(0x2a, Buffer.from([(field << 3) | 0, ...varintOf(varintBytes)])));
+    const inputWithContents = (field: number, varintBytes: number): Buffer => lengthDelimited(0x2a, lengthDelimited(0x2a, Buffer.from([(field << 3) | 0, ...varintOf(varintBytes)])));
     expect(refusal(() => scanRequest('ModelInfer', inputWithContents(2, 9)))).toMatch(/32-bit varint of 9 bytes/);
     expect(refusal(() => scanRequest('ModelInfer', inputWithContents(1, 6)))).toMatch(/32-bit varint of 6 bytes/);
     // A 10-byte 32-bit one is a negative int32, as protobufjs reads it; 64-bit fields take any length.

@@ -20,7 +20,22 @@ function codeOf(f: () => unknown): { code: string; message: string } {
 describe('inference bodies', () => {
   it('parses a V2 request with nested or flat data into the model input order', () => {
     const flat = parseInferBody({ inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', data: [1, 2, 3, 4, 5, 6] }] }, wine);
-    const nested = parseInferBody({ inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', data: [[1, 2, 3], [4, 5, 6]] }] }, wine);
+    const nested = parseInferBody(
+      {
+        inputs: [
+          {
+            name: 'features',
+            shape: [2, 3],
+            datatype: 'FP32',
+            data: [
+              [1, 2, 3],
+              [4, 5, 6],
+            ],
+          },
+        ],
+      },
+      wine,
+    );
     expect(flat.rows).toBe(2);
     expect(Array.from(flat.inputs[0]!.data as Float32Array)).toEqual([1, 2, 3, 4, 5, 6]);
     expect(nested.inputs[0]!.data).toEqual(flat.inputs[0]!.data);
@@ -29,7 +44,15 @@ describe('inference bodies', () => {
 
   it('accepts instances, bare rows and one bare row for single-input models', () => {
     expect(parseInferBody({ instances: [[1, 2, 3]] }, wine).inputs[0]!.dims).toEqual([1, 3]);
-    expect(parseInferBody([[1, 2, 3], [4, 5, 6]], wine).inputs[0]!.dims).toEqual([2, 3]);
+    expect(
+      parseInferBody(
+        [
+          [1, 2, 3],
+          [4, 5, 6],
+        ],
+        wine,
+      ).inputs[0]!.dims,
+    ).toEqual([2, 3]);
     expect(parseInferBody([1, 2, 3], wine).inputs[0]!.dims).toEqual([1, 3]);
   });
 
@@ -46,12 +69,21 @@ describe('inference bodies', () => {
     expect(e.message).toContain(mention);
   });
 
-  it.each([[{}], ['text'], [{ inputs: 'x' }], [{ instances: 3 }], [[[1, 2, 3], [1, 2]]], [{ inputs: [{ name: 'features', shape: [1, 3], datatype: 'FP32', data: [null, 1, 2] }] }]])(
-    'refuses a body that is not an inference request with invalid_request (%#)',
-    (body) => {
-      expect(codeOf(() => parseInferBody(body, wine)).code).toBe('invalid_request');
-    },
-  );
+  it.each([
+    [{}],
+    ['text'],
+    [{ inputs: 'x' }],
+    [{ instances: 3 }],
+    [
+      [
+        [1, 2, 3],
+        [1, 2],
+      ],
+    ],
+    [{ inputs: [{ name: 'features', shape: [1, 3], datatype: 'FP32', data: [null, 1, 2] }] }],
+  ])('refuses a body that is not an inference request with invalid_request (%#)', (body) => {
+    expect(codeOf(() => parseInferBody(body, wine)).code).toBe('invalid_request');
+  });
 
   it('refuses fractions and out-of-range values in integer tensors', () => {
     const ints: ModelSignature = { inputs: [{ name: 'x', datatype: 'INT8', shape: [-1] }], outputs: [] };
@@ -65,17 +97,19 @@ describe('inference bodies', () => {
     expect(inferResponseBody(v2, 'm', out).json).toEqual({ model_name: 'm', id: 'r1', outputs: [{ name: 'quality', datatype: 'FP32', shape: [2, 1], data: [5.5, 6.25] }] });
     // A version answers as the protocol names it: the model, and its version.
     expect(inferResponseBody(v2, 'm@12', out).json).toMatchObject({ model_name: 'm', model_version: '12' });
-    const rows = parseInferBody([[1, 2, 3], [4, 5, 6]], wine);
+    const rows = parseInferBody(
+      [
+        [1, 2, 3],
+        [4, 5, 6],
+      ],
+      wine,
+    );
     expect(inferResponseBody(rows, 'm', out).json).toEqual({ predictions: [[5.5], [6.25]] });
   });
 
   it('reads binary tensor data after the JSON and answers binary outputs when asked', () => {
     const bytes = new Uint8Array(Float32Array.of(1, 2, 3, 4, 5, 6).buffer);
-    const req = parseInferBody(
-      { inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', parameters: { binary_data_size: 24 } }], parameters: { binary_data_output: true } },
-      wine,
-      bytes,
-    );
+    const req = parseInferBody({ inputs: [{ name: 'features', shape: [2, 3], datatype: 'FP32', parameters: { binary_data_size: 24 } }], parameters: { binary_data_output: true } }, wine, bytes);
     expect(Array.from(req.inputs[0]!.data as Float32Array)).toEqual([1, 2, 3, 4, 5, 6]);
     const out = [{ name: 'quality', datatype: 'FP32' as const, dims: [2, 1], data: Float32Array.of(5.5, 6.25) }];
     const res = inferResponseBody(req, 'm', out);
@@ -166,7 +200,17 @@ describe('nesting in inference bodies', () => {
   });
 
   it('still tells ragged rows from rows nested deeper in a later row', () => {
-    expect(codeOf(() => parseInferBody([[1, 2, 3], [1, 2, [3]]], wine)).message).toContain('ragged');
+    expect(
+      codeOf(() =>
+        parseInferBody(
+          [
+            [1, 2, 3],
+            [1, 2, [3]],
+          ],
+          wine,
+        ),
+      ).message,
+    ).toContain('ragged');
     expect(codeOf(() => parseInferBody([[], [1]], wine)).message).toContain('ragged');
     expect(codeOf(() => parseInferBody([[1, 2, 3], nestedArrays(10_000)], wine)).message).toContain('ragged');
   });

@@ -54,11 +54,15 @@ describe('KubeInformer', () => {
     let watchRequests = 0;
     const list = (): Promise<KubernetesListObject<V1Pod>> =>
       ++lists === 1 ? Promise.reject(new Error('connect ECONNREFUSED')) : Promise.resolve({ items: [pod('listed', '5')], metadata: { resourceVersion: '7' } });
-    const informer = new KubeInformer<V1Pod>(kc, { name: 'pods', path: '/api/v1/namespaces/ml/pods', list, labelSelector: 'modelmux.io/deployment' }, {
-      log,
-      onWatch: () => watchRequests++,
-      onRestart: () => restarts++,
-    });
+    const informer = new KubeInformer<V1Pod>(
+      kc,
+      { name: 'pods', path: '/api/v1/namespaces/ml/pods', list, labelSelector: 'modelmux.io/deployment' },
+      {
+        log,
+        onWatch: () => watchRequests++,
+        onRestart: () => restarts++,
+      },
+    );
     const seen: [ChangeType, string][] = [];
     informer.onChange((type, obj) => seen.push([type, obj.metadata?.name ?? '']));
     try {
@@ -67,12 +71,16 @@ describe('KubeInformer', () => {
       expect([lists, restarts]).toEqual([2, 1]);
       expect(lines.some((l) => l.includes('"msg":"watch failed; restarting"') && l.includes('"watch":"pods"') && l.includes('ECONNREFUSED') && l.includes('"retryInMs":250'))).toBe(true);
       expect(informer.get('listed', 'ml')?.metadata?.resourceVersion).toBe('5');
-      await eventually(() => expect(seen).toEqual([
-        ['add', 'listed'],
-        ['add', 'added-by-watch'],
-      ]));
+      await eventually(() =>
+        expect(seen).toEqual([
+          ['add', 'listed'],
+          ['add', 'added-by-watch'],
+        ]),
+      );
       // The watch resumes from the list's resourceVersion, with the selector, asking for bookmarks.
-      expect(watches.map((u) => [u.searchParams.get('resourceVersion'), u.searchParams.get('labelSelector'), u.searchParams.get('allowWatchBookmarks')])).toEqual([['7', 'modelmux.io/deployment', 'true']]);
+      expect(watches.map((u) => [u.searchParams.get('resourceVersion'), u.searchParams.get('labelSelector'), u.searchParams.get('allowWatchBookmarks')])).toEqual([
+        ['7', 'modelmux.io/deployment', 'true'],
+      ]);
       expect(watchRequests).toBe(1);
     } finally {
       informer.stop();

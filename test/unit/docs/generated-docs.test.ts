@@ -3,10 +3,14 @@ import { GENERATED_DOCS } from '../../../cli/docs/generated-docs.js';
 import { fillRegion } from '../../../cli/docs/generated-region.js';
 
 describe('the generated documentation', () => {
-  it.each(GENERATED_DOCS.map((doc) => [doc.file, doc] as const))('%s is what `npm run docs` writes from the code', async (_file, doc) => {
-    const current = await readFile(doc.file, 'utf8');
-    expect(current).toBe(await doc.render(current));
-  }, 30_000);
+  it.each(GENERATED_DOCS.map((doc) => [doc.file, doc] as const))(
+    '%s is what `npm run docs` writes from the code',
+    async (_file, doc) => {
+      const current = await readFile(doc.file, 'utf8');
+      expect(current).toBe(await doc.render(current));
+    },
+    30_000,
+  );
 });
 
 describe('a generated region of a hand-written page', () => {

@@ -15,7 +15,5 @@ export function repositoryPaths(text: string): string[] {
 /** Targets of the page's relative Markdown links (`[x](../bench/README.md#y)`, not in code) that the checkout lacks. */
 export function brokenLinks(page: string, text: string): string[] {
   const prose = text.replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, '');
-  return [...prose.matchAll(/\]\(([^)#\s]+)(?:#[^)\s]*)?\)/g)]
-    .map((m) => m[1] ?? '')
-    .filter((target) => !/^[a-z]+:/.test(target) && !existsSync(join(dirname(page), target)));
+  return [...prose.matchAll(/\]\(([^)#\s]+)(?:#[^)\s]*)?\)/g)].map((m) => m[1] ?? '').filter((target) => !/^[a-z]+:/.test(target) && !existsSync(join(dirname(page), target)));
 }

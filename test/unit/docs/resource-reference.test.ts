@@ -64,8 +64,7 @@ function typeProblems(cell: string, schema: JsonSchema, parent: JsonSchema, name
   const range = /^(integer|number)(?: (\d+)–(\d+))?/.exec(cell);
   if (range) {
     if (schema['type'] !== range[1]) problems.push(`type ${String(schema['type'])}`);
-    if (range[2] !== undefined && (schema['minimum'] !== Number(range[2]) || schema['maximum'] !== Number(range[3])))
-      problems.push(`bounds ${String(schema['minimum'])}–${String(schema['maximum'])}`);
+    if (range[2] !== undefined && (schema['minimum'] !== Number(range[2]) || schema['maximum'] !== Number(range[3]))) problems.push(`bounds ${String(schema['minimum'])}–${String(schema['maximum'])}`);
   }
   const word = /^(boolean|string|object)(?=,|$)/.exec(cell)?.[1];
   if (word !== undefined && schema['type'] !== word) problems.push(`type ${String(schema['type'])}`);

@@ -102,7 +102,13 @@ describe('the MultiplexedDeployment controller’s events', () => {
     const owned = (kind: string, apiVersion: string): KubernetesObject => ({
       apiVersion,
       kind,
-      metadata: { name: 'wine', namespace: 'ml', uid: `uid-${kind}`, resourceVersion: '1', ownerReferences: [{ apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', name: owner.metadata.name, uid: owner.metadata.uid, controller: true }] },
+      metadata: {
+        name: 'wine',
+        namespace: 'ml',
+        uid: `uid-${kind}`,
+        resourceVersion: '1',
+        ownerReferences: [{ apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', name: owner.metadata.name, uid: owner.metadata.uid, controller: true }],
+      },
     });
     const deployment = owned('Deployment', 'apps/v1');
     const hpa = owned('HorizontalPodAutoscaler', 'autoscaling/v2');
@@ -175,7 +181,14 @@ describe('two controllers on one stream of events', () => {
     for (const name of ['r1', 'r2']) {
       s.cluster.put(route(name));
       s.observe('routes', 'add', route(name));
-      await eventually(() => expect(s.cluster.modelRoutes('ml').find((r) => r.metadata?.name === name)?.status?.conditions?.find((c) => c.type === 'Accepted')?.status).toBe('True'));
+      await eventually(() =>
+        expect(
+          s.cluster
+            .modelRoutes('ml')
+            .find((r) => r.metadata?.name === name)
+            ?.status?.conditions?.find((c) => c.type === 'Accepted')?.status,
+        ).toBe('True'),
+      );
     }
     expect(await reconcilesOf(s.metrics, 'modelroute', 'success')).toBe(2);
     expect(await reconcilesOf(s.metrics, 'multiplexeddeployment', 'success')).toBe(0);

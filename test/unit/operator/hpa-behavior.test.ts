@@ -23,7 +23,10 @@ describe('the HPA behaviour the operator renders', () => {
   it('replaces only the fields the user gives, direction by direction', () => {
     const hpa = buildHpa(
       storedResource({
-        autoscaling: { ...autoscaling, behavior: { scaleDown: { stabilizationWindowSeconds: 30, policies: [{ type: 'Percent', value: 50, periodSeconds: 10 }] }, scaleUp: { selectPolicy: 'Disabled' } } },
+        autoscaling: {
+          ...autoscaling,
+          behavior: { scaleDown: { stabilizationWindowSeconds: 30, policies: [{ type: 'Percent', value: 50, periodSeconds: 10 }] }, scaleUp: { selectPolicy: 'Disabled' } },
+        },
       }),
     );
     expect(hpa?.spec?.behavior?.scaleDown).toEqual({ stabilizationWindowSeconds: 30, selectPolicy: 'Max', policies: [{ type: 'Percent', value: 50, periodSeconds: 10 }] });

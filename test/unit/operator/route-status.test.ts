@@ -1,7 +1,11 @@
 import { computeRouteStatuses, routeStatusChanged, type StoredRoute } from '../../../operator/route-status.js';
 
 const NOW = new Date('2026-12-05T01:00:00Z');
-const stored = (name: string, spec: unknown, extra: Partial<StoredRoute> = {}, created = '2026-12-01T00:00:00Z'): StoredRoute => ({ metadata: { name, namespace: 'ml', generation: 2, creationTimestamp: created }, spec, ...extra });
+const stored = (name: string, spec: unknown, extra: Partial<StoredRoute> = {}, created = '2026-12-01T00:00:00Z'): StoredRoute => ({
+  metadata: { name, namespace: 'ml', generation: 2, creationTimestamp: created },
+  spec,
+  ...extra,
+});
 const split = (pool: string, ...models: string[]) => ({ deploymentRef: { name: pool }, split: { backends: models.map((model) => ({ model })) } });
 const cond = (s: ReturnType<typeof computeRouteStatuses>, name: string, type: string) => s.get(name)?.conditions?.find((c) => c.type === type);
 
@@ -29,7 +33,11 @@ describe('computeRouteStatuses', () => {
   });
 
   it('refuses the younger of two routes claiming one public name in a pool', () => {
-    const s = computeRouteStatuses([stored('a-younger', { ...split('wine', 'b'), model: 'shared' }, {}, '2026-12-02T00:00:00Z'), stored('old', { ...split('wine', 'a'), model: 'shared' })], pools, NOW);
+    const s = computeRouteStatuses(
+      [stored('a-younger', { ...split('wine', 'b'), model: 'shared' }, {}, '2026-12-02T00:00:00Z'), stored('old', { ...split('wine', 'a'), model: 'shared' })],
+      pools,
+      NOW,
+    );
     expect(cond(s, 'old', 'Accepted')?.status).toBe('True');
     expect(cond(s, 'a-younger', 'Accepted')).toMatchObject({ status: 'False', reason: 'NameConflict' });
   });

@@ -49,7 +49,14 @@ describe('alignWeights', () => {
   });
 
   it('leaves alone what has no weight to move or is not a model', () => {
-    const relu = encodeOnnxModel({ name: 'relu', opset: 13, inputs: [{ name: 'x', shape: [1, 2] }], outputs: [{ name: 'y', shape: [1, 2] }], initializers: [], nodes: [{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }] });
+    const relu = encodeOnnxModel({
+      name: 'relu',
+      opset: 13,
+      inputs: [{ name: 'x', shape: [1, 2] }],
+      outputs: [{ name: 'y', shape: [1, 2] }],
+      initializers: [],
+      nodes: [{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }],
+    });
     expect(alignWeights(relu)).toBeUndefined();
     expect(alignWeights(new TextEncoder().encode('not an onnx model'))).toBeUndefined();
     expect(alignWeights(wineModelBytes('m1', 1000).subarray(0, 2000))).toBeUndefined();

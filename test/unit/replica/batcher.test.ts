@@ -37,7 +37,14 @@ describe('batcher', () => {
     const results = await Promise.all([
       b.run('a', a, req([[1, 1]])),
       b.run('b', bb, req([[5, 5]])),
-      b.run('a', a, req([[2, 2], [3, 3]])),
+      b.run(
+        'a',
+        a,
+        req([
+          [2, 2],
+          [3, 3],
+        ]),
+      ),
       b.run('a', a, req([[4, 4]])),
     ]);
     expect(results.map((r) => Array.from(r[0]!.data as Float32Array))).toEqual([[102], [210], [104, 106], [108]]);

@@ -20,7 +20,8 @@ function model(nodes: OnnxNode[], input: OnnxElemType, outputs: Record<string, O
 function readGraph(bytes: Uint8Array): { nodes: string[]; inputs: string[]; outputs: string[] } {
   const graph = [...protoFields(bytes)].find((f) => f.field === 7)!;
   const read = { nodes: [] as string[], inputs: [] as string[], outputs: [] as string[] };
-  const strings = (from: number, to: number, field: number): string[] => [...protoFields(bytes, from, to)].filter((f) => f.field === field && f.wire === WIRE_LEN).map((f) => utf8.decode(bytes.subarray(f.valueStart, f.valueEnd)));
+  const strings = (from: number, to: number, field: number): string[] =>
+    [...protoFields(bytes, from, to)].filter((f) => f.field === field && f.wire === WIRE_LEN).map((f) => utf8.decode(bytes.subarray(f.valueStart, f.valueEnd)));
   const sub = (from: number, to: number, field: number): [number, number] => {
     const f = [...protoFields(bytes, from, to)].find((g) => g.field === field)!;
     return [f.valueStart, f.valueEnd];
@@ -28,11 +29,15 @@ function readGraph(bytes: Uint8Array): { nodes: string[]; inputs: string[]; outp
   for (const f of protoFields(bytes, graph.valueStart, graph.valueEnd)) {
     if (f.field === 1) {
       const to = [...protoFields(bytes, f.valueStart, f.valueEnd)].filter((a) => a.field === 5).map((a) => [...protoFields(bytes, a.valueStart, a.valueEnd)].find((v) => v.field === 3)?.int);
-      read.nodes.push(`${strings(f.valueStart, f.valueEnd, 4)[0]}(${strings(f.valueStart, f.valueEnd, 1).join(',')})->${strings(f.valueStart, f.valueEnd, 2).join(',')}${to.length ? ` to=${to.join(',')}` : ''}`);
+      read.nodes.push(
+        `${strings(f.valueStart, f.valueEnd, 4)[0]}(${strings(f.valueStart, f.valueEnd, 1).join(',')})->${strings(f.valueStart, f.valueEnd, 2).join(',')}${to.length ? ` to=${to.join(',')}` : ''}`,
+      );
     } else if (f.field === 11 || f.field === 12) {
       const [ts, te] = sub(...sub(f.valueStart, f.valueEnd, 2), 1);
       const elem = [...protoFields(bytes, ts, te)].find((e) => e.field === 1)!.int;
-      const dims = [...protoFields(bytes, ...sub(ts, te, 2))].map((d) => [...protoFields(bytes, d.valueStart, d.valueEnd)].map((v) => (v.wire === WIRE_LEN ? utf8.decode(bytes.subarray(v.valueStart, v.valueEnd)) : v.int))[0]);
+      const dims = [...protoFields(bytes, ...sub(ts, te, 2))].map(
+        (d) => [...protoFields(bytes, d.valueStart, d.valueEnd)].map((v) => (v.wire === WIRE_LEN ? utf8.decode(bytes.subarray(v.valueStart, v.valueEnd)) : v.int))[0],
+      );
       (f.field === 11 ? read.inputs : read.outputs).push(`${strings(f.valueStart, f.valueEnd, 1)[0]}:${elem}:${dims.join(',')}`);
     }
   }
@@ -41,7 +46,18 @@ function readGraph(bytes: Uint8Array): { nodes: string[]; inputs: string[]; outp
 
 describe('widenBf16Edges', () => {
   it('leaves a model without bfloat16 edges alone', () => {
-    expect(widenBf16Edges(model([{ opType: 'Cast', inputs: ['x'], outputs: ['y'], intAttributes: { to: 16 } }, { opType: 'Cast', inputs: ['y'], outputs: ['z'], intAttributes: { to: 1 } }], 'float32', { z: 'float32' }))).toBeUndefined();
+    expect(
+      widenBf16Edges(
+        model(
+          [
+            { opType: 'Cast', inputs: ['x'], outputs: ['y'], intAttributes: { to: 16 } },
+            { opType: 'Cast', inputs: ['y'], outputs: ['z'], intAttributes: { to: 1 } },
+          ],
+          'float32',
+          { z: 'float32' },
+        ),
+      ),
+    ).toBeUndefined();
   });
 
   it('widens a bfloat16 input and output to float32 with Casts, keeping names and shapes', () => {
@@ -69,21 +85,21 @@ describe('widenBf16Edges', () => {
     )!;
     expect([...edges.outputs]).toEqual(['y', 'x__bf16']);
     expect(readGraph(edges.model)).toEqual({
-      nodes: [
-        'Cast(x)->x__bf16_ to=16',
-        'Identity(x__bf16_)->x__bf16__bf16',
-        'Identity(x__bf16_)->y__bf16',
-        'Cast(y__bf16)->f to=1',
-        'Cast(y__bf16)->y to=1',
-        'Cast(x__bf16__bf16)->x__bf16 to=1',
-      ],
+      nodes: ['Cast(x)->x__bf16_ to=16', 'Identity(x__bf16_)->x__bf16__bf16', 'Identity(x__bf16_)->y__bf16', 'Cast(y__bf16)->f to=1', 'Cast(y__bf16)->y to=1', 'Cast(x__bf16__bf16)->x__bf16 to=1'],
       inputs: ['x:1:batch,3'],
       outputs: ['y:1:batch,3', 'f:1:batch,3', 'x__bf16:1:batch,3'],
     });
   });
 
   it('refuses, saying why, an output no node computes', () => {
-    const passThrough = encodeOnnxModel({ name: 'p', opset: 17, nodes: [], initializers: [], inputs: [{ name: 'x', shape: [3], elemType: 'bfloat16' }], outputs: [{ name: 'x', shape: [3], elemType: 'bfloat16' }] });
+    const passThrough = encodeOnnxModel({
+      name: 'p',
+      opset: 17,
+      nodes: [],
+      initializers: [],
+      inputs: [{ name: 'x', shape: [3], elemType: 'bfloat16' }],
+      outputs: [{ name: 'x', shape: [3], elemType: 'bfloat16' }],
+    });
     expect(() => widenBf16Edges(passThrough)).toThrow(/output "x" is not computed by a node of the graph/);
   });
 
@@ -93,7 +109,18 @@ describe('widenBf16Edges', () => {
       .int(1, 8)
       .message(7, (g) =>
         g
-          .message(1, (n) => n.string(1, 'c').string(2, 'y').string(4, 'If').message(5, (a) => a.string(1, 'then_branch').message(6, (b) => b.string(2, 'then')).int(20, 5)))
+          .message(1, (n) =>
+            n
+              .string(1, 'c')
+              .string(2, 'y')
+              .string(4, 'If')
+              .message(5, (a) =>
+                a
+                  .string(1, 'then_branch')
+                  .message(6, (b) => b.string(2, 'then'))
+                  .int(20, 5),
+              ),
+          )
           .message(11, (v) => writeValueInfo(v, edge))
           .message(12, (v) => writeValueInfo(v, { ...edge, name: 'y' })),
       )

@@ -51,7 +51,11 @@ describe('DiskFileCache', () => {
     expect(cache.bytes).toBe(50);
     const loaded = cache.checkout('loaded');
     expect(loaded?.path).toBe('/c/loaded.e1.onnx');
-    for (const [id, f] of [['loaded', loaded], ['reading', reading]] as const) if (f) cache.settle(id, f, true);
+    for (const [id, f] of [
+      ['loaded', loaded],
+      ['reading', reading],
+    ] as const)
+      if (f) cache.settle(id, f, true);
     expect(cache.shed(() => false)).toBe(50);
   });
 

@@ -33,7 +33,8 @@ describe("the gRPC server's bounds", () => {
     expect(l.maxMessageBytes).toBe(8 * 1024 ** 2);
     expect(l.graceMs).toBe(60_000);
     expect(l.maxConnections).toBe(4096);
-    for (const key of ['messageTimeoutMs', 'messageIdleTimeoutMs', 'writeTimeoutMs', 'idleTimeoutMs', 'maxConnectionAgeMs', 'keepaliveMs', 'keepaliveTimeoutMs'] as const) expect(l[key]).toBeGreaterThan(0);
+    for (const key of ['messageTimeoutMs', 'messageIdleTimeoutMs', 'writeTimeoutMs', 'idleTimeoutMs', 'maxConnectionAgeMs', 'keepaliveMs', 'keepaliveTimeoutMs'] as const)
+      expect(l[key]).toBeGreaterThan(0);
     // A router forwards all its clients' cancellations over one connection: the router budgets them, not the replica.
     expect(l.resets.maxResets).toBe(0);
     expect(l.maxConcurrentStreams).toBe(100);

@@ -31,7 +31,11 @@ const CASES: Case[] = [
   { datatype: 'INT8', tensor: t('INT8', Int8Array.from([-128, 0, 127])), typed: { int_contents: [-128, 0, 127] } },
   { datatype: 'INT16', tensor: t('INT16', Int16Array.from([-32768, 1, 32767])), typed: { int_contents: [-32768, 1, 32767] } },
   { datatype: 'INT32', tensor: t('INT32', Int32Array.from([-2147483648, 1, 2147483647])), typed: { int_contents: [-2147483648, 1, 2147483647] } },
-  { datatype: 'INT64', tensor: t('INT64', BigInt64Array.from([-9223372036854775808n, -9007199254740993n, 9223372036854775807n])), typed: { int64_contents: ['-9223372036854775808', '-9007199254740993', '9223372036854775807'] } },
+  {
+    datatype: 'INT64',
+    tensor: t('INT64', BigInt64Array.from([-9223372036854775808n, -9007199254740993n, 9223372036854775807n])),
+    typed: { int64_contents: ['-9223372036854775808', '-9007199254740993', '9223372036854775807'] },
+  },
   { datatype: 'FP32', tensor: t('FP32', Float32Array.from([1.5, Infinity, NaN])), typed: { fp32_contents: [1.5, Infinity, NaN] } },
   { datatype: 'FP64', tensor: t('FP64', Float64Array.from([0.1, -Infinity, 1e300])), typed: { fp64_contents: [0.1, -Infinity, 1e300] } },
   { datatype: 'BYTES', tensor: t('BYTES', ['a', 'héllo', '']), typed: { bytes_contents: [Buffer.from('a'), Buffer.from('héllo'), Buffer.alloc(0)] } },
@@ -106,7 +110,9 @@ describe.each(CASES)('$datatype over gRPC', (c) => {
     });
   } else {
     it('refuses typed contents: the datatype has no typed field', () => {
-      expect(() => grpcInferBody({ model_name: 'm', inputs: [{ name: 'x', datatype: c.datatype, shape: [1, 3], contents: { fp32_contents: [1, 2, 3] } }] })).toThrow(refusal('invalid_request', /send it in raw_input_contents/));
+      expect(() => grpcInferBody({ model_name: 'm', inputs: [{ name: 'x', datatype: c.datatype, shape: [1, 3], contents: { fp32_contents: [1, 2, 3] } }] })).toThrow(
+        refusal('invalid_request', /send it in raw_input_contents/),
+      );
     });
 
     it('answers raw outputs even to a typed request (no typed field can hold them)', () => {
@@ -132,8 +138,12 @@ describe('gRPC requests the V2 parser refuses, with the HTTP codes', () => {
   });
 
   it('refuses raw contents of another count than the inputs, and raw beside typed', () => {
-    expect(() => parsed({ model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3] }], raw_input_contents: [Buffer.alloc(12), Buffer.alloc(12)] })).toThrow(refusal('invalid_request', /2 entries for 1 inputs/));
-    expect(() => parsed({ model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3], contents: { fp32_contents: [1, 2, 3] } }], raw_input_contents: [Buffer.alloc(12)] })).toThrow(refusal('invalid_request', /use one or the other/));
+    expect(() => parsed({ model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3] }], raw_input_contents: [Buffer.alloc(12), Buffer.alloc(12)] })).toThrow(
+      refusal('invalid_request', /2 entries for 1 inputs/),
+    );
+    expect(() => parsed({ model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3], contents: { fp32_contents: [1, 2, 3] } }], raw_input_contents: [Buffer.alloc(12)] })).toThrow(
+      refusal('invalid_request', /use one or the other/),
+    );
   });
 
   it('refuses raw bytes that do not fill the shape, and values that do not, as input_mismatch', () => {
@@ -177,7 +187,12 @@ describe('answers of a sidecar runtime', () => {
   });
 
   it('slices one block of binary data by each output binary_data_size', () => {
-    const json = { outputs: [{ name: 'a', datatype: 'UINT8', shape: [2], parameters: { binary_data_size: 2 } }, { name: 'b', datatype: 'UINT8', shape: [1], parameters: { binary_data_size: 1 } }] };
+    const json = {
+      outputs: [
+        { name: 'a', datatype: 'UINT8', shape: [2], parameters: { binary_data_size: 2 } },
+        { name: 'b', datatype: 'UINT8', shape: [1], parameters: { binary_data_size: 1 } },
+      ],
+    };
     const answer = grpcInferResponse({ json, binary: [Uint8Array.from([1, 2, 3])] }, 'm', false);
     expect(answer.outputs.map((o) => o.contents)).toEqual([{ uint_contents: [1, 2] }, { uint_contents: [3] }]);
   });
@@ -191,7 +206,13 @@ describe('answers of a sidecar runtime', () => {
   it('carries metadata over, dynamic dimensions as -1', () => {
     const meta = grpcModelMetadata({ name: 'm', versions: ['1'], platform: 'onnxruntime_onnx', inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }], outputs: [] });
     const wire = service['ModelMetadata']!;
-    expect(wire.responseDeserialize(wire.responseSerialize(meta))).toEqual({ name: 'm', versions: ['1'], platform: 'onnxruntime_onnx', inputs: [{ name: 'x', datatype: 'FP32', shape: ['-1', '3'] }], outputs: [] });
+    expect(wire.responseDeserialize(wire.responseSerialize(meta))).toEqual({
+      name: 'm',
+      versions: ['1'],
+      platform: 'onnxruntime_onnx',
+      inputs: [{ name: 'x', datatype: 'FP32', shape: ['-1', '3'] }],
+      outputs: [],
+    });
     expect(() => grpcModelMetadata({ error: 'x' })).toThrow(refusal('inference_failed'));
   });
 });

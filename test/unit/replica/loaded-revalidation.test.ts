@@ -46,7 +46,13 @@ describe('the revalidation loop of loaded models', () => {
     await eventually(() => expect(h.results.length).toBeGreaterThanOrEqual(3), 5000, 5);
     h.r.stop();
     const firstRound = new Map(h.results.slice(0, 3));
-    expect(firstRound).toEqual(new Map([['same', 'unchanged'], ['changed', 'changed'], ['untagged', 'unchanged']]));
+    expect(firstRound).toEqual(
+      new Map([
+        ['same', 'unchanged'],
+        ['changed', 'changed'],
+        ['untagged', 'unchanged'],
+      ]),
+    );
     expect(new Set(h.swaps)).toEqual(new Set(['changed']));
   });
 
@@ -56,7 +62,12 @@ describe('the revalidation loop of loaded models', () => {
     h.r.start();
     await eventually(() => expect(h.results.length).toBeGreaterThanOrEqual(2), 5000, 5);
     h.r.stop();
-    expect(new Map(h.results.slice(0, 2))).toEqual(new Map([['gone', 'not_found'], ['down', 'failed']]));
+    expect(new Map(h.results.slice(0, 2))).toEqual(
+      new Map([
+        ['gone', 'not_found'],
+        ['down', 'failed'],
+      ]),
+    );
     expect(h.swaps).toEqual([]);
     expect(h.lines.some((l) => l.includes('"level":"warn"') && l.includes('revalidate-gone'))).toBe(true);
   });

@@ -175,7 +175,18 @@ describe('model cache', () => {
       expect(h.cache.loadedBytes).toBe(h.cache.loadedIds.reduce((n, id) => n + (bytes.get(id) ?? NaN), 0));
     };
     // A fixed walk that evicts by count and by bytes, refuses entries and brings a draining model back.
-    const walk: [string, number][] = [['a', 10], ['b', 20], ['a', 10], ['c', 30], ['d', 50], ['a', 10], ['e', 60], ['e', 60], ['b', 20], ['f', 5]];
+    const walk: [string, number][] = [
+      ['a', 10],
+      ['b', 20],
+      ['a', 10],
+      ['c', 30],
+      ['d', 50],
+      ['a', 10],
+      ['e', 60],
+      ['e', 60],
+      ['b', 20],
+      ['f', 5],
+    ];
     for (const [id, size] of walk) {
       bytes.set(id, size);
       await h.use(id, size);

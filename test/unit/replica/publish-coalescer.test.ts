@@ -58,7 +58,12 @@ describe('publish coalescer', () => {
   it('never publishes more often than the interval under steady churn', async () => {
     const time = fakeTime();
     const at: number[] = [];
-    const c = new PublishCoalescer({ minIntervalMs: 250, maxBackoffMs: 10_000, clock: time.clock, schedule: time.schedule, publish: () => {
+    const c = new PublishCoalescer({
+      minIntervalMs: 250,
+      maxBackoffMs: 10_000,
+      clock: time.clock,
+      schedule: time.schedule,
+      publish: () => {
         at.push(time.clock.now());
         return Promise.resolve();
       },
@@ -78,7 +83,12 @@ describe('publish coalescer', () => {
     expect(interval).toBe(1000);
     let state = 0;
     const sent: { at: number; state: number }[] = [];
-    const c = new PublishCoalescer({ minIntervalMs: interval, maxBackoffMs: 30_000, clock: time.clock, schedule: time.schedule, publish: () => {
+    const c = new PublishCoalescer({
+      minIntervalMs: interval,
+      maxBackoffMs: 30_000,
+      clock: time.clock,
+      schedule: time.schedule,
+      publish: () => {
         sent.push({ at: time.clock.now(), state });
         return Promise.resolve();
       },
@@ -127,7 +137,12 @@ describe('publish coalescer', () => {
   it('flushes a pending change at once on shutdown', async () => {
     const time = fakeTime();
     let calls = 0;
-    const c = new PublishCoalescer({ minIntervalMs: 10_000, maxBackoffMs: 10_000, clock: time.clock, schedule: time.schedule, publish: () => {
+    const c = new PublishCoalescer({
+      minIntervalMs: 10_000,
+      maxBackoffMs: 10_000,
+      clock: time.clock,
+      schedule: time.schedule,
+      publish: () => {
         calls++;
         return Promise.resolve();
       },

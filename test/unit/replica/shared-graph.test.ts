@@ -23,7 +23,9 @@ function modelWith(extra: (graph: ProtoWriter) => void, labels = 'a'): Uint8Arra
 const floatInitializer = (name: string, dims: number[], data: Float32Array) => (g: ProtoWriter) =>
   g.message(5, (t) => {
     for (const d of dims) t.int(1, d);
-    t.int(2, ONNX_FLOAT).string(8, name).bytes(9, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    t.int(2, ONNX_FLOAT)
+      .string(8, name)
+      .bytes(9, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
   });
 
 describe('splitWeights', () => {
@@ -61,7 +63,13 @@ describe('splitWeights', () => {
     const withShape = (shape: bigint) =>
       modelWith((g) => {
         floatInitializer('w', [2, 2], Float32Array.of(1, 2, 3, 4))(g);
-        g.message(5, (t) => t.int(1, 1).int(2, 7 /* INT64 */).string(8, 'shape').bytes(9, new Uint8Array(BigInt64Array.of(shape).buffer)));
+        g.message(5, (t) =>
+          t
+            .int(1, 1)
+            .int(2, 7 /* INT64 */)
+            .string(8, 'shape')
+            .bytes(9, new Uint8Array(BigInt64Array.of(shape).buffer)),
+        );
       });
     const two = splitWeights(withShape(2n));
     expect(two?.weights.map((w) => w.name)).toEqual(['w']);
@@ -82,7 +90,14 @@ describe('splitWeights', () => {
   });
 
   it('answers undefined when there is nothing to share or the bytes are not a model', () => {
-    const noWeights = encodeOnnxModel({ name: 'relu', opset: 13, inputs: [{ name: 'x', shape: [1] }], outputs: [{ name: 'y', shape: [1] }], initializers: [], nodes: [{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }] });
+    const noWeights = encodeOnnxModel({
+      name: 'relu',
+      opset: 13,
+      inputs: [{ name: 'x', shape: [1] }],
+      outputs: [{ name: 'y', shape: [1] }],
+      initializers: [],
+      nodes: [{ opType: 'Relu', inputs: ['x'], outputs: ['y'] }],
+    });
     expect(splitWeights(noWeights)).toBeUndefined();
     expect(splitWeights(new TextEncoder().encode('this is not an onnx model at all'))).toBeUndefined();
     const wine = wineModelBytes('t', 100);

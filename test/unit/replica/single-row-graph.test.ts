@@ -65,7 +65,18 @@ describe('singleRowGraph', () => {
       else
         withSubgraph.message(7, (g) => {
           g.raw(model.graph.subarray(f.valueStart, f.valueEnd));
-          g.message(1, (n) => n.string(1, 'cond').string(2, 'out').string(4, 'If').message(5, (a) => a.string(1, 'then_branch').message(6, (sub) => sub.string(2, 'then')).int(20, 5)));
+          g.message(1, (n) =>
+            n
+              .string(1, 'cond')
+              .string(2, 'out')
+              .string(4, 'If')
+              .message(5, (a) =>
+                a
+                  .string(1, 'then_branch')
+                  .message(6, (sub) => sub.string(2, 'then'))
+                  .int(20, 5),
+              ),
+          );
         });
     }
     expect(singleRowGraph({ ...model, graph: withSubgraph.finish() })).toBeUndefined();

@@ -40,8 +40,37 @@ describe('AccessLog', () => {
     log.request({ ...ok, requestId: 'r3', error: 'pool_saturated', status: 503 });
     expect(lines.map(([, urgent]) => urgent)).toEqual([false, false, true]);
     const parsed = lines.map(([l]) => JSON.parse(l) as Record<string, unknown>);
-    expect(parsed[0]).toEqual({ time: expect.any(String), level: 'info', msg: 'request', component: 'router', requestId: 'r1', method: 'POST', path: '/wine/v2/models/m1/infer', route: '/wine', model: 'm1', form: 'v2', replica: 'http://127.0.0.1:9001', placement: 'holder', waitedMs: 0, tries: 1, status: 200, durationMs: 1.5 });
-    expect(parsed[1]).toEqual({ time: expect.any(String), level: 'info', msg: 'request', component: 'router', requestId: 'r2', method: 'POST', path: '/wine/"odd"\n', route: '/wine', form: 'other', status: 200, durationMs: 1.5 });
+    expect(parsed[0]).toEqual({
+      time: expect.any(String),
+      level: 'info',
+      msg: 'request',
+      component: 'router',
+      requestId: 'r1',
+      method: 'POST',
+      path: '/wine/v2/models/m1/infer',
+      route: '/wine',
+      model: 'm1',
+      form: 'v2',
+      replica: 'http://127.0.0.1:9001',
+      placement: 'holder',
+      waitedMs: 0,
+      tries: 1,
+      status: 200,
+      durationMs: 1.5,
+    });
+    expect(parsed[1]).toEqual({
+      time: expect.any(String),
+      level: 'info',
+      msg: 'request',
+      component: 'router',
+      requestId: 'r2',
+      method: 'POST',
+      path: '/wine/"odd"\n',
+      route: '/wine',
+      form: 'other',
+      status: 200,
+      durationMs: 1.5,
+    });
     expect(parsed[2]).toEqual({ ...parsed[0], time: expect.any(String), level: 'warn', requestId: 'r3', error: 'pool_saturated', status: 503 });
     expect(new Date(parsed[0]?.['time'] as string).getTime()).toBeGreaterThan(0);
   });

@@ -6,11 +6,30 @@ import { draws, FakeTime } from './fake-time.js';
 function rankedFirst(first: string, not: readonly string[] = []): string {
   for (let i = 0; ; i++) {
     const m = `x${i}`;
-    if (!not.includes(m) && rendezvousRank(['a', 'b', 'c'].map((name) => ({ name })), m)[0]?.name === first) return m;
+    if (
+      !not.includes(m) &&
+      rendezvousRank(
+        ['a', 'b', 'c'].map((name) => ({ name })),
+        m,
+      )[0]?.name === first
+    )
+      return m;
   }
 }
 
-const options: BalancerOptions = { maxOngoingRequests: 1, spreadAt: 1, loadFactor: 1.25, loadFloor: 1, spreadPerCopy: 3, copyShare: 1, trafficSlack: 2, matchTimeoutMs: 1000, recentMs: 5000, tableLagMs: 1000, maxQueue: 2 };
+const options: BalancerOptions = {
+  maxOngoingRequests: 1,
+  spreadAt: 1,
+  loadFactor: 1.25,
+  loadFloor: 1,
+  spreadPerCopy: 3,
+  copyShare: 1,
+  trafficSlack: 2,
+  matchTimeoutMs: 1000,
+  recentMs: 5000,
+  tableLagMs: 1000,
+  maxQueue: 2,
+};
 
 function setup(random: () => number = draws(), opts: Partial<BalancerOptions> = {}): { b: Balancer; time: FakeTime } {
   const time = new FakeTime();

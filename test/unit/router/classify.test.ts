@@ -74,9 +74,36 @@ describe('classifyRequest: what a request is, decided once before dispatch', () 
   });
 
   it('draws a split’s weighted choice from the injected random source, and a sticky one from the request’s header', () => {
-    const weighted = [modelRoute('ab', { deploymentRef: { name: 'wine' }, split: { backends: [{ model: 'a', weight: 1 }, { model: 'b', weight: 1 }], stickyHeader: 'x-user' } })];
-    expect(classifyRequest('POST', '/wine/v2/models/ab/infer', {}, [], table(weighted, () => 0.1))).toMatchObject({ model: 'a' });
-    expect(classifyRequest('POST', '/wine/v2/models/ab/infer', {}, [], table(weighted, () => 0.9))).toMatchObject({ model: 'b' });
+    const weighted = [
+      modelRoute('ab', {
+        deploymentRef: { name: 'wine' },
+        split: {
+          backends: [
+            { model: 'a', weight: 1 },
+            { model: 'b', weight: 1 },
+          ],
+          stickyHeader: 'x-user',
+        },
+      }),
+    ];
+    expect(
+      classifyRequest(
+        'POST',
+        '/wine/v2/models/ab/infer',
+        {},
+        [],
+        table(weighted, () => 0.1),
+      ),
+    ).toMatchObject({ model: 'a' });
+    expect(
+      classifyRequest(
+        'POST',
+        '/wine/v2/models/ab/infer',
+        {},
+        [],
+        table(weighted, () => 0.9),
+      ),
+    ).toMatchObject({ model: 'b' });
     const sticky = (user: string): unknown => (classifyRequest('POST', '/wine/v2/models/ab/infer', {}, ['x-user', user], table(weighted, Math.random)) as { model?: string }).model;
     for (const user of ['u1', 'u2', 'u3']) expect(new Set(Array.from({ length: 20 }, () => sticky(user))).size).toBe(1);
   });

@@ -46,7 +46,11 @@ describe('ClientConnections', () => {
       if (req.url === '/large') return void res.end('z'.repeat(8 * 1024 * 1024));
       res.end('ok');
     });
-    guard = new ClientConnections(server, { maxConnections: 4, maxConnectionsPerClient: 3, writeTimeoutMs: 1000, sweepMs: 20 }, { refused: (r) => void refused.push(r), writeTimedOut: () => void writeTimeouts++ });
+    guard = new ClientConnections(
+      server,
+      { maxConnections: 4, maxConnectionsPerClient: 3, writeTimeoutMs: 1000, sweepMs: 20 },
+      { refused: (r) => void refused.push(r), writeTimedOut: () => void writeTimeouts++ },
+    );
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     port = (server.address() as AddressInfo).port;
   });

@@ -33,9 +33,29 @@ describe('composite bodies', () => {
   });
 
   it('reads answers with data flat or nested, and metadata inputs', () => {
-    expect(parseInferAnswer(body({ model_name: 'm', outputs: [{ name: 'y', datatype: 'FP32', shape: [2, 2], data: [[1, 2], [3, 4]] }] }))).toEqual([{ name: 'y', datatype: 'FP32', shape: [2, 2], data: [1, 2, 3, 4] }]);
+    expect(
+      parseInferAnswer(
+        body({
+          model_name: 'm',
+          outputs: [
+            {
+              name: 'y',
+              datatype: 'FP32',
+              shape: [2, 2],
+              data: [
+                [1, 2],
+                [3, 4],
+              ],
+            },
+          ],
+        }),
+      ),
+    ).toEqual([{ name: 'y', datatype: 'FP32', shape: [2, 2], data: [1, 2, 3, 4] }]);
     expect(codeOf(() => parseInferAnswer(body({ predictions: [1] })))).toMatch(/^plain: the answer is not an Open Inference Protocol answer/);
-    expect(parseModelMetadata(body({ name: 'm', platform: 'onnxruntime_onnx', inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }], outputs: [] }))).toEqual({ inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }], outputs: [] });
+    expect(parseModelMetadata(body({ name: 'm', platform: 'onnxruntime_onnx', inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }], outputs: [] }))).toEqual({
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 3] }],
+      outputs: [],
+    });
     expect(() => parseModelMetadata(body({ name: 'm' }))).toThrow(/^the model metadata is not an Open Inference Protocol model metadata \(inputs: /);
   });
 

@@ -7,7 +7,15 @@ import { CompositeWorkers } from '../../../router/composite/composite-workers.js
 const bytes = (v: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(v));
 const json = (b: Uint8Array | undefined): unknown => JSON.parse(new TextDecoder().decode(b));
 
-const x = { name: 'x', shape: [2, 2], datatype: 'FP32', data: [[1, 2], [3, 4]] };
+const x = {
+  name: 'x',
+  shape: [2, 2],
+  datatype: 'FP32',
+  data: [
+    [1, 2],
+    [3, 4],
+  ],
+};
 const answer = (y: number[]): Uint8Array => bytes({ model_name: 'm', outputs: [{ name: 'y', datatype: 'FP32', shape: [2], data: y }] });
 
 describe('CompositeCodec', () => {
@@ -47,7 +55,24 @@ describe('CompositeCodec', () => {
     const codec = new CompositeCodec();
     const first = codec.request(7, bytes({ id: 's', inputs: [x], outputs: [{ name: 'label' }] }), undefined, true);
     expect(json(first)).toEqual({ id: 's', inputs: [x] });
-    codec.answer(7, 1, bytes({ model_name: 'double', outputs: [{ name: 'ids', datatype: 'FP32', shape: [2, 2], data: [[2, 4], [6, 8]] }] }));
+    codec.answer(
+      7,
+      1,
+      bytes({
+        model_name: 'double',
+        outputs: [
+          {
+            name: 'ids',
+            datatype: 'FP32',
+            shape: [2, 2],
+            data: [
+              [2, 4],
+              [6, 8],
+            ],
+          },
+        ],
+      }),
+    );
     const second = codec.step(7, 1, 2, { model: 'classify', inputs: { input_ids: 'ids' } }, [{ name: 'input_ids', datatype: 'FP32', shape: [-1, 2] }], 'double', true);
     expect(json(second)).toEqual({ id: 's', inputs: [{ name: 'input_ids', datatype: 'FP32', shape: [2, 2], data: [2, 4, 6, 8] }], outputs: [{ name: 'label' }] });
     codec.answer(7, 2, bytes({ model_name: 'classify', outputs: [{ name: 'label', datatype: 'INT64', shape: [2], data: [1, 0] }] }));
@@ -80,7 +105,10 @@ describe('CompositeCodec', () => {
 
 describe('CompositeWorkers', () => {
   it('with no worker thread runs the codec on the event loop, a turn later, each port under a key of its own', async () => {
-    const workers = new CompositeWorkers(0, createLogger({ component: 'test' }, () => undefined));
+    const workers = new CompositeWorkers(
+      0,
+      createLogger({ component: 'test' }, () => undefined),
+    );
     const [one, two] = [workers.port(), workers.port()];
     const read = one.call('request', bytes({ id: 'one', inputs: [x] }), undefined, false);
     let settled = false;

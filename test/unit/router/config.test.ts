@@ -16,7 +16,10 @@ describe('router configuration', () => {
     const c = parseRouterConfig([], { MODELMUX_ROUTES: '/wine=http://127.0.0.1:9001' });
     expect(c).toMatchObject({ discovery: 'static', port: 8000, maxOngoingRequests: 16, matchTimeoutSeconds: 1, maxBodyBytes: 8 * 1024 * 1024, maxQueue: 1024 });
     expect(c.staticRoutes).toEqual([{ prefix: '/wine', urls: ['http://127.0.0.1:9001'] }]);
-    expect(parseRouterConfig(['--routes', '/a=http://127.0.0.1:1', '--max-body-bytes', '1Ki'], { MODELMUX_ROUTES: '/b=http://127.0.0.1:2' })).toMatchObject({ maxBodyBytes: 1024, staticRoutes: [{ prefix: '/a' }] });
+    expect(parseRouterConfig(['--routes', '/a=http://127.0.0.1:1', '--max-body-bytes', '1Ki'], { MODELMUX_ROUTES: '/b=http://127.0.0.1:2' })).toMatchObject({
+      maxBodyBytes: 1024,
+      staticRoutes: [{ prefix: '/a' }],
+    });
   });
 
   it('takes a log level from the flag or MODELMUX_LOG_LEVEL, info by default, and names the three it knows', () => {
@@ -41,7 +44,11 @@ describe('router configuration', () => {
       maxConnections: 10_000,
       maxConnectionsPerClient: 256,
     });
-    const c = parseRouterConfig(['--body-idle-timeout-ms', '500', '--max-buffered-bytes', '64Mi', '--max-connections-per-client', '0'], { ...routes, MODELMUX_WRITE_TIMEOUT_MS: '2000', MODELMUX_MAX_CONNECTIONS: '50' });
+    const c = parseRouterConfig(['--body-idle-timeout-ms', '500', '--max-buffered-bytes', '64Mi', '--max-connections-per-client', '0'], {
+      ...routes,
+      MODELMUX_WRITE_TIMEOUT_MS: '2000',
+      MODELMUX_MAX_CONNECTIONS: '50',
+    });
     expect(c).toMatchObject({ bodyIdleTimeoutMs: 500, maxBufferedBytes: 64 * 1024 * 1024, maxConnectionsPerClient: 0, writeTimeoutMs: 2000, maxConnections: 50 });
     expect(problems(['--max-buffered-bytes', '0', '--headers-timeout-ms', '0', '--max-connections', '-1'], routes)).toEqual([
       expect.stringContaining('--headers-timeout-ms'),
@@ -79,7 +86,11 @@ describe('router configuration', () => {
     const routes = { MODELMUX_ROUTES: '/wine=http://127.0.0.1:9001' };
     const c = parseRouterConfig([], routes);
     expect([c.adminPort, c.adminHost, c.repositoryApiToken]).toEqual([8002, undefined, undefined]);
-    expect(parseRouterConfig(['--admin-port=-1', '--admin-host', '127.0.0.1'], { ...routes, MODELMUX_REPOSITORY_API_TOKEN: 'abcdefghijklmnop' })).toMatchObject({ adminPort: -1, adminHost: '127.0.0.1', repositoryApiToken: 'abcdefghijklmnop' });
+    expect(parseRouterConfig(['--admin-port=-1', '--admin-host', '127.0.0.1'], { ...routes, MODELMUX_REPOSITORY_API_TOKEN: 'abcdefghijklmnop' })).toMatchObject({
+      adminPort: -1,
+      adminHost: '127.0.0.1',
+      repositoryApiToken: 'abcdefghijklmnop',
+    });
     for (const token of ['short-secret', 'sixteen chars + space', 'x'.repeat(257)]) {
       const found = problems([], { ...routes, MODELMUX_REPOSITORY_API_TOKEN: token });
       expect(found).toEqual([expect.stringContaining('--repository-api-token/MODELMUX_REPOSITORY_API_TOKEN')]);

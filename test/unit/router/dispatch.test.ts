@@ -31,7 +31,8 @@ async function stub(overloaded = false, hang = false): Promise<Stub> {
       seen.push({ url: req.url ?? '', headers: req.headers, body });
       if (hang) return;
       if (overloaded) return void res.writeHead(503, { 'x-modelmux-overloaded': '1', 'content-type': 'application/json' }).end('{"error":"overloaded"}');
-      const answer = (): void => void res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive, x-upstream-hop', 'x-upstream-hop': 'secret', 'x-answer': 'yes' }).end(JSON.stringify({ got: body }));
+      const answer = (): void =>
+        void res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive, x-upstream-hop', 'x-upstream-hop': 'secret', 'x-answer': 'yes' }).end(JSON.stringify({ got: body }));
       const delay = Number(req.headers['x-stub-delay-ms'] ?? '0');
       if (delay > 0) setTimeout(answer, delay);
       else answer();
@@ -123,7 +124,11 @@ describe.each([
     const s = await stub();
     const r = await rig([s], fastPath);
     try {
-      const res = await fetch(`${r.url}/wine/?q=1`, { method: 'POST', headers: { serve_multiplexed_model_id: 'm1', 'x-request-id': 'trace-1', te: 'trailers', 'x-forwarded-for': '10.0.0.9' }, body: '{"rows":[1]}' });
+      const res = await fetch(`${r.url}/wine/?q=1`, {
+        method: 'POST',
+        headers: { serve_multiplexed_model_id: 'm1', 'x-request-id': 'trace-1', te: 'trailers', 'x-forwarded-for': '10.0.0.9' },
+        body: '{"rows":[1]}',
+      });
       expect(res.status).toBe(200);
       expect(res.headers.get('x-request-id')).toBe('trace-1');
       expect(res.headers.get('x-answer')).toBe('yes');
@@ -133,7 +138,9 @@ describe.each([
       expect(got?.url).toBe('/?q=1');
       expect(got?.headers).toMatchObject({ serve_multiplexed_model_id: 'm1', 'x-request-id': 'trace-1', 'x-forwarded-for': '10.0.0.9, 127.0.0.1', 'content-length': '12' });
       expect(got?.headers['te']).toBeUndefined();
-      expect(r.lines()).toEqual([expect.objectContaining({ msg: 'request', requestId: 'trace-1', route: '/wine', model: 'm1', form: 'ray', replica: s.url, placement: 'cold', tries: 1, status: 200 })]);
+      expect(r.lines()).toEqual([
+        expect.objectContaining({ msg: 'request', requestId: 'trace-1', route: '/wine', model: 'm1', form: 'ray', replica: s.url, placement: 'cold', tries: 1, status: 200 }),
+      ]);
       expect(inFlight(r)).toBe(0);
     } finally {
       await r.close();
@@ -186,11 +193,20 @@ describe.each([
     const s = await stub();
     const r = await rig([s], fastPath);
     try {
-      await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'x-stub-delay-ms': '250' }, (req) => req.end('{}'), () => expect(s.seen).toHaveLength(1));
-      await eventually(() => {
-        expect(inFlight(r)).toBe(0);
-        expect(r.lines()).toHaveLength(1);
-      }, 5000, 5);
+      await abandon(
+        `${r.url}/wine/v2/models/m1/infer`,
+        { 'x-stub-delay-ms': '250' },
+        (req) => req.end('{}'),
+        () => expect(s.seen).toHaveLength(1),
+      );
+      await eventually(
+        () => {
+          expect(inFlight(r)).toBe(0);
+          expect(r.lines()).toHaveLength(1);
+        },
+        5000,
+        5,
+      );
       expect(r.lines()).toEqual([expect.objectContaining({ error: 'client_closed', status: 499 })]);
     } finally {
       await r.close();
@@ -225,7 +241,12 @@ describe.each([
     const s = await stub();
     const r = await rig([s], fastPath);
     try {
-      await abandon(`${r.url}/wine/v2/models/m1/infer`, { 'content-length': '100' }, (req) => req.write('{"half":'), () => expect(r.proxy.buffered.used).toBeGreaterThan(0));
+      await abandon(
+        `${r.url}/wine/v2/models/m1/infer`,
+        { 'content-length': '100' },
+        (req) => req.write('{"half":'),
+        () => expect(r.proxy.buffered.used).toBeGreaterThan(0),
+      );
       await eventually(() => expect(r.lines()).toHaveLength(1), 5000, 5);
       expect((await fetch(`${r.url}/wine/v2/models/m1/infer`, { method: 'POST', body: '{}' })).status).toBe(200);
       expect(s.seen).toHaveLength(1);

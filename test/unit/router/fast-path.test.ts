@@ -173,7 +173,11 @@ describe('FastPath', () => {
     await expect100.until((r) => r.text.includes('100 Continue'));
     expect100.send('ok');
     expect(await expect100.until((r) => r.text.endsWith('0\r\n\r\n'))).toContain('"body":"ok"');
-    for (const bad of ['GET /x HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n', 'GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n', 'GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n']) {
+    for (const bad of [
+      'GET /x HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n',
+      'GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n',
+      'GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n',
+    ]) {
       const c = new RawClient(h.port).send(bad);
       expect(await c.until((r) => r.closed)).toMatch(/^HTTP\/1\.1 400 /);
     }
@@ -211,7 +215,7 @@ describe('FastPath', () => {
     expect(text).toContain('"url":"/after-head"');
   });
 
-  it("tells the handler when the client goes away before its answer", async () => {
+  it('tells the handler when the client goes away before its answer', async () => {
     const h = await harness();
     const c = new RawClient(h.port).send(GET('/hang', 'X-Mode: hang\r\n'));
     await sleep(50);

@@ -62,7 +62,12 @@ describe('replicas’ gRPC addresses', () => {
     expect(podGrpcAddress(withGrpc)).toBe('10.0.0.1:8081');
     expect(podGrpcAddress(pod('fd00::1', [{ name: 'grpc', containerPort: 8081 }]))).toBe('[fd00::1]:8081');
     expect(podGrpcAddress(without)).toBeUndefined();
-    const mxd = { apiVersion: 'modelmux.io/v1alpha1', kind: 'MultiplexedDeployment', metadata: { name: 'wine', namespace: 'ml' }, spec: { routePrefix: '/wine', modelSource: { uri: 's3://models/wine' } } };
+    const mxd = {
+      apiVersion: 'modelmux.io/v1alpha1',
+      kind: 'MultiplexedDeployment',
+      metadata: { name: 'wine', namespace: 'ml' },
+      spec: { routePrefix: '/wine', modelSource: { uri: 's3://models/wine' } },
+    };
     const routes = routesFromObjects([mxd], [withGrpc, without], silentLogger);
     expect(routes[0]?.replicas.map((r) => r.grpc)).toEqual(['10.0.0.1:8081', undefined]);
   });
@@ -70,7 +75,27 @@ describe('replicas’ gRPC addresses', () => {
 
 describe('the gRPC port’s bounds', () => {
   it('are the HTTP side’s flags: message size and timeouts, write timeout, idle connections, connection limits', () => {
-    const c = parseRouterConfig(['--routes', '/w=http://127.0.0.1:1', '--max-body-bytes', '1000', '--body-idle-timeout-ms', '5', '--body-timeout-ms', '6', '--write-timeout-ms', '7', '--keep-alive-timeout-ms', '8', '--max-connections', '9', '--max-connections-per-client', '3'], {});
+    const c = parseRouterConfig(
+      [
+        '--routes',
+        '/w=http://127.0.0.1:1',
+        '--max-body-bytes',
+        '1000',
+        '--body-idle-timeout-ms',
+        '5',
+        '--body-timeout-ms',
+        '6',
+        '--write-timeout-ms',
+        '7',
+        '--keep-alive-timeout-ms',
+        '8',
+        '--max-connections',
+        '9',
+        '--max-connections-per-client',
+        '3',
+      ],
+      {},
+    );
     expect(grpcServerLimits(c)).toMatchObject({
       maxMessageBytes: 1000,
       messageIdleTimeoutMs: 5,

@@ -51,7 +51,10 @@ function lastError(received: string): unknown {
 describe('clientErrorAnswer', () => {
   it("answers with node:http's statuses and the router's codes, and not at all for a connection's own failure", () => {
     const err = (code: string, message = 'Parse Error: x'): Error => Object.assign(new Error(message), { code });
-    expect(clientErrorAnswer(err('HPE_INVALID_METHOD', 'Parse Error: Invalid method encountered'))).toEqual({ error: 'bad_request', message: 'not valid HTTP/1.1: Invalid method encountered (HPE_INVALID_METHOD)' });
+    expect(clientErrorAnswer(err('HPE_INVALID_METHOD', 'Parse Error: Invalid method encountered'))).toEqual({
+      error: 'bad_request',
+      message: 'not valid HTTP/1.1: Invalid method encountered (HPE_INVALID_METHOD)',
+    });
     expect(clientErrorAnswer(err('HPE_HEADER_OVERFLOW'))?.error).toBe('headers_too_large');
     expect(clientErrorAnswer(err('ERR_HTTP_REQUEST_TIMEOUT'))?.error).toBe('request_timeout');
     expect(clientErrorAnswer(err('HPE_CHUNK_EXTENSIONS_OVERFLOW'))?.error).toBe('body_too_large');

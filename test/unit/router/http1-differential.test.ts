@@ -250,9 +250,15 @@ function build(kind: Kind, oddPlace: OddPlace | undefined): fc.Arbitrary<Message
     name: choice('name', ['X-A', 'x-b', 'Accept', 'Content-Type', 'serve_multiplexed_model_id', "x!#$%&'*+.^_`|~"], ['X Space', 'X\x7f', '\xc9t\xe9', 'X(', 'X"', '', 'X\x00', 'X/']),
     value,
   });
-  const connection = fc.record({ name: framing(['Connection'], ['connection ', 'Connection\t']), value: framing(['keep-alive', 'close', 'Close', 'keep-alive, close', 'closed', 'x-a'], ['upgrade', '', 'close\x00', 'close, upgrade']) });
+  const connection = fc.record({
+    name: framing(['Connection'], ['connection ', 'Connection\t']),
+    value: framing(['keep-alive', 'close', 'Close', 'keep-alive, close', 'closed', 'x-a'], ['upgrade', '', 'close\x00', 'close, upgrade']),
+  });
   const others = fc.oneof(
-    fc.record({ name: pick('Transfer-Encoding', 'transfer-encoding', 'Transfer_Encoding', 'Transfer-Encoding '), value: pick('chunked', 'Chunked', 'chunked, chunked', 'gzip, chunked', 'chunked, gzip', 'identity', ' chunked', 'xchunked', 'chunked,', '') }),
+    fc.record({
+      name: pick('Transfer-Encoding', 'transfer-encoding', 'Transfer_Encoding', 'Transfer-Encoding '),
+      value: pick('chunked', 'Chunked', 'chunked, chunked', 'gzip, chunked', 'chunked, gzip', 'identity', ' chunked', 'xchunked', 'chunked,', ''),
+    }),
     fc.record({ name: pick('Expect', 'Upgrade', 'expect'), value: pick('100-continue', '100-Continue', 'websocket', 'h2c', 'foo', '') }),
   );
   const framingField: fc.Arbitrary<Field> = kind === 'plain' ? connection : fc.oneof(connection, others);
@@ -261,7 +267,11 @@ function build(kind: Kind, oddPlace: OddPlace | undefined): fc.Arbitrary<Message
     .record({
       method: choice('method', ['POST', 'GET', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'], ['TRACE', 'CONNECT', 'PURGE', 'get', 'GETT', 'G\x00ET', 'PRI']),
       sp1: choice('sp1', [' '], ['  ', '\t', '']),
-      target: choice('target', ['/wine/v2/models/m1/infer', '/', '/a?b=c&d=%20', '//x', "/~!$&'()*+,;=:@", '/invocations?'], ['/a#frag', '*', 'http://h/p', '/a b', '/\x7f', '/\xe9', '', '/"<>{}|\\^`', '/a\tb']),
+      target: choice(
+        'target',
+        ['/wine/v2/models/m1/infer', '/', '/a?b=c&d=%20', '//x', "/~!$&'()*+,;=:@", '/invocations?'],
+        ['/a#frag', '*', 'http://h/p', '/a b', '/\x7f', '/\xe9', '', '/"<>{}|\\^`', '/a\tb'],
+      ),
       sp2: choice('sp2', [' '], ['  ', '\t', '']),
       version: choice('version', ['HTTP/1.1'], ['HTTP/1.0', 'HTTP/1.2', 'HTTP/2.0', 'http/1.1', 'HTTP/1.1 ', 'HTTP/11', 'HTTP/1.1\x00']),
       hosts: choice('hosts', [1], [0, 2]),
@@ -280,7 +290,10 @@ function build(kind: Kind, oddPlace: OddPlace | undefined): fc.Arbitrary<Message
       const n = m.body.length;
       // A chunked plain message has no Content-Length; others may have both.
       const count = Math.max(0, m.chunked ? lengthCount - 1 : lengthCount);
-      const length = framing([String(n)], [String(n + 1), String(Math.max(0, n - 1)), `0${n}`, `+${n}`, `-${n}`, `${n}, ${n}`, `${n},${n + 1}`, '', `0x${n.toString(16)}`, '9'.repeat(16), `${n}\x00`, `${n}.0`]);
+      const length = framing(
+        [String(n)],
+        [String(n + 1), String(Math.max(0, n - 1)), `0${n}`, `+${n}`, `-${n}`, `${n}, ${n}`, `${n},${n + 1}`, '', `0x${n.toString(16)}`, '9'.repeat(16), `${n}\x00`, `${n}.0`],
+      );
       return fc.array(length, { minLength: count, maxLength: count }).map((lengths) => ({ ...m, lengths }));
     });
 }
@@ -343,11 +356,15 @@ afterAll(async () => {
 });
 
 describe('the fast path against node:http (llhttp)', () => {
-  it('forwards the same requests, answers the same errors and ends connections alike, for any byte stream', async () => {
-    const property = fc.asyncProperty(stream, async (c) => {
-      const [a, b] = await runBoth(writesOf(c.text, c.cuts));
-      expect({ stream: c.text, ...a }).toEqual({ stream: c.text, ...b });
-    });
-    await checkSeeded(property, SEED, RUNS, TIME_LIMIT_MS);
-  }, TIME_LIMIT_MS + 20_000);
+  it(
+    'forwards the same requests, answers the same errors and ends connections alike, for any byte stream',
+    async () => {
+      const property = fc.asyncProperty(stream, async (c) => {
+        const [a, b] = await runBoth(writesOf(c.text, c.cuts));
+        expect({ stream: c.text, ...a }).toEqual({ stream: c.text, ...b });
+      });
+      await checkSeeded(property, SEED, RUNS, TIME_LIMIT_MS);
+    },
+    TIME_LIMIT_MS + 20_000,
+  );
 });

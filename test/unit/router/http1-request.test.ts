@@ -8,7 +8,13 @@ describe('scanRequestHead', () => {
     expect(scan(text)).toEqual({
       kind: 'head',
       bytes: text.length - 4,
-      head: { method: 'POST', url: '/wine/v2/models/m1/infer?x=1', rawHeaders: ['Host', 'r', 'Content-Length', '4', 'X-Multi', 'a', 'x-multi', 'b', 'Connection', 'keep-alive, Close'], contentLength: 4, close: true },
+      head: {
+        method: 'POST',
+        url: '/wine/v2/models/m1/infer?x=1',
+        rawHeaders: ['Host', 'r', 'Content-Length', '4', 'X-Multi', 'a', 'x-multi', 'b', 'Connection', 'keep-alive, Close'],
+        contentLength: 4,
+        close: true,
+      },
     });
     expect(scan('GET / HTTP/1.1\r\nHost: r\r\n\r\n')).toMatchObject({ kind: 'head', head: { contentLength: 0, close: false } });
   });

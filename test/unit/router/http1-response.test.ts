@@ -54,7 +54,7 @@ describe('ResponseParser', () => {
     }
   });
 
-  it('reads each response\'s own Keep-Alive timeout, also when responses alternate between values', () => {
+  it("reads each response's own Keep-Alive timeout, also when responses alternate between values", () => {
     const hints: (number | undefined)[] = [];
     for (const value of ['timeout=5', 'timeout=5', 'max=100, timeout=7', 'timeout=5', 'max=3', 'timeout=5']) {
       const { p, r } = parser();

@@ -6,7 +6,11 @@ describe('MemberSlots', () => {
     const slots = new MemberSlots(10, 2);
     const started: string[] = [];
     const ends = new Map<string, () => void>();
-    for (const name of ['a', 'b', 'c', 'd']) ends.set(name, slots.add(() => started.push(name)));
+    for (const name of ['a', 'b', 'c', 'd'])
+      ends.set(
+        name,
+        slots.add(() => started.push(name)),
+      );
     expect(started).toEqual(['a', 'b']);
     expect([slots.inFlight, slots.queued]).toEqual([2, 2]);
     ends.get('b')?.();
@@ -39,7 +43,11 @@ describe('MemberSlots', () => {
       slots.add((end) => {
         started.push(nested);
         end();
-        for (const leaf of ['x', 'y']) ends.set(`${nested}.${leaf}`, slots.add(() => started.push(`${nested}.${leaf}`)));
+        for (const leaf of ['x', 'y'])
+          ends.set(
+            `${nested}.${leaf}`,
+            slots.add(() => started.push(`${nested}.${leaf}`)),
+          );
       });
     }
     expect(started).toEqual(['e1', 'e1.x', 'e1.y']);

@@ -10,7 +10,15 @@ const route = (name: string, pool: string, spec: Record<string, unknown>): Model
   if (!r.ok) throw new Error(r.message);
   return r.route;
 };
-const canary = (name: string, pool: string) => route(name, pool, { split: { backends: [{ model: 'v1', weight: 3 }, { model: 'v2', weight: 1 }] } });
+const canary = (name: string, pool: string) =>
+  route(name, pool, {
+    split: {
+      backends: [
+        { model: 'v1', weight: 3 },
+        { model: 'v2', weight: 1 },
+      ],
+    },
+  });
 
 function table(draws: number[] = []): RouteTable {
   let i = 0;
@@ -25,11 +33,13 @@ describe('the route table’s ModelRoutes', () => {
       { prefix: '/wine', maxOngoingRequests: 4, matchTimeoutMs: 1000, replicas: [] },
       { prefix: '/beer', pool: 'ml/beer', maxOngoingRequests: 4, matchTimeoutMs: 1000, replicas: [] },
     ]);
-    t.applyModelRoutes(new Map([
-      ['wine', [canary('wine-7', 'wine')]],
-      ['ml/beer', [canary('ipa', 'beer')]],
-      ['beer', [canary('stout', 'beer')]],
-    ]));
+    t.applyModelRoutes(
+      new Map([
+        ['wine', [canary('wine-7', 'wine')]],
+        ['ml/beer', [canary('ipa', 'beer')]],
+        ['beer', [canary('stout', 'beer')]],
+      ]),
+    );
     expect(t.match('/wine')?.models.has('wine-7')).toBe(true);
     expect(t.match('/wine')?.models.has('ipa')).toBe(false);
     expect(t.match('/beer')?.models.has('ipa')).toBe(true);
@@ -66,7 +76,12 @@ describe('the route table’s ModelRoutes', () => {
 
 describe('routesByPool (kube mode)', () => {
   it('keys each route by its namespace and deploymentRef, and skips one whose spec does not parse', () => {
-    const obj = (ns: string, name: string, spec: unknown) => ({ apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name, namespace: ns, creationTimestamp: new Date('2026-01-01T00:00:00Z') }, spec });
+    const obj = (ns: string, name: string, spec: unknown) => ({
+      apiVersion: 'modelmux.io/v1alpha1',
+      kind: 'ModelRoute',
+      metadata: { name, namespace: ns, creationTimestamp: new Date('2026-01-01T00:00:00Z') },
+      spec,
+    });
     const ok = { deploymentRef: { name: 'wine' }, split: { backends: [{ model: 'a' }] } };
     const byPool = routesByPool([obj('ml', 'r1', ok), obj('dev', 'r2', ok), obj('ml', 'bad', { deploymentRef: { name: 'wine' } })], silentLogger);
     expect([...byPool].map(([k, rs]) => [k, rs.map((r) => r.metadata.name)])).toEqual([
@@ -77,7 +92,12 @@ describe('routesByPool (kube mode)', () => {
   });
 
   it('parses only the routes whose resourceVersion changed, so the other pools keep their index', () => {
-    const obj = (name: string, pool: string, rv: string, model = 'a') => ({ apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name, namespace: 'ml', resourceVersion: rv }, spec: { deploymentRef: { name: pool }, split: { backends: [{ model }] } } });
+    const obj = (name: string, pool: string, rv: string, model = 'a') => ({
+      apiVersion: 'modelmux.io/v1alpha1',
+      kind: 'ModelRoute',
+      metadata: { name, namespace: 'ml', resourceVersion: rv },
+      spec: { deploymentRef: { name: pool }, split: { backends: [{ model }] } },
+    });
     const parsed: ParsedRoutes = new Map();
     const first = routesByPool([obj('r1', 'wine', '1'), obj('r2', 'beer', '1')], silentLogger, parsed);
     const second = routesByPool([obj('r1', 'wine', '1'), obj('r2', 'beer', '2', 'b')], silentLogger, parsed);

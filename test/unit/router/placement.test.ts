@@ -102,7 +102,11 @@ describe('decide', () => {
 
   it('skips a cold model’s first replica when it is past the load bound', () => {
     const model = 'm7';
-    const first = rendezvousRank(names.map((n) => r(n, 0)), model)[0]?.name ?? '';
+    const first =
+      rendezvousRank(
+        names.map((n) => r(n, 0)),
+        model,
+      )[0]?.name ?? '';
     const reps = names.map((n) => r(n, n === first ? 3 : 0));
     const d = decide(req(model), reps, policy, draws());
     expect(d.kind).toBe('cold');
@@ -121,7 +125,10 @@ describe('decide', () => {
 
   it('puts a cold model on a replica with a free slot before a full one, in rendezvous order among them', () => {
     const model = 'm3';
-    const order = rendezvousRank(names.map((n) => r(n, 0)), model).map((x) => x.name);
+    const order = rendezvousRank(
+      names.map((n) => r(n, 0)),
+      model,
+    ).map((x) => x.name);
     const [first, second, third] = order;
     const free = new Set([second, third]);
     const reps = names.map((n) => r(n, 0, false, 0, false, { freeSlots: free.has(n) ? 1 : 0 }));
@@ -132,7 +139,10 @@ describe('decide', () => {
   it('keeps a cold model off a full replica whose next victim draws more than an average slot’s traffic', () => {
     // 4 replicas × 4 slots: an average slot draws 1/16 of the traffic.
     const model = 'm4';
-    const [first, second] = rendezvousRank(names.map((n) => r(n, 0)), model).map((x) => x.name);
+    const [first, second] = rendezvousRank(
+      names.map((n) => r(n, 0)),
+      model,
+    ).map((x) => x.name);
     const hotVictim = names.map((n) => r(n, 0, false, 0, false, { victimShare: n === first ? 0.07 : 0.01 }));
     expect(decide(req(model), hotVictim, policy, draws())).toEqual({ kind: 'cold', replica: second });
     const coldVictim = names.map((n) => r(n, 0, false, 0, false, { victimShare: n === first ? 0.06 : 0.01 }));
@@ -141,7 +151,10 @@ describe('decide', () => {
 
   it('keeps a new model off a replica whose recent sends are significantly above the average, unless it has a free slot', () => {
     const model = 'm5';
-    const [first, second] = rendezvousRank(names.map((n) => r(n, 0)), model).map((x) => x.name);
+    const [first, second] = rendezvousRank(
+      names.map((n) => r(n, 0)),
+      model,
+    ).map((x) => x.name);
     // Mean 175, bound 175 + 2 × √175 ≈ 201.5.
     const busy = names.map((n) => r(n, 0, false, 0, false, { traffic: n === first ? 400 : 100 }));
     expect(decide(req(model), busy, policy, draws())).toEqual({ kind: 'cold', replica: second });

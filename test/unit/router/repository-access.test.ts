@@ -10,7 +10,7 @@ describe('who may call the model repository API', () => {
   it('refuses everyone on the public port without a token, naming where to go instead', () => {
     const refused = publicRepositoryAccess(undefined, 8002).refusal(['Authorization', `Bearer ${TOKEN}`]);
     expect([refused?.code, refused?.status]).toEqual(['repository_api_disabled', 403]);
-    expect(refused?.message).toContain("admin port (8002)");
+    expect(refused?.message).toContain('admin port (8002)');
     expect(publicRepositoryAccess(undefined, -1).refusal([])?.message).toContain('--admin-port=-1');
   });
 
@@ -18,7 +18,14 @@ describe('who may call the model repository API', () => {
     const access = publicRepositoryAccess(TOKEN, 8002);
     expect(access.refusal(['Authorization', `Bearer ${TOKEN}`])).toBeUndefined();
     expect(access.refusal(['authorization', `bearer  ${TOKEN} `])).toBeUndefined();
-    for (const headers of [[], ['Authorization', `Bearer ${TOKEN}x`], ['Authorization', `Bearer ${TOKEN.slice(1)}`], ['Authorization', `Basic ${TOKEN}`], ['Authorization', TOKEN], ['X-Token', `Bearer ${TOKEN}`]]) {
+    for (const headers of [
+      [],
+      ['Authorization', `Bearer ${TOKEN}x`],
+      ['Authorization', `Bearer ${TOKEN.slice(1)}`],
+      ['Authorization', `Basic ${TOKEN}`],
+      ['Authorization', TOKEN],
+      ['X-Token', `Bearer ${TOKEN}`],
+    ]) {
       const refused = access.refusal(headers);
       expect([refused?.code, refused?.status]).toEqual(['repository_api_unauthorized', 401]);
       expect(refused?.message).not.toContain(TOKEN);

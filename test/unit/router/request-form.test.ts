@@ -87,7 +87,34 @@ describe('model ids at the router edge', () => {
 describe('scanRequestHeaders', () => {
   it('forwards end-to-end headers in one pass and picks out what the proxy reads', () => {
     const scanned = scanRequestHeaders(
-      ['Host', 'router', 'Connection', 'keep-alive, X-Secret-Hop', 'X-Secret-Hop', '1', 'Content-Length', '12', 'Content-Type', 'application/json', 'X-Request-Id', 'r1', 'X-Forwarded-For', '10.0.0.1', 'x-forwarded-for', '10.0.0.2', 'serve_multiplexed_model_id', 'm1', 'TE', 'trailers', 'Expect', '100-continue', 'Accept', 'a', 'Accept', 'b'],
+      [
+        'Host',
+        'router',
+        'Connection',
+        'keep-alive, X-Secret-Hop',
+        'X-Secret-Hop',
+        '1',
+        'Content-Length',
+        '12',
+        'Content-Type',
+        'application/json',
+        'X-Request-Id',
+        'r1',
+        'X-Forwarded-For',
+        '10.0.0.1',
+        'x-forwarded-for',
+        '10.0.0.2',
+        'serve_multiplexed_model_id',
+        'm1',
+        'TE',
+        'trailers',
+        'Expect',
+        '100-continue',
+        'Accept',
+        'a',
+        'Accept',
+        'b',
+      ],
       MODEL_HEADERS,
     );
     expect(scanned).toEqual({
@@ -112,8 +139,30 @@ describe('scanRequestHeaders', () => {
 describe('endToEndFields', () => {
   it('drops hop-by-hop headers, those Connection names, and the one the proxy sets, keeping repeated fields', () => {
     const out = endToEndFields(
-      ['connection', 'keep-alive, x-secret-hop', 'keep-alive', 'timeout=5', 'transfer-encoding', 'chunked', 'upgrade', 'websocket', 'te', 'trailers',
-        'x-secret-hop', '1', 'set-cookie', 'a=1', 'content-type', 'application/json', 'x-request-id', 'r1', 'set-cookie', 'b=2', 'connection', 'x-other'],
+      [
+        'connection',
+        'keep-alive, x-secret-hop',
+        'keep-alive',
+        'timeout=5',
+        'transfer-encoding',
+        'chunked',
+        'upgrade',
+        'websocket',
+        'te',
+        'trailers',
+        'x-secret-hop',
+        '1',
+        'set-cookie',
+        'a=1',
+        'content-type',
+        'application/json',
+        'x-request-id',
+        'r1',
+        'set-cookie',
+        'b=2',
+        'connection',
+        'x-other',
+      ],
       'x-request-id',
     );
     expect(out).toEqual(['set-cookie', 'a=1', 'content-type', 'application/json', 'set-cookie', 'b=2']);

@@ -99,13 +99,16 @@ function pool(url: string, connections = 4, keepAliveTimeoutMs = 10_000): Upstre
 describe('UpstreamPool against node:http', () => {
   it('sends method, path, headers and body, and reuses one keep-alive connection', async () => {
     const seen: { method: string | undefined; url: string | undefined; headers: IncomingMessage['headers']; body: string }[] = [];
-    const s = track(await httpServer((req, res, body) => {
-      seen.push({ method: req.method, url: req.url, headers: req.headers, body });
-      res.writeHead(200, { 'content-type': 'application/json', 'x-answer': 'yes' }).end(JSON.stringify({ n: seen.length }));
-    }));
+    const s = track(
+      await httpServer((req, res, body) => {
+        seen.push({ method: req.method, url: req.url, headers: req.headers, body });
+        res.writeHead(200, { 'content-type': 'application/json', 'x-answer': 'yes' }).end(JSON.stringify({ n: seen.length }));
+      }),
+    );
     const p = pool(s.url);
     for (let i = 1; i <= 5; i++) {
-      const out = await send(p, { method: 'POST', path: `/v2/models/m${i}/infer?x=1`, headers: ['content-type', 'application/json', 'x-modelmux-model', `m${i}`], body: Buffer.from(`{"i":${i}}`) }).done;
+      const out = await send(p, { method: 'POST', path: `/v2/models/m${i}/infer?x=1`, headers: ['content-type', 'application/json', 'x-modelmux-model', `m${i}`], body: Buffer.from(`{"i":${i}}`) })
+        .done;
       expect(out.error).toBeUndefined();
       expect(out.status).toBe(200);
       expect(fieldValue(out.headers ?? [], 'x-answer')).toBe('yes');
@@ -118,9 +121,13 @@ describe('UpstreamPool against node:http', () => {
   });
 
   it('sends bodies of every size around the one-buffer limit intact, with latin1 header values', async () => {
-    const s = track(await httpServer((req, res, body) => {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end(`${req.headers['content-length']} ${Buffer.from(req.headers['x-name'] as string, 'latin1').toString('hex')} ${body.length} ${body.slice(-5)}`);
-    }));
+    const s = track(
+      await httpServer((req, res, body) => {
+        res
+          .writeHead(200, { 'content-type': 'text/plain' })
+          .end(`${req.headers['content-length']} ${Buffer.from(req.headers['x-name'] as string, 'latin1').toString('hex')} ${body.length} ${body.slice(-5)}`);
+      }),
+    );
     const p = pool(s.url);
     for (const size of [0, 1, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 300_000]) {
       const payload = Buffer.alloc(size, 'b');
@@ -134,10 +141,12 @@ describe('UpstreamPool against node:http', () => {
 
   it('opens at most `connections` sockets and serves the waiting tries in order', async () => {
     const order: string[] = [];
-    const s = track(await httpServer((req, res) => {
-      order.push(req.url ?? '');
-      setTimeout(() => res.end(req.url), 30);
-    }));
+    const s = track(
+      await httpServer((req, res) => {
+        order.push(req.url ?? '');
+        setTimeout(() => res.end(req.url), 30);
+      }),
+    );
     const p = pool(s.url, 2);
     const tries = ['/a', '/b', '/c', '/d', '/e'].map((path) => send(p, { path }));
     const outs = await Promise.all(tries.map((t) => t.done));
@@ -147,12 +156,14 @@ describe('UpstreamPool against node:http', () => {
   });
 
   it('reads chunked and HEAD responses and keeps the connection', async () => {
-    const s = track(await httpServer((req, res) => {
-      if (req.method === 'HEAD') return void res.writeHead(200, { 'content-length': '1000' }).end();
-      res.writeHead(200, { 'content-type': 'text/plain' });
-      res.write('first ');
-      setTimeout(() => res.end('second'), 10);
-    }));
+    const s = track(
+      await httpServer((req, res) => {
+        if (req.method === 'HEAD') return void res.writeHead(200, { 'content-length': '1000' }).end();
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('first ');
+        setTimeout(() => res.end('second'), 10);
+      }),
+    );
     const p = pool(s.url);
     const chunked = await send(p).done;
     expect(fieldValue(chunked.headers ?? [], 'transfer-encoding')).toBe('chunked');
@@ -211,14 +222,18 @@ describe('UpstreamPool against node:http', () => {
     const s = track(await httpServer((_req, res) => res.end(big)));
     const p = pool(s.url);
     let paused = false;
-    const c = send(p, {}, {
-      onData: (ctl, n) => {
-        if (n === 1) {
-          paused = true;
-          ctl.pause();
-        } else if (paused) throw new Error('data while paused');
+    const c = send(
+      p,
+      {},
+      {
+        onData: (ctl, n) => {
+          if (n === 1) {
+            paused = true;
+            ctl.pause();
+          } else if (paused) throw new Error('data while paused');
+        },
       },
-    });
+    );
     await sleep(200);
     expect(c.chunks).toBe(1);
     paused = false;
@@ -295,10 +310,12 @@ describe('UpstreamPool against servers that misbehave', () => {
   });
 
   it('reads a head and a chunked body that arrive in pieces across reads', async () => {
-    const s = track(await rawServer((socket) => {
-      const pieces = ['HTTP/1.1 200 OK\r\nX-Lo', 'ng-Name: value\r\nTransfer-Encoding: chunked\r\n', '\r\n5\r\nhel', 'lo\r\n', '0\r\n\r\n'];
-      pieces.forEach((piece, i) => setTimeout(() => socket.write(piece), 20 * i));
-    }));
+    const s = track(
+      await rawServer((socket) => {
+        const pieces = ['HTTP/1.1 200 OK\r\nX-Lo', 'ng-Name: value\r\nTransfer-Encoding: chunked\r\n', '\r\n5\r\nhel', 'lo\r\n', '0\r\n\r\n'];
+        pieces.forEach((piece, i) => setTimeout(() => socket.write(piece), 20 * i));
+      }),
+    );
     const out = await send(pool(s.url)).done;
     expect(out.error).toBeUndefined();
     expect(fieldValue(out.headers ?? [], 'x-long-name')).toBe('value');
@@ -307,10 +324,12 @@ describe('UpstreamPool against servers that misbehave', () => {
 
   it('reports a malformed answer as HTTP_PROTOCOL_ERROR and does not reuse the connection', async () => {
     let n = 0;
-    const s = track(await rawServer((socket) => {
-      n++;
-      socket.write(n === 1 ? 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\nok' : 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
-    }));
+    const s = track(
+      await rawServer((socket) => {
+        n++;
+        socket.write(n === 1 ? 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\nok' : 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
+      }),
+    );
     const p = pool(s.url);
     expect((await send(p).done).error?.code).toBe('HTTP_PROTOCOL_ERROR');
     expect((await send(p).done).body).toBe('ok');
