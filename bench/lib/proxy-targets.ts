@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { startChild, type Child } from './child.js';
 import { waitHttpReady } from './http-ready.js';
@@ -26,6 +27,16 @@ export async function startBenchReplica(cli: string, modelDir: string, port: num
   return replica;
 }
 
+/**
+ * The flags `cli`'s router takes that an older build may not (bench:router-ab's B can be any
+ * earlier commit): its admin port, moved off the router's own 8002 so that routers side by side
+ * do not collide, only where the build has one (issue 47 gave the router its admin port).
+ */
+function optionalFlags(cli: string): string[] {
+  const help = execFileSync(process.execPath, [cli, 'router', '--help'], { encoding: 'utf8' });
+  return help.includes('--admin-port') ? ['--admin-port', '0'] : [];
+}
+
 /** `modelmux router --discovery static` of `cli` with ROUTE on one replica, ready when this resolves. */
 export async function startBenchRouter(cli: string, port: number, replicaUrl: string, extra: readonly string[] = []): Promise<Child> {
   const router = await startChild(
@@ -41,8 +52,7 @@ export async function startBenchRouter(cli: string, port: number, replicaUrl: st
       String(port),
       '--grpc-port',
       '0',
-      '--admin-port',
-      '0',
+      ...optionalFlags(cli),
       '--routes',
       `${ROUTE}=${replicaUrl}`,
       '--max-ongoing-requests',
