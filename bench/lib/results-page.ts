@@ -41,7 +41,11 @@ export const PROGRAMS: readonly ProgramEntry[] = [
   { name: 'spread', measures: "Two modelmux pools side by side (bench:mux's slots and a slot for every model) taking turns: where a throughput spread across patterns comes from." },
   { name: 'cold', measures: "A run over weights not in the CPU's cache, alone: mapped, read into memory, and on huge pages." },
   { name: 'threads', measures: 'A real-size CNN at one client: a replica process against onnxruntime in process with the same threads (goal: p50 ≤ 1.1×).' },
-  { name: 'hostile', measures: 'Good traffic alone and beside hostile clients (HTTP/1.1: stalled bodies and heads, slow readers, nesting bombs, idle connections; gRPC over HTTP/2: stalled messages, window-1 readers, rapid reset, decode bombs, idle connections): p99 ratio (target ≤ 1.5).' },
+  {
+    name: 'hostile',
+    measures:
+      'Good traffic alone and beside hostile clients (HTTP/1.1: stalled bodies and heads, slow readers, nesting bombs, idle connections; gRPC over HTTP/2: stalled messages, window-1 readers, rapid reset, decode bombs, idle connections): p99 ratio (target ≤ 1.5).',
+  },
   { name: 'tables', measures: "What replicas' model tables cost the Kubernetes control plane against the pool size: patches, etcd writes, watch bytes, router CPU, change-to-router time." },
   { name: 'sidecar', measures: "Sidecar mode's hop in front of MLServer, and its loads split into the folder copy and MLServer's load." },
 ];
