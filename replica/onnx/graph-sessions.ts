@@ -9,6 +9,7 @@ import { externalDataFiles } from './external-data.js';
 import type { FileMapper } from './file-map.js';
 import { splitWeights, type SplitModel, type WeightRef } from './shared-graph.js';
 import { singleRowGraph } from './single-row-graph.js';
+import { sessionKindFor } from './session-kind.js';
 
 interface SharedGraph {
   session: Promise<ort.InferenceSession>;
@@ -31,7 +32,7 @@ export interface SessionOverrides {
   provider?: ExecutionProvider;
   intraOpThreads?: number;
   interOpThreads?: number;
-  /** false: a session of its own even when graphs are shared. */
+  /** false: a session of its own even when graphs are shared; true: a shared graph even on a GPU whatever its size (session-kind.ts). */
   shareGraph?: boolean;
 }
 /** How a shared-graph model's weights got into memory: viewed in the mapped file, or read into a buffer. */
@@ -78,13 +79,16 @@ export class GraphSessions {
     return this.graphs.size;
   }
 
-  /** `mappable`: nothing will truncate or rewrite the file in place (LocalModelFile.private). */
-  async open(path: string, mappable = false, overrides: SessionOverrides = {}): Promise<ModelSession> {
+  /**
+   * `mappable`: nothing will truncate or rewrite the file in place (LocalModelFile.private).
+   * `modelBytes`: the model's size, external data included, which decides the kind under CUDA.
+   */
+  async open(path: string, mappable = false, overrides: SessionOverrides = {}, modelBytes = 0): Promise<ModelSession> {
     const provider = overrides.provider ?? this.provider;
     const tuning = { ...this.tuning, intraOpThreads: overrides.intraOpThreads ?? this.tuning.intraOpThreads, interOpThreads: overrides.interOpThreads ?? this.tuning.interOpThreads };
     // A shared session has the pool's settings: a model with others gets one of its own.
     const poolSettings = provider === this.provider && tuning.intraOpThreads === this.tuning.intraOpThreads && tuning.interOpThreads === this.tuning.interOpThreads;
-    if (!this.tuning.shareGraphs || overrides.shareGraph === false || !poolSettings) return this.own(path, provider, tuning);
+    if (!this.tuning.shareGraphs || sessionKindFor(provider, modelBytes, overrides.shareGraph) === 'own_session' || !poolSettings) return this.own(path, provider, tuning);
     return (mappable ? await this.openMapped(path) : undefined) ?? (await this.openRead(path));
   }
 
@@ -164,7 +168,7 @@ export class GraphSessions {
       const weights = weightTensors(bytes, split.weights, (size) => (side = this.buffers.take(size)));
       const model = modelSession(session, () => this.release(split.key).finally(finish), weights, singleRow && fedSingleRow(singleRow, weights));
       this.onOpen('shared_graph', source, singleRow !== undefined);
-      return model;
+      return { ...model, kind: 'shared_graph' };
     } catch (err) {
       if (side) this.buffers.give(side);
       await this.release(split.key);
@@ -175,7 +179,7 @@ export class GraphSessions {
   private async own(model: string | Uint8Array, provider = this.provider, tuning = this.tuning): Promise<ModelSession> {
     const session = await openModel(model, provider, tuning);
     this.onOpen('own_session');
-    return session;
+    return { ...session, kind: 'own_session' };
   }
 
   private async acquire(split: SplitModel): Promise<{ session: ort.InferenceSession; singleRow: SingleRowSession | undefined }> {

@@ -1,6 +1,7 @@
 import type { OutputTensor } from '../../common/inference-body.js';
 import type { HostTensor, ModelSignature } from '../../common/tensor.js';
 import type { BatchPolicyOptions } from './batch-policy.js';
+import type { OpenKind } from './graph-sessions.js';
 
 /** One loaded model: an onnxruntime session and the signature read from it. */
 export interface ModelSession {
@@ -9,6 +10,8 @@ export interface ModelSession {
   readonly batchable: boolean;
   /** How its requests are batched (its config.json); undefined: one by one. */
   readonly batching?: BatchPolicyOptions | undefined;
+  /** How GraphSessions opened it: what its device memory is charged by (replica/device/). */
+  readonly kind?: OpenKind | undefined;
   run(inputs: readonly HostTensor[]): Promise<OutputTensor[]>;
   release(): Promise<void>;
 }
