@@ -20,6 +20,8 @@ import { createReplicaMetrics, type ReplicaMetrics } from './metrics.js';
 import { LoadedRevalidator } from './cache/loaded-revalidation.js';
 import type { VersionedStore } from './store/model-store.js';
 import { checkExecutionProvider } from './onnx/onnx-runtime.js';
+import { resolveDeviceBudget } from './device/device-budget.js';
+import { nvidiaSmiMeter, type DeviceMeter } from './device/nvidia-smi.js';
 import { PeerFiles } from './store/peer-files.js';
 import { PublishCoalescer } from './publication/publish-coalescer.js';
 import { ReplicaService, serviceTuning } from './serving/replica-service.js';
@@ -43,6 +45,23 @@ async function checkProvider(config: ReplicaConfig): Promise<void> {
   } catch (err) {
     throw flagError('--execution-provider', REPLICA_ENV.executionProvider, err);
   }
+}
+
+/** cuda: the device budget and its meter (NVML through nvidia-smi); nothing under cpu. */
+async function deviceBudget(config: ReplicaConfig, env: NodeJS.ProcessEnv): Promise<{ deviceBudget?: number; deviceMeter?: DeviceMeter }> {
+  if (config.executionProvider !== 'cuda') return {};
+  const meter = nvidiaSmiMeter(env, process.pid);
+  let budget: number | undefined;
+  try {
+    budget = await resolveDeviceBudget(config.executionProvider, config.deviceMemoryBytes, () => meter.total());
+  } catch (err) {
+    throw flagError(
+      '--device-memory-bytes',
+      REPLICA_ENV.deviceMemoryBytes,
+      new Error(`no value, and the GPU's memory cannot be read to default it: ${err instanceof Error ? err.message : String(err)}`),
+    );
+  }
+  return { ...(budget !== undefined ? { deviceBudget: budget } : {}), deviceMeter: meter };
 }
 
 /**
@@ -175,6 +194,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const clock = systemClock;
   const baseLog = createLogger({ component: 'replica', ...(config.podName ? { pod: config.podName } : {}) }, stdoutSink, config.logLevel);
   await checkProvider(config);
+  const device = await deviceBudget(config, env);
 
   const metrics = createReplicaMetrics();
   const mapper = weightMapper(config, baseLog, metrics);
@@ -188,6 +208,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     runtimeUrl === undefined
       ? new ReplicaService({
           ...serviceTuning(config),
+          ...device,
           store,
           ...(mapper !== undefined ? { mapper } : {}),
           clock,
@@ -259,6 +280,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     maxOngoingRequests: config.maxOngoingRequests,
     maxBatchSize: config.maxBatchSize,
     executionProvider: config.executionProvider,
+    ...(device.deviceBudget !== undefined ? { deviceBudget: device.deviceBudget } : {}),
     weights: mapper !== undefined ? 'mapped' : 'read',
     ...(config.runtimeUrl !== undefined ? { runtime: config.runtimeUrl } : {}),
   });
