@@ -1,4 +1,4 @@
-import type { OpenKind } from '../onnx/graph-sessions.js';
+import type { OpenKind } from '../onnx/session-kind.js';
 
 const MIB = 1024 ** 2;
 

@@ -9,7 +9,7 @@ import { externalDataFiles } from './external-data.js';
 import type { FileMapper } from './file-map.js';
 import { splitWeights, type SplitModel, type WeightRef } from './shared-graph.js';
 import { singleRowGraph } from './single-row-graph.js';
-import { sessionKindFor } from './session-kind.js';
+import { sessionKindFor, type OpenKind } from './session-kind.js';
 
 interface SharedGraph {
   session: Promise<ort.InferenceSession>;
@@ -25,7 +25,7 @@ interface SingleRowSession {
   transposed: ReadonlyMap<string, number>;
 }
 
-export type OpenKind = 'shared_graph' | 'own_session';
+export type { OpenKind } from './session-kind.js';
 
 /** A model's own session settings (its config.json), over the pool's. */
 export interface SessionOverrides {

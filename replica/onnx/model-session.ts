@@ -1,7 +1,7 @@
 import type { OutputTensor } from '../../common/inference-body.js';
 import type { HostTensor, ModelSignature } from '../../common/tensor.js';
 import type { BatchPolicyOptions } from './batch-policy.js';
-import type { OpenKind } from './graph-sessions.js';
+import type { OpenKind } from './session-kind.js';
 
 /** One loaded model: an onnxruntime session and the signature read from it. */
 export interface ModelSession {

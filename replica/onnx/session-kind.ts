@@ -1,5 +1,7 @@
-import type { ExecutionProvider } from './onnx-runtime.js';
-import type { OpenKind } from './graph-sessions.js';
+import type { EXECUTION_PROVIDERS } from '../../common/resource.js';
+
+/** How a model was opened: fed to a session its graph shares, or with a session of its own. */
+export type OpenKind = 'shared_graph' | 'own_session';
 
 /**
  * Under CUDA, a model at least this large gets a session of its own, its weights resident on
@@ -16,7 +18,7 @@ export const CUDA_OWN_SESSION_BYTES = 16 * 1024 ** 2;
  * graphs: its config.json's `shareGraph` when it says, else by provider and size. On the CPU
  * fed weights are read in place, so graphs are shared whatever the size (ADR 0016).
  */
-export function sessionKindFor(provider: ExecutionProvider, modelBytes: number, override: boolean | undefined): OpenKind {
+export function sessionKindFor(provider: (typeof EXECUTION_PROVIDERS)[number], modelBytes: number, override: boolean | undefined): OpenKind {
   if (override !== undefined) return override ? 'shared_graph' : 'own_session';
   return provider === 'cuda' && modelBytes >= CUDA_OWN_SESSION_BYTES ? 'own_session' : 'shared_graph';
 }
