@@ -16,19 +16,23 @@ export type DeviceAdmission = { kind: 'fits' } | { kind: 'evict' | 'wait'; victi
 
 /**
  * The admission rule of the device budget, "never load past it". `reserved` is every byte
- * charged now: loaded models, models loading, evicted models not yet released. `loaded` are the
+ * charged now: loaded models, models loading, evicted models not yet released; `releasing` the
+ * part of it this load already evicted, freed once their last request ends. `loaded` are the
  * cache's models, least recently used first: the victims are taken in that order, as few as make
- * room. Pure: the caller evicts, waits and asks again, so the rule is tested without a GPU.
+ * room beside what is being released (none when that is enough: `evict` with no victims is a
+ * wait). Pure: the caller evicts, waits and asks again, so the rule is tested without a GPU.
  */
-export function planDeviceAdmission(budget: number, reserved: number, loaded: readonly DeviceVictim[], need: number): DeviceAdmission {
+export function planDeviceAdmission(budget: number, reserved: number, releasing: number, loaded: readonly DeviceVictim[], need: number): DeviceAdmission {
   if (need > budget) return { kind: 'never' };
   if (reserved + need <= budget) return { kind: 'fits' };
   const victims: string[] = [];
-  let freed = 0;
+  let freed = releasing;
+  const room = (): boolean => reserved - freed + need <= budget;
+  if (room()) return { kind: 'evict', victims };
   for (const v of loaded) {
     victims.push(v.id);
     freed += v.bytes;
-    if (reserved - freed + need <= budget) return { kind: 'evict', victims };
+    if (room()) return { kind: 'evict', victims };
   }
   return { kind: 'wait', victims };
 }

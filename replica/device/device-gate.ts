@@ -38,12 +38,22 @@ export class DeviceGate {
   async admit(id: string, need: number): Promise<DeviceCharge> {
     const { ledger } = this;
     const deadline = this.clock.now() + this.waitMs;
+    /** Evicted by this load and not yet released: counted as freed, so a replan evicts no more for them. */
+    const evicted = new Set<string>();
     for (;;) {
-      const loaded = [...this.cache.loadedIds].reverse().map((v) => ({ id: v, bytes: ledger.costOf(v) }));
-      const plan = planDeviceAdmission(ledger.budget, ledger.used, loaded, need);
+      // Never the model itself: a swap loads its new version beside the old one, which serves on.
+      const loaded = [...this.cache.loadedIds]
+        .reverse()
+        .filter((v) => v !== id)
+        .map((v) => ({ id: v, bytes: ledger.costOf(v) }));
+      const releasing = [...evicted].reduce((n, v) => n + ledger.costOf(v), 0);
+      const plan = planDeviceAdmission(ledger.budget, ledger.used, releasing, loaded, need);
       if (plan.kind === 'fits') return ledger.charge(id, need);
       if (plan.kind === 'never') throw new ModelmuxError('model_too_large', `model "${id}" needs about ${gib(need)} of device memory, more than this replica's device budget of ${gib(ledger.budget)}`);
-      for (const victim of plan.victims) this.cache.evict(victim);
+      for (const victim of plan.victims) {
+        evicted.add(victim);
+        this.cache.evict(victim);
+      }
       const left = deadline - this.clock.now();
       if (left <= 0) {
         throw new ModelmuxError(

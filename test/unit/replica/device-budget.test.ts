@@ -50,21 +50,27 @@ describe('device admission', () => {
   ];
 
   it('loads at once what fits beside what is charged', () => {
-    expect(planDeviceAdmission(10, 9, loaded, 1)).toEqual({ kind: 'fits' });
+    expect(planDeviceAdmission(10, 9, 0, loaded, 1)).toEqual({ kind: 'fits' });
   });
 
   it('evicts the least recently used models, as few as make room', () => {
-    expect(planDeviceAdmission(10, 9, loaded, 3)).toEqual({ kind: 'evict', victims: ['oldest'] });
-    expect(planDeviceAdmission(10, 9, loaded, 5)).toEqual({ kind: 'evict', victims: ['oldest', 'older'] });
+    expect(planDeviceAdmission(10, 9, 0, loaded, 3)).toEqual({ kind: 'evict', victims: ['oldest'] });
+    expect(planDeviceAdmission(10, 9, 0, loaded, 5)).toEqual({ kind: 'evict', victims: ['oldest', 'older'] });
   });
 
   it('waits when models in use or loading hold what evicting every loaded model would not free', () => {
     // 9 loaded + 1 loading elsewhere: evicting all frees 9, leaving 1 + 10 > 10.
-    expect(planDeviceAdmission(10, 10, loaded, 10)).toEqual({ kind: 'wait', victims: ['oldest', 'older', 'newest'] });
+    expect(planDeviceAdmission(10, 10, 0, loaded, 10)).toEqual({ kind: 'wait', victims: ['oldest', 'older', 'newest'] });
+  });
+
+  it('evicts no more while what it evicted before is still being released', () => {
+    // 'gone' (3) was evicted for this load and still serves a request: waiting for it is enough.
+    expect(planDeviceAdmission(10, 12, 3, loaded, 1)).toEqual({ kind: 'evict', victims: [] });
+    expect(planDeviceAdmission(10, 12, 3, loaded, 4)).toEqual({ kind: 'evict', victims: ['oldest'] });
   });
 
   it('never loads a model larger than the whole budget', () => {
-    expect(planDeviceAdmission(10, 0, [], 11)).toEqual({ kind: 'never' });
+    expect(planDeviceAdmission(10, 0, 0, [], 11)).toEqual({ kind: 'never' });
   });
 });
 

@@ -35,6 +35,31 @@ describe('device gate', () => {
     expect({ used: ledger.used, charged: charge.bytes }).toEqual({ used: 90, charged: 50 });
   });
 
+  it('never evicts the model it loads: a swap loads the new version beside the old', async () => {
+    const ledger = new DeviceLedger(100);
+    const charges = new Map([
+      ['m', ledger.charge('m', 40)],
+      ['other', ledger.charge('other', 40)],
+    ]);
+    const cache = new FakeCache(['other', 'm'], (id) => queueMicrotask(() => charges.get(id)?.free()));
+    await new DeviceGate(ledger, cache, clock, 1000).admit('m', 50);
+    expect(cache.evicted).toEqual(['other']);
+  });
+
+  it('evicts once for a victim still serving a request, and loads when it is released', async () => {
+    const ledger = new DeviceLedger(100);
+    const busy = ledger.charge('busy', 60);
+    ledger.charge('idle', 30);
+    const cache = new FakeCache(['idle', 'busy'], () => undefined);
+    const admitted = new DeviceGate(ledger, cache, clock, 5_000).admit('new', 40);
+    await new Promise((r) => setTimeout(r, 10));
+    ledger.charge('unrelated', 0).free(); // another change of the ledger: no second round of evictions
+    await new Promise((r) => setTimeout(r, 10));
+    busy.free();
+    expect((await admitted).bytes).toBe(40);
+    expect(cache.evicted).toEqual(['busy']);
+  });
+
   it('refuses a model larger than the whole budget with model_too_large, evicting nothing', async () => {
     const ledger = new DeviceLedger(100);
     ledger.charge('a', 10);
