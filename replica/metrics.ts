@@ -46,7 +46,7 @@ export function createReplicaMetrics() {
     loads: new Counter({ name: 'modelmux_replica_model_loads_total', help: 'Model loads started and finished, by result (success|failure).', labelNames: ['result'] as const, registers: r }),
     loadDuration: new Histogram({
       name: 'modelmux_replica_model_load_duration_seconds',
-      help: 'Time from the start of a load (download included) to a ready session.',
+      help: 'Time from the start of a load (download included) to a ready session, warm-up run included.',
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers: r,
     }),

@@ -213,18 +213,18 @@ export class ReplicaService implements ServingBackend {
       throw err;
     }
     const overrides = sessionOverrides(config);
-    const onDevice = this.device !== undefined && (overrides.provider ?? this.opts.provider) === 'cuda';
+    const device = (overrides.provider ?? this.opts.provider) === 'cuda' ? this.device : undefined;
     const estimate = estimateDeviceBytes(file.bytes);
     try {
       // A refusal for room says nothing about the file: it stays in the disk cache.
-      if (onDevice) charge = await this.device?.admit(id, estimate);
+      if (device) charge = await device.admit(id, estimate);
     } catch (err) {
       file.settle?.(true);
       throw err;
     }
     try {
       const open = (): Promise<ModelSession> => this.openWarm(id, file.path, file.private === true, overrides, file.bytes, config);
-      const opened = onDevice && this.device ? await this.device.measure(open) : { value: await open(), measured: undefined };
+      const opened = device ? await device.measure(open) : { value: await open(), measured: undefined };
       session = opened.value;
       if (charge) {
         const held = charge;
