@@ -77,6 +77,14 @@ export const ERROR_CATALOGUE = {
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
 
+/**
+ * Codes a replica answers before doing any of the request's work: marked `x-modelmux-overloaded`
+ * (HTTP header, gRPC trailer) so that a router may send the request to another replica.
+ */
+export function refusedBeforeWork(code: ErrorCode): boolean {
+  return code === 'overloaded' || code === 'shutting_down' || code === 'device_memory_full';
+}
+
 /** The JSON body of every error answer. */
 export interface ErrorBody {
   error: ErrorCode;
