@@ -19,7 +19,7 @@ const schema = z.object({
 });
 
 const specs: OptionSpecs<typeof schema.shape> = {
-  json: { flag: 'json', help: 'Print the report as JSON (the schema of common/cuda/provider-report.ts) instead of text.' },
+  json: { flag: 'json', help: 'Print the report as JSON (the schema of common/cuda/provider-report.ts) instead of text. Default false.' },
 };
 
 export function parseDoctorConfig(argv: readonly string[], env: NodeJS.ProcessEnv): z.infer<typeof schema> {

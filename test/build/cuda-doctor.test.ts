@@ -9,6 +9,8 @@ import { doctorReportSchema, type DoctorReport } from '../../common/cuda/provide
 // GPU node supplies (the driver's libcuda.so.1, or the device): the doctor says so from dist/, in a
 // process of its own, as a replica would start. CI installs it (.ci/run) and sets
 // MODELMUX_REQUIRE_CUDA_LIBS, so a missing install fails there; elsewhere it is skipped, saying why.
+// Loading 2.4 GB of libraries takes a second with them in the page cache, minutes from a cold disk
+// on a busy machine (242 s once, at a load average of 12 on 2 cores): hence the long timeouts.
 
 const run = promisify(execFile);
 const ORT_VERSION = (JSON.parse(readFileSync('node_modules/onnxruntime-node/package.json', 'utf8')) as { version: string }).version;
@@ -59,7 +61,7 @@ async function modelmux(args: string[], cudaFolder: string): Promise<{ code: num
     const { code, stdout, stderr } = await modelmux(['doctor', '--json'], folder);
     if (code !== 0) throw new Error(`modelmux doctor exited ${code}: ${stderr}`);
     report = doctorReportSchema.parse(JSON.parse(stdout));
-  }, 120_000);
+  }, 300_000);
 
   it('loads onnxruntime-node’s version of the core library from the CUDA folder, and still runs CPU sessions', () => {
     expect(report.onnxruntime).toEqual({ version: ORT_VERSION, library: join(folder ?? '', 'libonnxruntime.so.1') });
@@ -89,5 +91,5 @@ async function modelmux(args: string[], cudaFolder: string): Promise<{ code: num
     const { code, stderr } = await modelmux(['replica', '--model-source', 'file:///nonexistent', '--execution-provider', 'cuda', '--port', '0'], folder ?? '');
     expect(code).toBe(2);
     expect(stderr).toContain(`execution provider "cuda" cannot run here: ${report.providers.cuda.state}: ${report.providers.cuda.reason}`);
-  }, 120_000);
+  }, 300_000);
 });
