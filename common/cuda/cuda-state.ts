@@ -31,9 +31,8 @@ export function cudaStatus(facts: CudaFacts): ProviderStatus {
     const why = broken.missing !== undefined ? `${broken.file} needs ${broken.missing}` : `${broken.file}: ${broken.error ?? 'does not load'}`;
     return { state: 'library_missing', reason: `library missing (${broken.missing ?? broken.file}): ${why}` };
   }
-  const needDriver = facts.libraries.filter((l) => !l.loaded).map((l) => l.file);
-  if (needDriver.length > 0) {
-    return { state: 'driver_missing', reason: `driver missing (${DRIVER_LIBRARY}): every other library loads; ${needDriver.join(', ')} need the NVIDIA driver, which a GPU node provides` };
+  if (facts.libraries.some((l) => !l.loaded)) {
+    return { state: 'driver_missing', reason: `driver missing (${DRIVER_LIBRARY}): every other library loads; the NVIDIA driver of a GPU node provides it` };
   }
   if (facts.probe === undefined) return { state: 'no_device', reason: 'no device: no CUDA session was tried' };
   if (facts.probe.ok) return { state: 'ok', reason: `a CUDA session runs (${facts.gpus.length} GPU(s) visible)` };

@@ -26,7 +26,7 @@ describe('the CUDA provider’s state', () => {
   it('is driver_missing when every library loads but for libcuda.so.1', () => {
     const s = cudaStatus(facts([ok('libcudart.so.13'), needs('libonnxruntime_providers_cuda.so', 'libcuda.so.1')]));
     expect(s.state).toBe('driver_missing');
-    expect(s.reason).toMatch(/^driver missing \(libcuda\.so\.1\): .*libonnxruntime_providers_cuda\.so/);
+    expect(s.reason).toMatch(/^driver missing \(libcuda\.so\.1\): every other library loads/);
   });
 
   it('is no_device when every library loads but a CUDA session fails, and ok when it runs', () => {
