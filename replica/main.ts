@@ -9,6 +9,7 @@ import { grpcStatusName } from '../common/grpc/status.js';
 import { UnaryServer } from '../common/grpc/unary-server.js';
 import { createLogger, stdoutSink, type Logger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
+import { CUDA_LIBS_ENV } from '../common/cuda/cuda-libraries.js';
 import { parseReplicaConfig, type ReplicaConfig } from './config.js';
 import { alignFileWeights, loadFileMapper } from './onnx/file-map.js';
 import { IdleMappings } from './onnx/idle-mappings.js';
@@ -39,9 +40,9 @@ function flagError(flag: string, envName: string, err: unknown): ConfigError {
   return new ConfigError('replica', [`${flag}/${envName}: ${err instanceof Error ? err.message : String(err)}`]);
 }
 
-async function checkProvider(config: ReplicaConfig): Promise<void> {
+async function checkProvider(config: ReplicaConfig, env: NodeJS.ProcessEnv): Promise<void> {
   try {
-    await checkExecutionProvider(config.executionProvider);
+    await checkExecutionProvider(config.executionProvider, env[CUDA_LIBS_ENV]);
   } catch (err) {
     throw flagError('--execution-provider', REPLICA_ENV.executionProvider, err);
   }
@@ -193,7 +194,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const config = parseReplicaConfig(argv, env);
   const clock = systemClock;
   const baseLog = createLogger({ component: 'replica', ...(config.podName ? { pod: config.podName } : {}) }, stdoutSink, config.logLevel);
-  await checkProvider(config);
+  await checkProvider(config, env);
   const device = await deviceBudget(config, env);
 
   const metrics = createReplicaMetrics();

@@ -109,6 +109,7 @@ describe('buildDeployment', () => {
 
   it('probes readiness and liveness on the replica’s health endpoints', () => {
     const c = container(mxd());
+    expect(c.terminationMessagePolicy).toBe('FallbackToLogsOnError');
     expect(c.readinessProbe?.httpGet).toEqual({ path: '/v2/health/ready', port: 'http' });
     expect(c.livenessProbe?.httpGet).toEqual({ path: '/v2/health/live', port: 'http' });
     expect(c.ports).toEqual([
