@@ -3,7 +3,7 @@ import type ort from 'onnxruntime-node';
 import { Tensor } from 'onnxruntime-node';
 import { ModelmuxError } from '../../common/errors.js';
 import { createSession, modelSession, openModel, type ExecutionProvider, type FedSession, type SessionTuning } from './onnx-runtime.js';
-import type { ModelSession } from './model-session.js';
+import type { GraphWarmth, ModelSession } from './model-session.js';
 import { BufferPool } from './buffer-pool.js';
 import { externalDataFiles } from './external-data.js';
 import type { FileMapper } from './file-map.js';
@@ -17,6 +17,7 @@ interface SharedGraph {
   singleRow: Promise<SingleRowSession | undefined>;
   /** Loaded models using it; the sessions are released when the last one is. */
   users: number;
+  warmth: GraphWarmth;
 }
 
 interface SingleRowSession {
@@ -151,8 +152,9 @@ export class GraphSessions {
   private async shared(split: SplitModel, bytes: Uint8Array, done: () => void, source: WeightSource): Promise<ModelSession | undefined> {
     let session: ort.InferenceSession;
     let singleRow: SingleRowSession | undefined;
+    let warmth: GraphWarmth;
     try {
-      ({ session, singleRow } = await this.acquire(split));
+      ({ session, singleRow, warmth } = await this.acquire(split));
     } catch (err) {
       if (!(err instanceof ModelmuxError)) throw err;
       this.refused.add(split.key);
@@ -168,7 +170,7 @@ export class GraphSessions {
       const weights = weightTensors(bytes, split.weights, (size) => (side = this.buffers.take(size)));
       const model = modelSession(session, () => this.release(split.key).finally(finish), weights, singleRow && fedSingleRow(singleRow, weights));
       this.onOpen('shared_graph', source, singleRow !== undefined);
-      return { ...model, kind: 'shared_graph' };
+      return { ...model, kind: 'shared_graph', graph: warmth };
     } catch (err) {
       if (side) this.buffers.give(side);
       await this.release(split.key);
@@ -182,7 +184,7 @@ export class GraphSessions {
     return { ...session, kind: 'own_session' };
   }
 
-  private async acquire(split: SplitModel): Promise<{ session: ort.InferenceSession; singleRow: SingleRowSession | undefined }> {
+  private async acquire(split: SplitModel): Promise<{ session: ort.InferenceSession; singleRow: SingleRowSession | undefined; warmth: GraphWarmth }> {
     const { key } = split;
     let shared = this.graphs.get(key);
     if (!shared) {
@@ -195,7 +197,7 @@ export class GraphSessions {
             () => undefined,
           )
         : Promise.resolve(undefined);
-      const created: SharedGraph = { session, singleRow, users: 0 };
+      const created: SharedGraph = { session, singleRow, users: 0, warmth: { warm: false } };
       shared = created;
       this.graphs.set(key, created);
       // A failed creation is forgotten at once, so the next load of that shape tries again or
@@ -207,7 +209,7 @@ export class GraphSessions {
     }
     shared.users++;
     try {
-      return { session: await shared.session, singleRow: await shared.singleRow };
+      return { session: await shared.session, singleRow: await shared.singleRow, warmth: shared.warmth };
     } catch (err) {
       shared.users--;
       throw err;

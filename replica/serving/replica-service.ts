@@ -253,8 +253,12 @@ export class ReplicaService implements ServingBackend {
     const opened = clock.now();
     metrics.loadPhase.observe({ phase: 'load' }, (opened - started) / 1000);
     if (!this.opts.warmup || config.warmup === false) return session;
+    // A model joining a shared graph that already ran has nothing to warm (no search, no arena
+    // growth left), unless its config.json names its own warm-up input, which is also a check.
+    if (config.warmup === undefined && session.graph?.warm === true) return session;
     try {
       await warmUp(session, config.warmup);
+      if (session.graph) session.graph.warm = true;
     } catch (err) {
       await session.release().catch(() => undefined);
       this.opts.log.warn(`Model '${id}' failed its warm-up run.`, { model: id, event: 'warmup-failed', ...failure(err) });

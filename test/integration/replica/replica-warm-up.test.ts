@@ -23,7 +23,8 @@ const CONFIGS: Record<string, unknown> = {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'modelmux-warm-up-'));
-  for (const id of ['wine-zeros', ...Object.keys(CONFIGS)]) writeModel(dir, id, wineModelBytes(id));
+  for (const id of ['wine-zeros', 'wine-joins', ...Object.keys(CONFIGS)]) writeModel(dir, id, wineModelBytes(id));
+  writeModel(dir, 'wine-other-shape', wineModelBytes('wine-other-shape', 24));
   for (const [id, config] of Object.entries(CONFIGS)) await writeFile(join(dir, id, 'config.json'), JSON.stringify(config));
   r = await startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--max-models', '8'] });
 });
@@ -55,6 +56,16 @@ describe('warm-up before a model is listed', () => {
     const after = await phases();
     expect({ load: after.load - before.load, warm: after.warm - before.warm }).toEqual({ load: 2, warm: 2 });
     expect(await loaded()).toEqual(expect.arrayContaining(['wine-zeros', 'wine-own-input']));
+  });
+
+  it('skips the run for a model joining a shared graph that already ran, not for a new graph', async () => {
+    const before = await phases();
+    expect((await post(`${r.url}/v2/models/wine-joins/infer`, v2Body(wineRows(1)))).status).toBe(200);
+    const joined = await phases();
+    expect({ load: joined.load - before.load, warm: joined.warm - before.warm }).toEqual({ load: 1, warm: 0 });
+    expect((await post(`${r.url}/v2/models/wine-other-shape/infer`, v2Body(wineRows(1)))).status).toBe(200);
+    const after = await phases();
+    expect({ load: after.load - joined.load, warm: after.warm - joined.warm }).toEqual({ load: 1, warm: 1 });
   });
 
   it('refuses a model whose warm-up fails, and never lists it as loaded', async () => {
