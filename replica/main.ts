@@ -189,6 +189,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       ? new ReplicaService({
           ...serviceTuning(config),
           store,
+          storeVersion: (id) => store.version(id),
+          ...(s3 !== undefined ? { diskIds: (limit: number) => s3.diskIds(limit) } : {}),
           ...(mapper !== undefined ? { mapper } : {}),
           clock,
           log: baseLog,

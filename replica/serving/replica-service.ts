@@ -8,7 +8,7 @@ import type { ModelTable } from '../../common/model-table.js';
 import type { CachePolicy } from '../../common/resource.js';
 import type { ReplicaConfig } from '../config.js';
 import { Batcher } from '../onnx/batcher.js';
-import { cacheTable, failure, reasonOf, setCacheGauges } from '../cache/cache-report.js';
+import { cacheTable, failure, reasonOf, setCacheGauges, setTierGauges, tierLists } from '../cache/cache-report.js';
 import { inferResponseBody, modelMetadataBody, parseInferBody } from '../../common/inference-body.js';
 import type { ReplicaMetrics } from '../metrics.js';
 import { ModelCache, type CacheEvent, type Loaded } from '../cache/model-cache.js';
@@ -21,6 +21,7 @@ import type { ExecutionProvider, SessionTuning } from '../onnx/onnx-runtime.js';
 import type { ModelSession } from '../onnx/model-session.js';
 import type { ModelSignature } from '../../common/tensor.js';
 import type { InferOutcome, ServingBackend } from './serving-backend.js';
+import { WarmTiers } from './warm-tiers.js';
 
 export interface ReplicaServiceOptions {
   store: ModelStore;
@@ -30,6 +31,14 @@ export interface ReplicaServiceOptions {
   mapper?: FileMapper;
   maxModels: number;
   maxModelBytes?: number;
+  /** Bytes of evicted models' files kept in host memory (ADR 0047); 0 keeps none. */
+  hostTierBytes: number;
+  /** The disk cache's revalidation window, applied to the host tier too. */
+  revalidateAfterMs: number;
+  /** The store's version of a model now (VersionedStore.version); without it the host tier stays off. */
+  storeVersion?: (id: ModelId) => Promise<string>;
+  /** The models whose files the store keeps on disk, most recently used first (S3 stores). */
+  diskIds?: (limit: number) => string[];
   maxConcurrentLoads: number;
   cachePolicy: CachePolicy;
   maxBatchSize: number;
@@ -47,7 +56,18 @@ export interface ReplicaServiceOptions {
 /** What a replica's configuration decides of its service: everything but its parts and wiring. */
 export type ServiceTuning = Pick<
   ReplicaServiceOptions,
-  'provider' | 'session' | 'maxModels' | 'maxModelBytes' | 'maxConcurrentLoads' | 'cachePolicy' | 'maxBatchSize' | 'batchWaitMs' | 'requestTimeoutMs' | 'loadDelayMs'
+  | 'provider'
+  | 'session'
+  | 'maxModels'
+  | 'maxModelBytes'
+  | 'hostTierBytes'
+  | 'revalidateAfterMs'
+  | 'maxConcurrentLoads'
+  | 'cachePolicy'
+  | 'maxBatchSize'
+  | 'batchWaitMs'
+  | 'requestTimeoutMs'
+  | 'loadDelayMs'
 >;
 
 export function serviceTuning(config: ReplicaConfig): ServiceTuning {
@@ -56,6 +76,8 @@ export function serviceTuning(config: ReplicaConfig): ServiceTuning {
     session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights, shareGraphs: config.shareGraphs, intraOpThreads: config.intraOpThreads, interOpThreads: 1 },
     maxModels: config.maxModels,
     ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
+    hostTierBytes: config.hostTierBytes,
+    revalidateAfterMs: config.revalidateAfterMs,
     maxConcurrentLoads: config.maxConcurrentLoads,
     cachePolicy: config.cachePolicy,
     maxBatchSize: config.maxBatchSize,
@@ -78,6 +100,7 @@ export class ReplicaService implements ServingBackend {
   private readonly batcher: Batcher;
   private readonly sessions: GraphSessions;
   private readonly versionLists: VersionLists | undefined;
+  readonly tiers: WarmTiers;
 
   constructor(private readonly opts: ReplicaServiceOptions) {
     this.sessions = new GraphSessions(
@@ -89,6 +112,21 @@ export class ReplicaService implements ServingBackend {
         if (singleRow) opts.metrics.singleRowLoads.inc();
       },
       opts.mapper,
+    );
+    this.tiers = new WarmTiers(
+      {
+        maxBytes: opts.hostTierBytes,
+        store: opts.store,
+        version: opts.storeVersion,
+        revalidateAfterMs: opts.revalidateAfterMs,
+        isLoaded: (id) => this.cache.has(id),
+        clock: opts.clock,
+        onChange: () => {
+          setTierGauges(opts.metrics, this.tiers.tier);
+          opts.onTableChange();
+        },
+      },
+      opts.maxModels,
     );
     this.cache = new ModelCache<ModelSession>({
       maxModels: opts.maxModels,
@@ -105,7 +143,7 @@ export class ReplicaService implements ServingBackend {
   }
 
   table(): ModelTable {
-    return cacheTable(this.cache, this.opts.maxModels, this.opts.maxModelBytes);
+    return { ...cacheTable(this.cache, this.opts.maxModels, this.opts.maxModelBytes), ...tierLists(this.tiers.tier, (id) => this.cache.has(id), this.opts.diskIds) };
   }
 
   /**
@@ -153,8 +191,11 @@ export class ReplicaService implements ServingBackend {
     return true;
   }
 
-  close(): Promise<void> {
-    return this.cache.close();
+  async close(): Promise<void> {
+    // Models unloaded for shutdown are not demoted: the process is about to let go of its memory.
+    this.tiers.close();
+    await this.cache.close();
+    await this.tiers.settled();
   }
 
   private async withModel<R>(id: ModelId, use: (m: ModelSession) => Promise<R>): Promise<{ body: R; hit: boolean }> {
@@ -178,21 +219,33 @@ export class ReplicaService implements ServingBackend {
   }
 
   private async load(id: ModelId, fresh: boolean): Promise<Loaded<ModelSession>> {
-    const file = await this.opts.store.fetch(id, fresh);
+    const started = this.opts.clock.now();
+    const source = await this.tiers.source(id, fresh);
+    const { metrics } = this.opts;
+    metrics.loadsByTier.inc({ tier: source.tier });
+    metrics.loadTierDuration.observe({ tier: source.tier }, (this.opts.clock.now() - started) / 1000);
+    const file = source.tier === 'host' ? undefined : source.file;
+    const configBytes = source.tier === 'host' ? source.config : source.file.config;
+    const model = source.tier === 'host' ? source.bytes : source.file.path;
     let session: ModelSession;
     try {
       if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
-      const config = file.config !== undefined ? parseModelConfig(id, file.config) : {};
-      session = await this.sessions.open(file.path, file.private === true, sessionOverrides(config));
+      const config = configBytes !== undefined ? parseModelConfig(id, configBytes) : {};
+      session = await this.sessions.open(model, file?.private === true, sessionOverrides(config));
       // The pool's batching options are the defaults of the models that turn batching on.
       const batching = modelBatching(config, { maxBatchSize: this.opts.maxBatchSize, batchWaitMs: this.opts.batchWaitMs });
       if (batching !== undefined) session = { ...session, batching };
     } catch (err) {
-      file.settle?.(false);
+      // Bytes onnxruntime refused are not kept in memory either: the next load asks the store.
+      if (source.tier === 'host') this.tiers.forget(id);
+      file?.settle?.(false);
       throw err;
     }
-    file.settle?.(true);
-    return { value: session, bytes: file.bytes, ...(file.version !== undefined ? { version: file.version.tag, checkedAt: file.version.checkedAt } : {}) };
+    file?.settle?.(true);
+    this.tiers.loaded(id, source, file === undefined ? undefined : { path: file.path, private: file.private === true });
+    if (source.tier === 'host') return { value: session, bytes: source.bytes.length, version: source.version, checkedAt: source.checkedAt };
+    const f = source.file;
+    return { value: session, bytes: f.bytes, ...(f.version !== undefined ? { version: f.version.tag, checkedAt: f.version.checkedAt } : {}) };
   }
 
   private onCacheEvent(e: CacheEvent): void {
@@ -209,6 +262,7 @@ export class ReplicaService implements ServingBackend {
         break;
       case 'evict':
         metrics.evictions.inc({ reason: e.reason });
+        this.tiers.evicted(e.id, e.reason);
         log.info(e.reason === 'capacity' ? `Unloading model '${e.id}'.` : `Not keeping model '${e.id}': asked for less often than the model it would evict.`, {
           model: e.id,
           event: 'evict',
