@@ -23,11 +23,12 @@ export function hostTierUse(entry: Pick<HostEntry, 'checkedAt'>, now: number, re
 }
 
 /**
- * The host-memory tier of the replica's cache (ADR 0047): the file bytes of models evicted from
- * the device, an LRU bounded by bytes, between the loaded sessions and the disk cache. A reload
- * from here reads no file and asks the store nothing within the revalidation window. An entry
- * stays while its model is loaded again (so evicting it again costs no read) and counts against
- * the bound all the while.
+ * The host-memory tier of the replica's cache (ADR 0047): the file bytes of the models loaded
+ * lately, an LRU bounded by bytes, between the loaded sessions and the disk cache. A model
+ * evicted from the device keeps its bytes here (it is demoted, not dropped), and its reload
+ * reads no file and asks the store nothing within the revalidation window. The bytes of loaded
+ * models count against the bound too: their eviction then costs no read, and nothing but the
+ * bound decides what host memory the tier takes.
  *
  * Pure bookkeeping: no I/O, the clock's readings are passed in. `version` grows with every
  * change of the set of ids, for the published table.
@@ -60,11 +61,6 @@ export class HostTier {
   /** The entry of `id`, counted as a use, or undefined. */
   get(id: string): HostEntry | undefined {
     return this.lru.get(id);
-  }
-
-  /** Whether `id` holds exactly `version` (counted as a use): its eviction from the device then needs no read. */
-  holds(id: string, version: string): boolean {
-    return this.lru.get(id)?.version === version;
   }
 
   /** The version held of `id`, not counted as a use. */

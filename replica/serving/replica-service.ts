@@ -113,21 +113,17 @@ export class ReplicaService implements ServingBackend {
       },
       opts.mapper,
     );
-    this.tiers = new WarmTiers(
-      {
+    this.tiers = new WarmTiers({
         maxBytes: opts.hostTierBytes,
         store: opts.store,
         version: opts.storeVersion,
         revalidateAfterMs: opts.revalidateAfterMs,
-        isLoaded: (id) => this.cache.has(id),
         clock: opts.clock,
         onChange: () => {
           setTierGauges(opts.metrics, this.tiers.tier);
           opts.onTableChange();
         },
-      },
-      opts.maxModels,
-    );
+    });
     this.cache = new ModelCache<ModelSession>({
       maxModels: opts.maxModels,
       ...(opts.maxModelBytes !== undefined ? { maxBytes: opts.maxModelBytes } : {}),
@@ -191,11 +187,8 @@ export class ReplicaService implements ServingBackend {
     return true;
   }
 
-  async close(): Promise<void> {
-    // Models unloaded for shutdown are not demoted: the process is about to let go of its memory.
-    this.tiers.close();
-    await this.cache.close();
-    await this.tiers.settled();
+  close(): Promise<void> {
+    return this.cache.close();
   }
 
   private async withModel<R>(id: ModelId, use: (m: ModelSession) => Promise<R>): Promise<{ body: R; hit: boolean }> {
@@ -226,9 +219,13 @@ export class ReplicaService implements ServingBackend {
     metrics.loadTierDuration.observe({ tier: source.tier }, (this.opts.clock.now() - started) / 1000);
     const file = source.tier === 'host' ? undefined : source.file;
     const configBytes = source.tier === 'host' ? source.config : source.file.config;
-    const model = source.tier === 'host' ? source.bytes : source.file.path;
+    let captured: Uint8Array | undefined;
     let session: ModelSession;
     try {
+      captured = file === undefined ? undefined : await this.tiers.capture(file);
+      // A mappable file is still opened by its path: its weights stay views of the page cache.
+      const mapped = file?.private === true && this.opts.mapper !== undefined;
+      const model = source.tier === 'host' ? source.bytes : captured !== undefined && !mapped ? captured : source.file.path;
       if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
       const config = configBytes !== undefined ? parseModelConfig(id, configBytes) : {};
       session = await this.sessions.open(model, file?.private === true, sessionOverrides(config));
@@ -242,7 +239,7 @@ export class ReplicaService implements ServingBackend {
       throw err;
     }
     file?.settle?.(true);
-    this.tiers.loaded(id, source, file === undefined ? undefined : { path: file.path, private: file.private === true });
+    this.tiers.loaded(id, source, captured);
     if (source.tier === 'host') return { value: session, bytes: source.bytes.length, version: source.version, checkedAt: source.checkedAt };
     const f = source.file;
     return { value: session, bytes: f.bytes, ...(f.version !== undefined ? { version: f.version.tag, checkedAt: f.version.checkedAt } : {}) };

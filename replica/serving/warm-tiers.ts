@@ -1,5 +1,4 @@
 import { readFile } from 'node:fs/promises';
-import { LRUCache } from 'lru-cache';
 import type { Clock } from '../../common/clock.js';
 import { ModelmuxError } from '../../common/errors.js';
 import type { ModelId } from '../../common/model-id.js';
@@ -24,51 +23,27 @@ export interface WarmTiersOptions {
   version: ((id: ModelId) => Promise<string>) | undefined;
   /** As the disk cache's: bytes the store confirmed less than this long ago are used without asking. */
   revalidateAfterMs: number;
-  /** Whether the model is loaded now: a demotion that finds it loaded again keeps nothing. */
-  isLoaded: (id: string) => boolean;
   clock: Clock;
-  /** The set of ids the tier holds changed. */
+  /** The set of ids the tier holds, or of those not loaded, changed. */
   onChange: () => void;
   readFile?: (path: string) => Promise<Uint8Array>;
 }
 
-/** Where a loaded model's bytes can be read again when it is evicted, and which version they are. */
-interface Origin {
-  path: string;
-  /** The replica's own download: never rewritten, so its bytes are the version it was loaded at. */
-  private: boolean;
-  version: string;
-  checkedAt: number;
-  config: Uint8Array | undefined;
-}
-
-/**
- * Origins remembered beyond the loaded models: loads the cache did not keep (too large for its
- * byte bound) leave theirs until the next load of the id, so the map is bounded on its own.
- */
-const SPARE_ORIGINS = 256;
-
 /**
  * A load's way down the tiers (ADR 0047): host memory, then the store's fetch, which tries the
- * disk cache and the neighbours' downloads before the store itself. A model evicted from the
- * device is demoted: its file is read back into host memory (the page cache has it, having just
- * served the load), so its next load reads no file and, within the revalidation window, asks
- * the store nothing. Bytes the store has not confirmed for `revalidateAfterMs` are checked
- * against its version first; a changed or deleted model is dropped from the tier, never served.
+ * disk cache and the neighbours' downloads before the store itself. A model's file is read into
+ * host memory as it is loaded (its session is then opened from those bytes, so the file is read
+ * once either way), and its bytes stay when the model is evicted from the device: the model is
+ * demoted, and its next load reads no file and, within the revalidation window, asks the store
+ * nothing. Bytes the store has not confirmed for `revalidateAfterMs` are checked against its
+ * version first; a changed or deleted model is dropped from the tier, never served.
  */
 export class WarmTiers {
   readonly tier: HostTier;
-  private readonly origins: LRUCache<string, Origin>;
   private readonly read: (path: string) => Promise<Uint8Array>;
-  private readonly demotions = new Set<Promise<void>>();
-  private closed = false;
 
-  constructor(
-    private readonly opts: WarmTiersOptions,
-    maxModels: number,
-  ) {
+  constructor(private readonly opts: WarmTiersOptions) {
     this.tier = new HostTier(opts.version === undefined ? 0 : opts.maxBytes);
-    this.origins = new LRUCache({ max: maxModels + SPARE_ORIGINS });
     this.read = opts.readFile ?? readFile;
   }
 
@@ -98,74 +73,51 @@ export class WarmTiers {
   }
 
   /**
-   * The load of `id` from `source` succeeded: remembers where its bytes can be read again, and
-   * drops host bytes of another version (the store moved on).
+   * The bytes of a file fetched for a load, read now (before the load settles: a disk cache of 0
+   * deletes the file then) when the tier would keep them; undefined when it would not: the tier
+   * is off, the store names no version, the file is larger than the tier, or the model has
+   * external data files (its bytes alone do not load).
    */
-  loaded(id: string, source: ModelSource, origin: { path: string; private: boolean } | undefined): void {
-    const version = source.tier === 'host' ? source.version : source.file.version?.tag;
-    const held = this.tier.get(id);
-    if (held !== undefined && held.version !== version) this.forget(id);
-    if (version === undefined || this.tier.maxBytes === 0) return;
-    if (source.tier === 'host') {
-      // Loaded from memory: the tier holds the bytes; an origin of that version stays for when they leave it.
-      if (this.origins.peek(id)?.version !== version) this.origins.delete(id);
-      return;
-    }
-    if (origin === undefined) return;
-    const { file } = source;
-    this.origins.set(id, { ...origin, version, checkedAt: file.version?.checkedAt ?? this.opts.clock.now(), config: file.config });
-  }
-
-  /** The model left the device for room (`capacity`) or was let go (`not_admitted`, kept out of the tier). */
-  evicted(id: string, reason: 'capacity' | 'not_admitted'): void {
-    const origin = this.origins.get(id);
-    if (this.closed || reason !== 'capacity' || origin === undefined || this.tier.holds(id, origin.version)) return;
-    const p = this.demote(id, origin).catch(() => undefined);
-    this.demotions.add(p);
-    void p.finally(() => this.demotions.delete(p));
-  }
-
-  /** No further demotions: the replica is shutting down. */
-  close(): void {
-    this.closed = true;
-  }
-
-  /** Waits for the demotions under way. */
-  async settled(): Promise<void> {
-    while (this.demotions.size > 0) await Promise.allSettled([...this.demotions]);
+  async capture(file: LocalModelFile): Promise<Uint8Array | undefined> {
+    if (this.tier.maxBytes === 0 || file.version === undefined || file.bytes > this.tier.maxBytes) return undefined;
+    const bytes = await this.read(file.path);
+    return externalDataFiles(bytes).length > 0 ? undefined : bytes;
   }
 
   /**
-   * Reads the evicted model's file into the tier. A file of the user's (a file:// store) may
-   * have changed since the load: it is kept only when the store names the same version before
-   * and after the read. A model with external data files is not kept: its bytes alone do not
-   * load. Nothing is kept when the model was loaded again meanwhile (its own eviction demotes
-   * it). A file already deleted (the disk cache's eviction) fails the read: nothing is kept.
+   * The load of `id` from `source` succeeded, with the `captured` bytes of its file: keeps them.
+   * Host bytes of another version are dropped: the store moved on.
    */
-  private async demote(id: string, origin: Origin): Promise<void> {
-    const version = this.opts.version;
-    if (version === undefined) return;
-    if (!origin.private && (await version(id as ModelId)) !== origin.version) return;
-    const bytes = await this.read(origin.path);
-    let checkedAt = origin.checkedAt;
-    if (!origin.private) {
-      if ((await version(id as ModelId)) !== origin.version) return;
-      checkedAt = this.opts.clock.now();
+  loaded(id: string, source: ModelSource, captured: Uint8Array | undefined): void {
+    if (source.tier === 'host') return;
+    const version = source.file.version;
+    if (captured !== undefined && version !== undefined && this.tier.put(id, { bytes: captured, version: version.tag, checkedAt: version.checkedAt, config: source.file.config })) {
+      this.opts.onChange();
+      return;
     }
-    // Loaded again meanwhile, or another demotion of it got there first (it may be of a newer version).
-    if (this.opts.isLoaded(id) || this.tier.versionOf(id) !== undefined || externalDataFiles(bytes).length > 0) return;
-    if (this.tier.put(id, { bytes, version: origin.version, checkedAt, config: origin.config })) this.opts.onChange();
+    const held = this.tier.versionOf(id);
+    if (held !== undefined && held !== version?.tag) this.forget(id);
+  }
+
+  /**
+   * The model left the device for room: its bytes, if held, become the most recently used (the
+   * host list of the table now names it). One let go for want of admission (policy `frequency`)
+   * keeps its place: it was asked for too rarely to push others out.
+   */
+  evicted(id: string, reason: 'capacity' | 'not_admitted'): void {
+    if (reason === 'capacity' && this.tier.get(id) !== undefined) this.opts.onChange();
+  }
+
+  /** Drops the host bytes of `id`: changed or gone in the store, or refused by onnxruntime. */
+  forget(id: string): void {
+    if (this.tier.versionOf(id) === undefined) return;
+    this.tier.drop(id);
+    this.opts.onChange();
   }
 
   private async fromStore(id: ModelId, fresh: boolean): Promise<ModelSource> {
     const file = await this.opts.store.fetch(id, fresh);
     const source = file.source ?? 'store';
     return { tier: source === 'disk_unverified' ? 'disk' : source, file };
-  }
-
-  /** Drops the host bytes of `id`: changed or gone in the store, or refused by onnxruntime. */
-  forget(id: string): void {
-    this.tier.drop(id);
-    this.opts.onChange();
   }
 }

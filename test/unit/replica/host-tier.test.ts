@@ -38,11 +38,11 @@ describe('HostTier', () => {
     expect(off.size).toBe(0);
   });
 
-  it('answers whether it holds a version, and confirms only that version', () => {
+  it('answers which version it holds, and confirms only that version', () => {
     const tier = new HostTier(100);
     tier.put('a', entry(10, 'v1', 5));
-    expect(tier.holds('a', 'v1')).toBe(true);
-    expect(tier.holds('a', 'v2')).toBe(false);
+    expect(tier.versionOf('a')).toBe('v1');
+    expect(tier.versionOf('b')).toBeUndefined();
     tier.confirm('a', 'v2', 50);
     expect(tier.get('a')?.checkedAt).toBe(5);
     tier.confirm('a', 'v1', 50);

@@ -13,7 +13,6 @@ function harness(opts: { maxBytes?: number; windowMs?: number; private?: boolean
   const files = new Map<string, Uint8Array>();
   const fetches: { id: string; fresh: boolean }[] = [];
   const asked: string[] = [];
-  const loaded = new Set<string>();
   const store: ModelStore = {
     uri: 's3://test',
     fetch: (id, fresh = false) => {
@@ -24,43 +23,34 @@ function harness(opts: { maxBytes?: number; windowMs?: number; private?: boolean
       return Promise.resolve(file);
     },
   };
-  const tiers = new WarmTiers(
-    {
-      maxBytes: opts.maxBytes ?? 100,
-      store,
-      version: (id) => {
-        asked.push(id);
-        const v = versions.get(id);
-        return v instanceof Error ? Promise.reject(v) : v === undefined ? Promise.reject(new ModelmuxError('model_not_found', id)) : Promise.resolve(v);
-      },
-      revalidateAfterMs: opts.windowMs ?? 1000,
-      isLoaded: (id) => loaded.has(id),
-      clock: { now: () => now },
-      onChange: () => undefined,
-      readFile: (path) => {
-        const b = files.get(path);
-        return b === undefined ? Promise.reject(Object.assign(new Error('gone'), { code: 'ENOENT' })) : Promise.resolve(b);
-      },
+  const tiers = new WarmTiers({
+    maxBytes: opts.maxBytes ?? 100,
+    store,
+    version: (id: ModelId) => {
+      asked.push(id);
+      const v = versions.get(id);
+      return v instanceof Error ? Promise.reject(v) : v === undefined ? Promise.reject(new ModelmuxError('model_not_found', id)) : Promise.resolve(v);
     },
-    4,
-  );
+    revalidateAfterMs: opts.windowMs ?? 1000,
+    clock: { now: () => now },
+    onChange: () => undefined,
+    readFile: (path) => {
+      const b = files.get(path);
+      return b === undefined ? Promise.reject(Object.assign(new Error('gone'), { code: 'ENOENT' })) : Promise.resolve(b);
+    },
+  });
   /** A model at version `v` in the store, its file `size` bytes of `fill`. */
   const put = (id: string, v: string, fill = 1, size = 10): void => {
     versions.set(id, v);
     files.set(`/f/${id}.${v}`, new Uint8Array(size).fill(fill));
   };
-  /** A load as the replica service does it: source, then the session (always fine here). */
+  /** A load as the replica service does it: source, the file's bytes captured, then the session (always fine here). */
   const load = async (id: string, fresh = false): Promise<ModelSource> => {
     const s = await tiers.source(id as ModelId, fresh);
-    tiers.loaded(id, s, s.tier === 'host' ? undefined : { path: s.file.path, private: s.file.private === true });
-    loaded.add(id);
+    tiers.loaded(id, s, s.tier === 'host' ? undefined : await tiers.capture(s.file));
     return s;
   };
-  const evict = async (id: string): Promise<void> => {
-    loaded.delete(id);
-    tiers.evicted(id, 'capacity');
-    await tiers.settled();
-  };
+  const evict = (id: string): void => tiers.evicted(id, 'capacity');
   return { tiers, put, load, evict, fetches, asked, versions, files, tick: (ms: number) => (now += ms) };
 }
 
@@ -69,7 +59,7 @@ describe('WarmTiers', () => {
     const h = harness();
     h.put('a', 'v1', 7);
     expect((await h.load('a')).tier).toBe('store');
-    await h.evict('a');
+    h.evict('a');
     expect(h.tiers.tier.ids(10)).toEqual(['a']);
     const again = await h.load('a');
     expect(again).toMatchObject({ tier: 'host', version: 'v1' });
@@ -82,12 +72,12 @@ describe('WarmTiers', () => {
     const h = harness();
     h.put('a', 'v1');
     await h.load('a');
-    await h.evict('a');
+    h.evict('a');
     h.tick(1000);
     expect((await h.load('a')).tier).toBe('host');
     expect(h.asked).toEqual(['a']);
     // Confirmed just now: the next load within the window asks nothing.
-    await h.evict('a');
+    h.evict('a');
     expect((await h.load('a')).tier).toBe('host');
     expect(h.asked).toEqual(['a']);
   });
@@ -96,7 +86,7 @@ describe('WarmTiers', () => {
     const h = harness();
     h.put('a', 'v1', 1);
     await h.load('a');
-    await h.evict('a');
+    h.evict('a');
     h.put('a', 'v2', 2);
     h.tick(1000);
     const s = await h.load('a');
@@ -104,7 +94,7 @@ describe('WarmTiers', () => {
     expect(h.fetches.at(-1)).toEqual({ id: 'a', fresh: true });
     expect(s.tier !== 'host' && s.file.version?.tag).toBe('v2');
     // Evicted again: the new version is demoted in its place.
-    await h.evict('a');
+    h.evict('a');
     const back = await h.load('a');
     expect(back.tier === 'host' && back.bytes[0]).toBe(2);
   });
@@ -113,7 +103,7 @@ describe('WarmTiers', () => {
     const h = harness();
     h.put('a', 'v1');
     await h.load('a');
-    await h.evict('a');
+    h.evict('a');
     expect((await h.load('a', true)).tier).toBe('host');
     expect(h.asked).toEqual(['a']);
   });
@@ -124,8 +114,8 @@ describe('WarmTiers', () => {
     h.put('b', 'v1');
     await h.load('a');
     await h.load('b');
-    await h.evict('a');
-    await h.evict('b');
+    h.evict('a');
+    h.evict('b');
     h.tick(1000);
     h.versions.delete('a');
     await expect(h.load('a')).rejects.toMatchObject({ code: 'model_not_found' });
@@ -135,29 +125,33 @@ describe('WarmTiers', () => {
     expect(h.fetches.at(-1)).toEqual({ id: 'b', fresh: false });
   });
 
-  it('keeps nothing of a file of the user’s that changed between the load and the eviction', async () => {
-    const h = harness({ private: false });
+  it('keeps nothing of a file too large for the tier, or when the tier is off', async () => {
+    const h = harness({ maxBytes: 5 });
     h.put('a', 'v1');
     await h.load('a');
-    h.put('a', 'v2');
-    await h.evict('a');
+    h.evict('a');
     expect(h.tiers.tier.size).toBe(0);
     expect((await h.load('a')).tier).toBe('store');
-  });
-
-  it('keeps nothing when the file is already gone, the model was loaded again, or the tier is off', async () => {
-    const h = harness();
-    h.put('a', 'v1');
-    await h.load('a');
-    h.files.clear();
-    await h.evict('a');
-    expect(h.tiers.tier.size).toBe(0);
 
     const off = harness({ maxBytes: 0 });
     off.put('a', 'v1');
     await off.load('a');
-    await off.evict('a');
+    off.evict('a');
     expect(off.tiers.tier.size).toBe(0);
+  });
+
+  it('drops the bytes of the old version when a load brings a new one, and those onnxruntime refused', async () => {
+    const h = harness();
+    h.put('a', 'v1');
+    await h.load('a');
+    h.put('a', 'v2', 2);
+    // A load that captured nothing (the new file outgrew the tier) still drops the old bytes.
+    h.tiers.loaded('a', { tier: 'store', file: { path: '/f/a.v2', bytes: 10, version: { tag: 'v2', checkedAt: 0 } } }, undefined);
+    expect(h.tiers.tier.size).toBe(0);
+    await h.load('a');
+    expect(h.tiers.tier.versionOf('a')).toBe('v2');
+    h.tiers.forget('a');
+    expect(h.tiers.tier.size).toBe(0);
   });
 
   it('stays bounded by bytes, evicting the least recently demoted', async () => {
@@ -165,7 +159,7 @@ describe('WarmTiers', () => {
     for (const id of ['a', 'b', 'c']) {
       h.put(id, 'v1');
       await h.load(id);
-      await h.evict(id);
+      h.evict(id);
     }
     expect(h.tiers.tier.ids(10)).toEqual(['c', 'b']);
     expect(h.tiers.tier.bytes).toBe(20);
