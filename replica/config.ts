@@ -108,7 +108,7 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   hostTierBytes: {
     flag: 'host-tier-bytes',
     env: REPLICA_ENV.hostTierBytes,
-    help: 'Bytes of evicted models\' files kept in host memory, so reloading one reads no file and, within --revalidate-after-ms, asks the store nothing; revalidated like the disk cache. Counts against the container\'s memory; most useful with --execution-provider cuda, where loaded models live on the GPU (default 0: none).',
+    help: "Bytes of evicted models' files kept in host memory, so reloading one reads no file and, within --revalidate-after-ms, asks the store nothing; revalidated like the disk cache. Counts against the container's memory; most useful with --execution-provider cuda, where loaded models live on the GPU (default 0: none).",
   },
   revalidateLoadedMs: {
     flag: 'revalidate-loaded-ms',

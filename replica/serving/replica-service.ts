@@ -114,15 +114,15 @@ export class ReplicaService implements ServingBackend {
       opts.mapper,
     );
     this.tiers = new WarmTiers({
-        maxBytes: opts.hostTierBytes,
-        store: opts.store,
-        version: opts.storeVersion,
-        revalidateAfterMs: opts.revalidateAfterMs,
-        clock: opts.clock,
-        onChange: () => {
-          setTierGauges(opts.metrics, this.tiers.tier);
-          opts.onTableChange();
-        },
+      maxBytes: opts.hostTierBytes,
+      store: opts.store,
+      version: opts.storeVersion,
+      revalidateAfterMs: opts.revalidateAfterMs,
+      clock: opts.clock,
+      onChange: () => {
+        setTierGauges(opts.metrics, this.tiers.tier);
+        opts.onTableChange();
+      },
     });
     this.cache = new ModelCache<ModelSession>({
       maxModels: opts.maxModels,

@@ -8,12 +8,9 @@ import type { LocalModelFile, ModelStore } from '../store/model-store.js';
 
 /** The tier a load's bytes came from: the label values of the loads-by-tier metrics. */
 export type LoadTier = 'host' | 'disk' | 'peer' | 'store';
-export const LOAD_TIERS: readonly LoadTier[] = ['host', 'disk', 'peer', 'store'];
 
 /** What a load got: the model's bytes from host memory, or its file from the store (through the disk cache). */
-export type ModelSource =
-  | { tier: 'host'; bytes: Uint8Array; version: string; checkedAt: number; config: Uint8Array | undefined }
-  | { tier: Exclude<LoadTier, 'host'>; file: LocalModelFile };
+export type ModelSource = { tier: 'host'; bytes: Uint8Array; version: string; checkedAt: number; config: Uint8Array | undefined } | { tier: Exclude<LoadTier, 'host'>; file: LocalModelFile };
 
 export interface WarmTiersOptions {
   /** Bytes of model files kept in host memory; 0 turns the tier off. */

@@ -15,7 +15,6 @@ import { MAX_MODEL_CONFIG_BYTES, MODEL_CONFIG_FILE } from './model-config.js';
 import { folderKey, MAX_LISTED_VERSIONS, modelKey, type FetchSource, type LocalModelFile, type VersionedStore } from './model-store.js';
 import type { PeerFiles } from './peer-files.js';
 
-
 export interface S3StoreOptions {
   uri: string;
   endpoint?: string;
