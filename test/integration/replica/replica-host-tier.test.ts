@@ -1,9 +1,12 @@
+import { rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jest } from '@jest/globals';
 import { wineModelBytes } from '../../../common/wine-model.js';
 import { eventually } from '../../../harness/eventually.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startS3Server, type S3Server } from '../../../harness/s3-server.js';
+import { wineModelFolder } from '../../helpers/wine-folder.js';
 import { expectClose, expected, get, post, v2Body, v2Outputs, wineRows } from './wine-fixtures.js';
 
 jest.setTimeout(120_000);
@@ -15,8 +18,8 @@ let s3: S3Server;
 let r: ReplicaProcess;
 const rows = wineRows(3);
 
-async function answer(id: string): Promise<number[]> {
-  const a = await post(`${r.url}/v2/models/${id}/infer`, v2Body(rows));
+async function answer(id: string, on: ReplicaProcess = r): Promise<number[]> {
+  const a = await post(`${on.url}/v2/models/${id}/infer`, v2Body(rows));
   expect(a.status).toBe(200);
   return v2Outputs(a);
 }
@@ -95,5 +98,27 @@ describe('the host-memory tier', () => {
     expectClose(await answer('b'), expected('b', rows));
     expectClose(await answer('a'), expected('a-v2', rows));
     expect(await metric('modelmux_replica_model_loads_by_tier_total{tier="host"}')).toBe(hostLoads + 2);
+  });
+
+  it('follows a file:// store too: a model file replaced in the folder is not served from memory past the window', async () => {
+    const dir = await wineModelFolder('modelmux-host-tier-', ['a', 'b']);
+    const f = await startReplica({
+      args: ['--model-source', `file://${dir}`, '--max-models', '1', '--cache-policy', 'lru', '--host-tier-bytes', '16Mi', '--revalidate-after-ms', String(WINDOW_MS), '--revalidate-loaded-ms', '0'],
+    });
+    try {
+      const loads = async (tier: string): Promise<number> => (await f.metrics()).get(`modelmux_replica_model_loads_by_tier_total{tier="${tier}"}`) ?? 0;
+      for (const id of ['a', 'b', 'a']) await answer(id, f);
+      expect([await loads('store'), await loads('host')]).toEqual([2, 1]);
+      // Replaced by a rename, as a deploy would: a new inode, so a new version.
+      await writeFile(join(dir, 'a', 'model.onnx.new'), wineModelBytes('a-v2'));
+      await rename(join(dir, 'a', 'model.onnx.new'), join(dir, 'a', 'model.onnx'));
+      expectClose(await answer('b', f), expected('b', rows));
+      await sleep(WINDOW_MS + 100);
+      expectClose(await answer('a', f), expected('a-v2', rows));
+      expect([await loads('store'), await loads('host')]).toEqual([3, 2]);
+    } finally {
+      await f.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
