@@ -77,7 +77,13 @@ export class WarmTiers {
    */
   async capture(file: LocalModelFile): Promise<Uint8Array | undefined> {
     if (this.tier.maxBytes === 0 || file.version === undefined || file.bytes > this.tier.maxBytes) return undefined;
-    const bytes = await this.read(file.path);
+    let bytes: Uint8Array;
+    try {
+      bytes = await this.read(file.path);
+    } catch {
+      // The tier is an optimisation: the load goes on from the file, which gives its own error.
+      return undefined;
+    }
     return externalDataFiles(bytes).length > 0 ? undefined : bytes;
   }
 

@@ -1,3 +1,4 @@
+import { TIER_LISTED_MAX } from '../../common/model-table.js';
 import type { Clock, Random } from '../../common/clock.js';
 import { ModelmuxError } from '../../common/errors.js';
 import { DecayedCounts } from './decayed-counts.js';
@@ -60,7 +61,13 @@ export interface TryWatcher {
   replicaDown(): void;
 }
 
+/** The set of a table without a tier list, shared by every replica. */
 const NO_MODELS: ReadonlySet<string> = new Set();
+
+/** A table's tier list as a set, at most TIER_LISTED_MAX of its ids. */
+function tierSet(ids: readonly string[] | undefined): ReadonlySet<string> {
+  return ids === undefined || ids.length === 0 ? NO_MODELS : new Set(ids.slice(0, TIER_LISTED_MAX));
+}
 
 /** Latencies are judged over the last one to two windows of this length. */
 const LATENCY_WINDOW_MS = 30_000;
@@ -262,8 +269,8 @@ export class Balancer {
     r.loading = new Set(table.loading);
     r.capacity = table.capacity;
     r.lru = table.loaded;
-    r.host = table.host === undefined || table.host.length === 0 ? NO_MODELS : new Set(table.host);
-    r.disk = table.disk === undefined || table.disk.length === 0 ? NO_MODELS : new Set(table.disk);
+    r.host = tierSet(table.host);
+    r.disk = tierSet(table.disk);
     const now = this.clock.now();
     const seenBefore = now - this.options.tableLagMs;
     r.unlisted.clear();

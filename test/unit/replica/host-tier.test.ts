@@ -1,3 +1,7 @@
+import type { ModelId } from '../../../common/model-id.js';
+import { parseModelTable, TIER_LISTED_MAX, type ModelTable } from '../../../common/model-table.js';
+import { encodeTableAnnotation, parseTableAnnotation } from '../../../common/table-annotation.js';
+import { tierLists } from '../../../replica/cache/cache-report.js';
 import { HostTier, hostTierUse, type HostEntry } from '../../../replica/cache/host-tier.js';
 
 const entry = (size: number, version = 'v1', checkedAt = 0): HostEntry => ({ bytes: new Uint8Array(size), version, checkedAt, config: undefined });
@@ -68,5 +72,31 @@ describe('HostTier', () => {
     const v2 = tier.version;
     tier.drop('b');
     expect(tier.version).toBeGreaterThan(v2);
+  });
+});
+
+describe('the table’s tier lists', () => {
+  it('lists the demoted models, not the loaded ones, and the disk’s, each at most TIER_LISTED_MAX', () => {
+    const tier = new HostTier(1000);
+    for (let i = 0; i < 40; i++) tier.put(`m${i}`, entry(1));
+    const lists = tierLists(
+      tier,
+      (id) => id === 'm39',
+      (limit) => Array.from({ length: 50 }, (_v, i) => `d${i}`).slice(0, limit),
+    );
+    expect(lists.host).toHaveLength(TIER_LISTED_MAX);
+    expect(lists.host?.[0]).toBe('m38');
+    expect(lists.disk).toHaveLength(TIER_LISTED_MAX);
+  });
+
+  it('leaves the lists out when the tiers are off, so the table reads as an older replica’s', () => {
+    expect(tierLists(new HostTier(0), () => false, undefined)).toEqual({});
+    expect(parseModelTable(JSON.stringify({ version: 1, loaded: ['a'], loading: [], capacity: 2 }))).toEqual({ version: 1, loaded: ['a'], loading: [], capacity: 2 });
+  });
+
+  it('travels in the full annotation form', () => {
+    const ids = (...names: string[]): ModelId[] => names as ModelId[];
+    const table: ModelTable = { version: 3, loaded: ids('a'), loading: [], capacity: 2, host: ids('b'), disk: ids('a', 'b') };
+    expect(parseTableAnnotation(encodeTableAnnotation(table))).toEqual({ form: 'full', table });
   });
 });
