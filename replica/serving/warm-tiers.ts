@@ -23,6 +23,7 @@ export interface WarmTiersOptions {
   clock: Clock;
   /** The set of ids the tier holds, or of those not loaded, changed. */
   onChange: () => void;
+  /** Reads a model file whole (tests inject one); node's readFile by default. */
   readFile?: (path: string) => Promise<Uint8Array>;
 }
 
