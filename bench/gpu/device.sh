@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The GPU check's steps on the device machine, in the repository root there (bench/gpu/README.md):
+#
+#   bash bench/gpu/device.sh unpack .gpu-parts/part-N.tar.xz   # one call per part, in any order
+#   bash bench/gpu/device.sh run [bench:gpu-check flags]       # once every part is unpacked
+#
+# Parts are unpacked outside the repository (MODELMUX_GPU_HOME), because carried paths are replaced
+# by each call's and the folder stays only while the machine is warm: 30 s after each call.
+set -euo pipefail
+home=${MODELMUX_GPU_HOME:-/var/tmp/modelmux-gpu}
+mkdir -p "$home"
+
+# xz may be missing from the image; Python's lzma never is (python3 there holds PyTorch).
+unxz_tar() {
+  if command -v xz >/dev/null; then
+    xz -dc "$1" | tar -x -C "$home"
+  else
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1" | tar -x -C "$home"
+  fi
+}
+
+# The folders of CUDA 13's libraries that onnxruntime's CUDA provider needs, from PyTorch's wheels.
+cuda_lib_path() {
+  local site names=(-name 'libcublas.so.13' -o -name 'libcublasLt.so.13' -o -name 'libcudart.so.13' -o -name 'libcurand.so.10' -o -name 'libcudnn.so.9')
+  site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null || true)
+  { find "$site/nvidia" \( "${names[@]}" \) 2>/dev/null || true; } | xargs -r -n1 dirname | awk '!seen[$0]++' | paste -sd:
+}
+
+case ${1:-} in
+  unpack)
+    shift
+    for part in "$@"; do unxz_tar "$part"; done
+    ls -la "$home"
+    ;;
+  run)
+    shift
+    cd "$home"
+    sha256sum -c --quiet PIECES.sha256
+    cat cuda-piece-* >lib/libonnxruntime_providers_cuda.so
+    sha256sum -c --quiet CUDA.sha256
+    rm -f cuda-piece-*
+    # The commit the parts were built from, cloned so the report names it and finds a clean tree.
+    rm -rf src && git clone -q src.bundle src && git -C src checkout -q "$(cat COMMIT)"
+    ln -sfn "$home/app/node_modules" src/node_modules
+    rm -rf src/dist && cp -r app/dist src/dist
+    cuda=$(cuda_lib_path)
+    echo "CUDA libraries: ${cuda:-none found}"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+    # Before the process starts: it overrides the binding's own libonnxruntime.so.1 (RUNPATH $ORIGIN).
+    export LD_LIBRARY_PATH=$home/lib${cuda:+:$cuda}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export PATH=$home/node/bin:$PATH
+    cd src
+    status=0
+    node dist/bench/gpu-check.js --provider cuda "$@" 2>&1 | tee "${OUT:-.}/gpu-check.log" || status=$?
+    cp bench/results/gpu-check.json bench/results/gpu-check.md "${OUT:-.}/" 2>/dev/null || true
+    exit "$status"
+    ;;
+  *)
+    echo "usage: bash bench/gpu/device.sh unpack PART... | run [bench:gpu-check flags]" >&2
+    exit 2
+    ;;
+esac
