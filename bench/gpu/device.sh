@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The GPU check's steps on the device machine, in the repository root there (bench/gpu/README.md):
 #
-#   bash bench/gpu/device.sh unpack .gpu-parts/part-N.tar.xz   # one call per part, in any order
-#   bash bench/gpu/device.sh run [bench:gpu-check flags]       # once every part is unpacked
+#   bash bench/gpu/device.sh keep .gpu-parts/part-N        # one call per part (bench/gpu/prepare-parts.sh)
+#   bash bench/gpu/device.sh run [bench:gpu-check flags]   # once every part is kept; needs .gpu-parts/payload.sha256
 #
-# Parts are unpacked outside the repository (MODELMUX_GPU_HOME), because carried paths are replaced
-# by each call's and the folder stays only while the machine is warm: 30 s after each call.
+# Parts are kept outside the repository (MODELMUX_GPU_HOME): carried paths are replaced by each
+# call's. They stay only while the machine is warm, 30 s after each call: a cold start loses them.
 set -euo pipefail
 home=${MODELMUX_GPU_HOME:-/var/tmp/modelmux-gpu}
-mkdir -p "$home"
+mkdir -p "$home/parts"
+repo=$PWD
 
 # xz may be missing from the image; Python's lzma never is (python3 there holds PyTorch).
 unxz_tar() {
@@ -27,36 +28,45 @@ cuda_lib_path() {
 }
 
 case ${1:-} in
-  unpack)
+  keep)
     shift
-    for part in "$@"; do unxz_tar "$part"; done
-    ls -la "$home"
+    cp "$@" "$home/parts/"
+    ls -l "$home/parts"
     ;;
   run)
     shift
     cd "$home"
-    sha256sum -c --quiet PIECES.sha256
-    cat cuda-piece-* >lib/libonnxruntime_providers_cuda.so
-    sha256sum -c --quiet CUDA.sha256
-    rm -f cuda-piece-*
-    # The commit the parts were built from, cloned so the report names it and finds a clean tree.
-    rm -rf src && git clone -q src.bundle src && git -C src checkout -q "$(cat COMMIT)"
-    ln -sfn "$home/app/node_modules" src/node_modules
-    rm -rf src/dist && cp -r app/dist src/dist
+    cat parts/part-? >payload.tar.xz
+    sha256sum -c "$repo/.gpu-parts/payload.sha256"
+    unxz_tar payload.tar.xz
+    rm -rf parts payload.tar.xz
+    # The commit the parts were built from, cloned so the report names it and finds a clean tree;
+    # without git, the carried tree, whose report is marked a development run.
+    extra=()
+    if command -v git >/dev/null; then
+      rm -rf src && git clone -q src.bundle src && git -C src checkout -q "$(cat COMMIT)"
+      src=$home/src
+    else
+      src=$repo
+      extra=(--allow-dirty --out "${OUT:-$home}/gpu-check")
+    fi
+    ln -sfn "$home/app/node_modules" "$src/node_modules"
+    rm -rf "$src/dist" && cp -r app/dist "$src/dist"
     cuda=$(cuda_lib_path)
     echo "CUDA libraries: ${cuda:-none found}"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
     # Before the process starts: it overrides the binding's own libonnxruntime.so.1 (RUNPATH $ORIGIN).
     export LD_LIBRARY_PATH=$home/lib${cuda:+:$cuda}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export PATH=$home/node/bin:$PATH
-    cd src
+    cd "$src"
     status=0
-    node dist/bench/gpu-check.js --provider cuda "$@" 2>&1 | tee "${OUT:-.}/gpu-check.log" || status=$?
+    # MODELMUX_GPU_PROVIDER=cpu rehearses the whole recipe on a machine without a GPU.
+    node dist/bench/gpu-check.js --provider "${MODELMUX_GPU_PROVIDER:-cuda}" "${extra[@]}" "$@" 2>&1 | tee "${OUT:-.}/gpu-check.log" || status=$?
     cp bench/results/gpu-check.json bench/results/gpu-check.md "${OUT:-.}/" 2>/dev/null || true
     exit "$status"
     ;;
   *)
-    echo "usage: bash bench/gpu/device.sh unpack PART... | run [bench:gpu-check flags]" >&2
+    echo "usage: bash bench/gpu/device.sh keep PART... | run [bench:gpu-check flags]" >&2
     exit 2
     ;;
 esac

@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
-# Builds the parts that carry the GPU check to a device machine (bench/gpu/README.md): the device
+# Builds the parts that carry the GPU check to a device machine (bench/gpu/README.md). The device
 # has CUDA 13's libraries (PyTorch's wheels) and no network, and one call carries at most 64 MiB
-# with the working tree, so Node, the built tree, the production node_modules and onnxruntime's
-# CUDA build travel as xz parts of at most PART_MIB each, one part a call.
+# with the working tree; Node, the built tree, the production node_modules and onnxruntime-gpu's
+# libraries (the CUDA provider alone is 272 MB) go as one xz stream cut into parts of PART_MIB,
+# one part a call, put back together there by bench/gpu/device.sh.
 #
 #   bash bench/gpu/prepare-parts.sh ORT_LIB_DIR
 #
 # ORT_LIB_DIR holds onnxruntime-gpu 1.30.0's libonnxruntime.so.1.30.0 (or .so.1),
 # libonnxruntime_providers_cuda.so and libonnxruntime_providers_shared.so: the `onnxruntime/capi`
 # folder of the onnxruntime_gpu wheel unzipped, or what `npm run install:cuda` leaves.
-# Writes .gpu-parts/ (ignored): part-1.tar.xz … part-N.tar.xz and MANIFEST (part sizes).
+# Writes .gpu-parts/ (ignored): part-1 … part-N, payload.sha256 and MANIFEST (the parts' sizes).
 set -euo pipefail
 
 lib=${1:?usage: bash bench/gpu/prepare-parts.sh ORT_LIB_DIR}
 root=$(git rev-parse --show-toplevel)
 out=$root/.gpu-parts
-# Under 64 MiB less the working tree (about 5 MiB) and room for its growth.
+# 64 MiB less the working tree (about 5 MiB) and room for its growth.
 part_mib=${PART_MIB:-52}
-# The CUDA provider (272 MB) is cut into raw pieces of this size before xz; about 0.65 of it is left.
-piece_mib=${PIECE_MIB:-76}
+# xz -6: the part count is what costs device time, and -9e saves too little of it to pay for an
+# hour of compression on a small machine.
+level=${XZ_LEVEL:-6}
 node_dir=${NODE_DIR:-$HOME/.cache/modelmux/node-26.12.1}
 
 core=$lib/libonnxruntime.so.1.30.0
@@ -26,24 +28,26 @@ core=$lib/libonnxruntime.so.1.30.0
 for f in "$core" "$lib/libonnxruntime_providers_cuda.so" "$lib/libonnxruntime_providers_shared.so" "$node_dir/bin/node"; do
   [[ -f $f ]] || { echo "missing: $f" >&2; exit 1; }
 done
-# The device runs the committed tree: what is measured must be a commit (bench/lib/clean-tree.ts).
+# The device runs this commit, cloned from a bundle: what is measured must be a commit
+# (bench/lib/clean-tree.ts), and dist/ must be built from it.
 if [[ -n $(git -C "$root" status --porcelain) ]]; then
-  echo "the working tree has uncommitted changes: commit them first, the device clones this commit" >&2
+  echo "the working tree has uncommitted changes: commit them first" >&2
   exit 1
 fi
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 rm -rf "$out"
-mkdir -p "$out" "$stage/base/lib" "$stage/base/node/bin" "$stage/base/app"
+mkdir -p "$out" "$stage/lib" "$stage/node/bin" "$stage/app"
 
 (cd "$root" && npm run build >/dev/null)
-git -C "$root" bundle create "$stage/base/src.bundle" HEAD 2>/dev/null
-git -C "$root" rev-parse HEAD >"$stage/base/COMMIT"
-cp "$node_dir/bin/node" "$stage/base/node/bin/"
-cp -r "$root/dist" "$stage/base/app/dist"
-cp "$core" "$stage/base/lib/libonnxruntime.so.1"
-cp "$lib/libonnxruntime_providers_shared.so" "$stage/base/lib/"
+git -C "$root" bundle create "$stage/src.bundle" HEAD 2>/dev/null
+git -C "$root" rev-parse HEAD >"$stage/COMMIT"
+cp "$node_dir/bin/node" "$stage/node/bin/"
+cp -r "$root/dist" "$stage/app/dist"
+# The binding asks for libonnxruntime.so.1; the CUDA provider is found beside the core library.
+cp "$core" "$stage/lib/libonnxruntime.so.1"
+cp "$lib/libonnxruntime_providers_cuda.so" "$lib/libonnxruntime_providers_shared.so" "$stage/lib/"
 
 # The production packages only (package-lock.json's entries not marked dev), and of
 # onnxruntime-node's binaries only linux/x64's binding: its bundled core library is replaced by
@@ -52,27 +56,14 @@ cp "$lib/libonnxruntime_providers_shared.so" "$stage/base/lib/"
   const lock = require("./package-lock.json");
   for (const [path, p] of Object.entries(lock.packages)) if (path && !p.dev && !p.devOptional) console.log(path);
 ') >"$stage/packages"
-(cd "$root" && tar -c --exclude='node_modules/onnxruntime-node/bin' -T "$stage/packages") | tar -x -C "$stage/base/app"
-mkdir -p "$stage/base/app/node_modules/onnxruntime-node/bin/napi-v6/linux/x64"
-cp "$root/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/onnxruntime_binding.node" "$stage/base/app/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/"
+(cd "$root" && tar -c --exclude='node_modules/onnxruntime-node/bin' -T "$stage/packages") | tar -x -C "$stage/app"
+rm "$stage/packages"
+binding=node_modules/onnxruntime-node/bin/napi-v6/linux/x64
+mkdir -p "$stage/app/$binding"
+cp "$root/$binding/onnxruntime_binding.node" "$stage/app/$binding/"
 
-# Pieces of the CUDA provider, and every file's digest, checked on the device before it runs.
-split -b "${piece_mib}M" -d -a 2 "$lib/libonnxruntime_providers_cuda.so" "$stage/cuda-piece-"
-(cd "$stage" && sha256sum cuda-piece-* >base/PIECES.sha256)
-sha256sum "$lib/libonnxruntime_providers_cuda.so" | sed 's|  .*|  lib/libonnxruntime_providers_cuda.so|' >"$stage/base/CUDA.sha256"
-
-n=1
-tar -C "$stage/base" -c . | xz -9e -T2 >"$out/part-$n.tar.xz"
-for piece in "$stage"/cuda-piece-*; do
-  n=$((n + 1))
-  tar -C "$stage" -c "$(basename "$piece")" | xz -9e -T2 >"$out/part-$n.tar.xz"
-done
-
-limit=$((part_mib * 1024 * 1024))
-: >"$out/MANIFEST"
-for p in "$out"/part-*.tar.xz; do
-  size=$(stat -c %s "$p")
-  echo "$(basename "$p") $size" >>"$out/MANIFEST"
-  ((size <= limit)) || { echo "$(basename "$p") is $size bytes, over ${part_mib} MiB: lower PIECE_MIB" >&2; exit 1; }
-done
-cat "$out/MANIFEST"
+tar -C "$stage" -c . | xz "-$level" -T2 >"$stage/payload.tar.xz"
+(cd "$stage" && sha256sum payload.tar.xz >"$out/payload.sha256")
+split -b "${part_mib}M" --numeric-suffixes=1 -a 1 "$stage/payload.tar.xz" "$out/part-"
+[[ -f $out/part-9 ]] && { echo "more than 8 parts: raise PART_MIB or XZ_LEVEL" >&2; exit 1; }
+(cd "$out" && stat -c '%n %s' part-*) | tee "$out/MANIFEST"
