@@ -32,15 +32,15 @@ export function gpuLine(): string | undefined {
 
 /**
  * Device bytes the process `pid` holds, by nvidia-smi's compute-apps list (MiB, so to the
- * nearest MiB); 0 when it holds none yet, undefined when nvidia-smi cannot tell.
+ * nearest MiB): 0 while no process holds any, undefined when nvidia-smi cannot tell or lists
+ * others but not `pid` (a PID namespace apart: its numbers are not ours).
  */
 export function deviceBytesOfPid(pid: number): number | undefined {
   const rows = query(['--query-compute-apps=pid,used_memory', '--format=csv,noheader,nounits']);
   if (rows === undefined) return undefined;
-  let mib = 0;
-  for (const row of rows) {
-    const [p, used] = row.split(',').map((x) => x.trim());
-    if (Number(p) === pid && Number.isFinite(Number(used))) mib += Number(used);
-  }
-  return mib * 1024 * 1024;
+  // A line that is not `pid, MiB` ("No running processes found") is no process.
+  const apps = rows.map((row) => row.split(',').map((x) => Number(x.trim()))).filter(([p]) => Number.isFinite(p));
+  const own = apps.filter(([p, used]) => p === pid && Number.isFinite(used));
+  if (own.length === 0 && apps.length > 0) return undefined;
+  return own.reduce((sum, [, used]) => sum + (used ?? 0), 0) * 1024 * 1024;
 }
