@@ -36,7 +36,8 @@ if [[ -n $(git -C "$root" status --porcelain) ]]; then
 fi
 
 stage=$(mktemp -d)
-trap 'rm -rf "$stage"' EXIT
+payload=$(mktemp)
+trap 'rm -rf "$stage" "$payload"' EXIT
 rm -rf "$out"
 mkdir -p "$out" "$stage/lib" "$stage/node/bin" "$stage/app"
 
@@ -62,8 +63,8 @@ binding=node_modules/onnxruntime-node/bin/napi-v6/linux/x64
 mkdir -p "$stage/app/$binding"
 cp "$root/$binding/onnxruntime_binding.node" "$stage/app/$binding/"
 
-tar -C "$stage" -c . | xz "-$level" -T2 >"$stage/payload.tar.xz"
-(cd "$stage" && sha256sum payload.tar.xz >"$out/payload.sha256")
-split -b "${part_mib}M" --numeric-suffixes=1 -a 1 "$stage/payload.tar.xz" "$out/part-"
+tar -C "$stage" -c . | xz "-$level" -T2 >"$payload"
+echo "$(sha256sum <"$payload" | cut -d' ' -f1)  payload.tar.xz" >"$out/payload.sha256"
+split -b "${part_mib}M" --numeric-suffixes=1 -a 1 "$payload" "$out/part-"
 [[ -f $out/part-9 ]] && { echo "more than 8 parts: raise PART_MIB or XZ_LEVEL" >&2; exit 1; }
 (cd "$out" && stat -c '%n %s' part-*) | tee "$out/MANIFEST"
