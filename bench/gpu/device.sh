@@ -44,17 +44,17 @@ case ${1:-} in
     # without git, the carried tree, whose report is marked a development run.
     extra=()
     if command -v git >/dev/null; then
-      rm -rf src && git clone -q src.bundle src && git -C src checkout -q "$(cat COMMIT)"
+      rm -rf src && git clone -q src.bundle src && git -C src -c advice.detachedHead=false checkout -q "$(cat COMMIT)"
       src=$home/src
     else
       src=$repo
       extra=(--allow-dirty --out "${OUT:-$home}/gpu-check")
     fi
-    ln -sfn "$home/app/node_modules" "$src/node_modules"
-    rm -rf "$src/dist" && cp -r app/dist "$src/dist"
+    # Moved, not linked: git ignores node_modules/ as a folder, and a link would dirty the tree.
+    rm -rf "$src/node_modules" "$src/dist" && mv app/node_modules app/dist "$src/"
     cuda=$(cuda_lib_path)
     echo "CUDA libraries: ${cuda:-none found}"
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
     # Before the process starts: it overrides the binding's own libonnxruntime.so.1 (RUNPATH $ORIGIN).
     export LD_LIBRARY_PATH=$home/lib${cuda:+:$cuda}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export PATH=$home/node/bin:$PATH
