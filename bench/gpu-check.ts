@@ -29,6 +29,8 @@ import { median } from './lib/stats.js';
 
 /** Kept for the report and the unloads after the measured steps. */
 const RESERVE_MS = 20_000;
+/** Room for every model of a 64-model check of 8 MB models in host memory, evicted ones included. */
+const HOST_TIER_BYTES = 4 * 1024 ** 3;
 
 const schema = z.object({
   provider: z.enum(EXECUTION_PROVIDERS).default('cuda'),
@@ -62,6 +64,8 @@ async function main(bench: BenchRun<Options>): Promise<void> {
   // load them again for each request: each model here is loaded once, and evicts the oldest.
   const args = [join(repoRoot(), 'dist/cli/main.js'), 'replica', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '-1', '--cache-policy', 'lru'];
   args.push('--model-source', pathToFileURL(store.dir).href, '--max-models', String(capacity), '--execution-provider', o.provider, '--revalidate-loaded-ms', '0');
+  // Evicted models wait in host memory, so the reloads show the host tier's load rate (ADR 0047).
+  args.push('--host-tier-bytes', String(HOST_TIER_BYTES));
   const started = performance.now();
   const child = await startChild(process.execPath, args, { ready: /"event":"listening"[^\n]*"port":(\d+)/, readyTimeoutMs: 120_000 });
   const startSeconds = (performance.now() - started) / 1000;
@@ -141,7 +145,7 @@ async function main(bench: BenchRun<Options>): Promise<void> {
 
     const gpu = gpuLine();
     const setup = [
-      `A replica process (\`--execution-provider ${o.provider}\`, \`--max-models ${capacity}\`) over a file store of ${o.models} models: half wine MLPs of ${(o.modelBytes / 1e6).toFixed(1)} MB (one graph, shared-graph sessions), half distinct graphs (a session each, bench:mux's family). Each model loaded (\`/v2/repository/models/<id>/load\`), run once (first run), then ${o.warmRuns} more (warm, median); requests of ${ROWS} rows over HTTP/JSON, timed from this process. Then the models evicted meanwhile loaded again, and every model unloaded. Answers compared with onnxruntime-node on the CPU in this process, on the same files and input.`,
+      `A replica process (\`--execution-provider ${o.provider}\`, \`--max-models ${capacity}\`, \`--host-tier-bytes ${HOST_TIER_BYTES / 1024 ** 3}Gi\`) over a file store of ${o.models} models: half wine MLPs of ${(o.modelBytes / 1e6).toFixed(1)} MB (one graph, shared-graph sessions), half distinct graphs (a session each, bench:mux's family). Each model loaded (\`/v2/repository/models/<id>/load\`), run once (first run), then ${o.warmRuns} more (warm, median); requests of ${ROWS} rows over HTTP/JSON, timed from this process. Then the models evicted meanwhile loaded again, and every model unloaded. Answers compared with onnxruntime-node on the CPU in this process, on the same files and input.`,
       `GPU: ${gpu ?? 'none (nvidia-smi absent)'}. Replica started in ${fmt(startSeconds, 1)} s. Metrics the replica does not expose yet read "absent".`,
       skipped.length > 0 ? `**Cut short by --budget-s ${o.budgetS}:** ${skipped.join('; ')}.` : `Every step ran within --budget-s ${o.budgetS}.`,
     ].join('\n\n');

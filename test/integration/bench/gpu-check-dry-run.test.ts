@@ -9,6 +9,7 @@ const CHECK = join(process.cwd(), 'dist/bench/gpu-check.js');
 
 interface Snapshot {
   loads?: number;
+  tierLoads?: Record<string, number | undefined>;
   evictions?: number;
   loadedBytes?: number;
 }
@@ -80,6 +81,14 @@ describe('bench:gpu-check on the CPU provider (the dry run)', () => {
     expect(report.data.pastCapacity.evictions).toBeGreaterThanOrEqual(4);
     expect(report.data.unloaded.loadedBytes).toBe(0);
     expect(report.data.leftLoaded).toBe(0);
+  });
+
+  it('reloads the evicted models from host memory, not from the store', () => {
+    const [first, reloads] = report.data.phases;
+    const tier = (p: typeof first, t: string): number => (p?.after.tierLoads?.[t] ?? NaN) - (p?.before.tierLoads?.[t] ?? NaN);
+    expect(tier(first, 'store')).toBe(8);
+    expect(tier(reloads, 'host')).toBe(4);
+    expect(tier(reloads, 'store')).toBe(0);
   });
 
   it("answers as onnxruntime on the CPU does, within the check's tolerance", () => {
