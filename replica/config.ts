@@ -6,6 +6,7 @@ import { logOptionSpecs, logOptionsShape } from '../common/log-options.js';
 import { DEFAULT_BODY_IDLE_TIMEOUT_MS, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, DEFAULT_WRITE_TIMEOUT_MS } from '../common/request-limits.js';
 import { s3OptionSpecs, s3OptionsShape } from '../common/s3-options.js';
 import { GRAPH_OPTIMIZATION_LEVELS } from './onnx/onnx-runtime.js';
+import { WARMUP_MODES } from './onnx/warm-up.js';
 import { sidecarOptionSpecs, sidecarOptionsShape } from './sidecar/sidecar-options.js';
 
 /** Connections open at once on each port: far above a pool's routers (one gRPC connection and up to --connections-per-replica HTTP ones each). */
@@ -28,7 +29,7 @@ export const replicaConfigSchema = z.object({
   sharedCacheDir: z.string().min(1).optional(),
   executionProvider: z.enum(EXECUTION_PROVIDERS).default('cpu'),
   deviceMemoryBytes: byteQuantityString.optional(),
-  warmup: booleanString.default(true),
+  warmup: z.enum(WARMUP_MODES).default('auto'),
   graphOptimization: z.enum(GRAPH_OPTIMIZATION_LEVELS).default('basic'),
   intraOpThreads: intString(INTRA_OP_THREADS.min, INTRA_OP_THREADS.max).default(INTRA_OP_THREADS.default),
   diskCacheBytes: byteQuantityString.default(2 * 1024 ** 3),
@@ -100,7 +101,7 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
   warmup: {
     flag: 'warmup',
     env: REPLICA_ENV.warmup,
-    help: "Run each model once, on its config.json's warmup input or zeros of its input shapes, before it is listed as loaded; a failing run fails the load (default true).",
+    help: "Run a model once, on its config.json's warmup input or zeros of its input shapes, before it is listed as loaded; a failing run fails the load. auto (default): under cuda, and on the CPU only a model whose config.json names a warmup input; true: every model; false: none.",
   },
   intraOpThreads: {
     flag: 'intra-op-threads',

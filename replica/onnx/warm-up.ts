@@ -2,6 +2,8 @@ import { ModelmuxError } from '../../common/errors.js';
 import { parseInferBody } from '../../common/inference-body.js';
 import { elementCount, type HostTensor, type TensorData, type TensorSpec, type V2Datatype } from '../../common/tensor.js';
 import type { ModelSession } from './model-session.js';
+import type { ExecutionProvider } from './onnx-runtime.js';
+import type { ModelConfig } from '../store/model-config.js';
 
 /** Zeros of `count` elements of a datatype, as the replica holds them (empty strings for BYTES). */
 function zeros(datatype: V2Datatype, count: number): TensorData {
@@ -32,6 +34,24 @@ function zeros(datatype: V2Datatype, count: number): TensorData {
     case 'BYTES':
       return new Array<string>(count).fill('');
   }
+}
+
+export const WARMUP_MODES = ['auto', 'true', 'false'] as const;
+export type WarmupMode = (typeof WARMUP_MODES)[number];
+
+/**
+ * Whether a freshly opened model is run before the replica lists it. Under CUDA a first run
+ * pays for cuDNN's algorithm search and the arena's growth, which a listed model must not leave
+ * to a request. On the CPU a first run costs little more than any run, and the request that
+ * asked for the load waits for it anyway, so `auto` adds no run to the CPU's load path, except
+ * for a model whose config.json names its own warm-up input (a check its owner asked for). A
+ * model joining a shared graph that already ran has nothing left to warm.
+ */
+export function warmsBeforeListing(mode: WarmupMode, provider: ExecutionProvider, configured: ModelConfig['warmup'], graphWarm: boolean): boolean {
+  if (mode === 'false' || configured === false) return false;
+  if (configured !== undefined) return true;
+  if (graphWarm) return false;
+  return mode === 'true' || provider === 'cuda';
 }
 
 /** The default warm-up input: zeros of every input's shape, a dynamic dim taken as 1. */

@@ -25,7 +25,7 @@ import { DeviceGate } from '../device/device-gate.js';
 import { DeviceLedger, type DeviceCharge } from '../device/device-ledger.js';
 import { estimateDeviceBytes, settledDeviceBytes } from '../device/device-cost.js';
 import type { DeviceMeter } from '../device/nvidia-smi.js';
-import { warmUp } from '../onnx/warm-up.js';
+import { warmsBeforeListing, warmUp, type WarmupMode } from '../onnx/warm-up.js';
 import { WarmTiers, type ModelSource } from './warm-tiers.js';
 
 export interface ReplicaServiceOptions {
@@ -52,7 +52,7 @@ export interface ReplicaServiceOptions {
   /** Tests only: added to every load. */
   loadDelayMs: number;
   /** Run each model once before it enters the cache (replica/onnx/warm-up.ts). */
-  warmup: boolean;
+  warmup: WarmupMode;
   /** cuda: the device budget, resolved (replica/device/device-budget.ts); absent under cpu. */
   deviceBudget?: number;
   /** cuda: measures what each load took on the device; absent, the estimate stands. */
@@ -313,10 +313,7 @@ export class ReplicaService implements ServingBackend {
     const session = await this.sessions.open(model, mappable, overrides, bytes);
     const opened = clock.now();
     metrics.loadPhase.observe({ phase: 'load' }, (opened - started) / 1000);
-    if (!this.opts.warmup || config.warmup === false) return session;
-    // A model joining a shared graph that already ran has nothing to warm (no search, no arena
-    // growth left), unless its config.json names its own warm-up input, which is also a check.
-    if (config.warmup === undefined && session.graph?.warm === true) return session;
+    if (!warmsBeforeListing(this.opts.warmup, overrides.provider ?? this.opts.provider, config.warmup, session.graph?.warm === true)) return session;
     try {
       await warmUp(session, config.warmup);
       if (session.graph) session.graph.warm = true;

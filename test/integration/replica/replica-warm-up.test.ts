@@ -26,7 +26,8 @@ beforeAll(async () => {
   for (const id of ['wine-zeros', 'wine-joins', ...Object.keys(CONFIGS)]) writeModel(dir, id, wineModelBytes(id));
   writeModel(dir, 'wine-other-shape', wineModelBytes('wine-other-shape', 24));
   for (const [id, config] of Object.entries(CONFIGS)) await writeFile(join(dir, id, 'config.json'), JSON.stringify(config));
-  r = await startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--max-models', '8'] });
+  // true: every model, as auto does under CUDA (on the CPU auto warms only models naming an input).
+  r = await startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--max-models', '8', '--warmup', 'true'] });
 });
 
 afterAll(async () => {

@@ -73,7 +73,7 @@ describe('buildDeployment', () => {
     const c = container(mxd({ executionProvider: 'cuda', deviceMemoryBytesPerReplica: '70Gi' }));
     expect(envValue(c, REPLICA_ENV.deviceMemoryBytes)).toBe('70Gi');
     const env = Object.fromEntries(replicaEnv(mxd({ executionProvider: 'cuda', deviceMemoryBytesPerReplica: '70Gi' }).spec).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
-    expect(parseReplicaConfig([], env)).toMatchObject({ executionProvider: 'cuda', deviceMemoryBytes: 70 * 1024 ** 3, warmup: true });
+    expect(parseReplicaConfig([], env)).toMatchObject({ executionProvider: 'cuda', deviceMemoryBytes: 70 * 1024 ** 3, warmup: 'auto' });
   });
 
   it('passes the host tier only when the spec sets it, as a quantity the replica reads back in bytes', () => {

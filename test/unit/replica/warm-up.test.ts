@@ -1,7 +1,7 @@
 import { expect } from '@jest/globals';
 import type { HostTensor } from '../../../common/tensor.js';
 import type { ModelSession } from '../../../replica/onnx/model-session.js';
-import { warmUp, zeroInputs } from '../../../replica/onnx/warm-up.js';
+import { warmsBeforeListing, warmUp, zeroInputs } from '../../../replica/onnx/warm-up.js';
 
 function recording(fail?: string): { model: ModelSession; runs: HostTensor[][] } {
   const runs: HostTensor[][] = [];
@@ -45,5 +45,24 @@ describe('warm-up', () => {
       code: 'model_load_failed',
       message: 'the warm-up run failed: CUDA failure 2: out of memory',
     });
+  });
+});
+
+describe('which models are warmed before they are listed', () => {
+  const input = { inputs: [{ name: 'x', shape: [1, 3], datatype: 'FP32', data: [0, 0, 0] }] };
+  it('auto: every new session under CUDA; on the CPU only a model naming its own input', () => {
+    expect(warmsBeforeListing('auto', 'cuda', undefined, false)).toBe(true);
+    expect(warmsBeforeListing('auto', 'cpu', undefined, false)).toBe(false);
+    expect(warmsBeforeListing('auto', 'cpu', input, false)).toBe(true);
+  });
+  it('skips a shared graph that already ran, unless the model names its input', () => {
+    expect(warmsBeforeListing('auto', 'cuda', undefined, true)).toBe(false);
+    expect(warmsBeforeListing('true', 'cpu', undefined, true)).toBe(false);
+    expect(warmsBeforeListing('auto', 'cuda', input, true)).toBe(true);
+  });
+  it('true warms every new session; false, or a config.json saying false, none', () => {
+    expect(warmsBeforeListing('true', 'cpu', undefined, false)).toBe(true);
+    expect(warmsBeforeListing('false', 'cuda', input, false)).toBe(false);
+    expect(warmsBeforeListing('true', 'cuda', false, false)).toBe(false);
   });
 });
