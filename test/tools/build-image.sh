@@ -51,7 +51,7 @@ base=$(bash "$tools/build-node-base.sh" 26 | tail -n 1)
 source "$tools/image-storage.sh"
 tag="localhost/modelmux:$key"
 if [ -f "$OUT/image.json" ] && [ "$(cat "$OUT/base")" = "$base" ] && image_exists "$tag"; then
-  echo "build-image: $tag is built for this tree (on $base)" >&2
+  echo "build-image: $tag is built for this tree (on $base), $(image_size "$tag")" >&2
   echo "$OUT"
   exit 0
 fi
@@ -66,28 +66,36 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-# The build reaches the npm registry and the Debian mirror as this machine does: buildah passes the
-# proxy variables on (--http-proxy, its default), and the registry this machine's npm uses and the
-# CA bundle its Node trusts (NODE_EXTRA_CA_CERTS: a TLS-intercepting egress proxy signs with a CA
-# of its own) reach the build's `npm ci` as a user-level .npmrc mounted for the build only: only
-# the build stage sees it, never the image.
+# The build reaches the package registries as this machine does: buildah passes the proxy
+# variables on (--http-proxy, its default), and the npm registry this machine uses and the CA
+# bundle its Node trusts (NODE_EXTRA_CA_CERTS: a TLS-intercepting egress proxy signs with a CA of
+# its own) reach npm as a user .npmrc and pip (the CUDA target's wheels) as /etc/pip.conf, files
+# mounted into each RUN of the build only: never in the image.
 npmrc=""
+pipconf=""
 registry=$(cd "$repo" && npm config get registry 2>/dev/null || true)
 [ -z "$registry" ] || [ "$registry" = "https://registry.npmjs.org/" ] || npmrc+="registry=$registry"$'\n'
+[ -z "${PIP_INDEX_URL:-}" ] || pipconf+="index-url = $PIP_INDEX_URL"$'\n'
 cafile="${MODELMUX_IMAGE_BUILD_CA:-${NODE_EXTRA_CA_CERTS:-}}"
 if [ -n "$cafile" ] && [ -f "$cafile" ]; then
   cp "$cafile" "$work/ca.crt"
-  npmrc+="cafile=/root/.npm-build-ca.crt"$'\n'
-  bud_args=(--volume "$work/ca.crt:/root/.npm-build-ca.crt:ro" "${bud_args[@]+"${bud_args[@]}"}")
+  npmrc+="cafile=/root/.build-ca.crt"$'\n'
+  pipconf+="cert = /root/.build-ca.crt"$'\n'
+  bud_args=(--volume "$work/ca.crt:/root/.build-ca.crt:ro" "${bud_args[@]+"${bud_args[@]}"}")
 fi
 if [ -n "$npmrc" ]; then
   printf '%s' "$npmrc" >"$work/npmrc"
   bud_args=(--volume "$work/npmrc:/root/.npmrc:ro" "${bud_args[@]+"${bud_args[@]}"}")
 fi
+if [ -n "$pipconf" ]; then
+  printf '[global]\n%s' "$pipconf" >"$work/pip.conf"
+  bud_args=(--volume "$work/pip.conf:/etc/pip.conf:ro" "${bud_args[@]+"${bud_args[@]}"}")
+fi
 bah bud --isolation chroot --build-arg NODE_IMAGE="$base" --tag "$tag" --file "$repo/Dockerfile" \
   "${bud_args[@]+"${bud_args[@]}"}" "$repo" >"$work/build.log" 2>&1 || {
   tail -n 40 "$work/build.log" >&2
-  echo "build-image: buildah bud failed (whole log above the last 40 lines: $work/build.log is removed on exit)" >&2
+  cp "$work/build.log" "$CACHE_ROOT/image-build-failed.log"
+  echo "build-image: buildah bud failed; its whole log: $CACHE_ROOT/image-build-failed.log" >&2
   exit 1
 }
 built=$(date +%s)
