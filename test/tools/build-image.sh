@@ -113,8 +113,9 @@ echo "$base" >"$OUT.tmp/base"
 cp "$work/build.log" "$OUT.tmp/build.log"
 rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
 # Unpacked trees of older trees' images go, the newest few kept (each is a few hundred MB).
+# Only folders named by a key: a build's work folder (image-build.*) may be another build's, running.
 # shellcheck disable=SC2012 # the cache's own folder names, no odd characters
-ls -1dt "$CACHE_ROOT"/image-[0-9a-f]*[0-9a-f] 2>/dev/null | tail -n +4 | while read -r old; do
+ls -1dt "$CACHE_ROOT"/image-* | { grep -E '/image-[0-9a-f]{12}$' || true; } | tail -n +4 | while read -r old; do
   bah rmi "localhost/modelmux:${old##*/image-}" >/dev/null 2>&1 || true
   rm -rf "$old"
 done
