@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # One image for the three programs: `modelmux replica|router|operator` (and `local`, `models`).
 # The operator, the router and the replica pods all run it; the chart passes the subcommand as args.
+# `docker build .` makes the CPU image; `docker build --target cuda .` the same image with
+# onnxruntime's CUDA provider and NVIDIA's CUDA 13 libraries (docs/adr/0045-cuda-provider-from-wheels.md).
 
 # Node 24 and 26 are the supported (LTS) runtimes; 26 is the one CI runs every tier on.
 ARG NODE_IMAGE=node:26-bookworm-slim
@@ -30,7 +32,14 @@ RUN npx tsc -p tsconfig.json \
  && npm prune --omit=dev --ignore-scripts \
  && rm -rf dist/test dist/bench
 
-FROM ${NODE_IMAGE}
+# The CUDA provider from PyPI by the script `npm run install:cuda` runs: pinned wheels, hashes checked.
+FROM build AS cuda-libs
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-pip \
+ && rm -rf /var/lib/apt/lists/*
+RUN bash native/cuda/install.sh /opt/modelmux-cuda
+
+FROM ${NODE_IMAGE} AS runtime
 # HOME: user 10001 has no passwd entry; libraries that look for a home folder get a writable one
 # (the chart mounts an emptyDir on /tmp under a read-only root filesystem).
 ENV NODE_ENV=production HOME=/tmp
@@ -48,3 +57,18 @@ USER 10001:10001
 EXPOSE 8080 8033 8000 8002 8081
 ENTRYPOINT ["node", "/app/dist/cli/main.js"]
 CMD ["--help"]
+
+# The CUDA image: serves `spec.executionProvider: cuda` on a node with NVIDIA's driver and container
+# toolkit, which mounts libcuda.so.1 and the devices. LD_LIBRARY_PATH set here, before Node starts,
+# makes the binding load the wheel's libonnxruntime.so.1, the providers' own build (no relaunch).
+# Which GPUs a container sees is left to the device plugin (`nvidia.com/gpu` limits) or `--gpus`:
+# no NVIDIA_VISIBLE_DEVICES=all here, which would hand every GPU to a pod that asked for none.
+# `utility` mounts nvidia-smi, which `modelmux doctor` lists the GPUs with.
+FROM runtime AS cuda
+COPY --from=cuda-libs /opt/modelmux-cuda/lib /opt/modelmux-cuda/lib
+ENV MODELMUX_CUDA_LIBS=/opt/modelmux-cuda/lib \
+    LD_LIBRARY_PATH=/opt/modelmux-cuda/lib \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
+
+# The default target, last: the CPU image.
+FROM runtime

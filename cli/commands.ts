@@ -46,6 +46,11 @@ export const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
     load: () => import('./models.js'),
     config: async () => (await import('./models.js')).parseModelsConfig,
   },
+  doctor: {
+    summary: 'Say what can run here: onnxruntime, each execution provider (cpu, cuda) and the GPUs.',
+    load: () => import('./doctor.js'),
+    config: async () => (await import('./doctor.js')).parseDoctorConfig,
+  },
 };
 
 /** What `modelmux`, `modelmux --help` and an unknown command print. */

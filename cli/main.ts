@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 import { ConfigError, HelpRequested } from '../common/config.js';
 import { unsupportedNode } from '../common/node-version.js';
+import { relaunchEnv } from '../common/cuda/cuda-libraries.js';
 import { SUBCOMMANDS, usage } from './commands.js';
+import { relaunch } from './relaunch.js';
+import { writeTerminationMessage } from './termination-log.js';
 
 /** The `modelmux` command: one subcommand per program (cli/commands.ts). */
 async function main(): Promise<void> {
@@ -32,11 +35,17 @@ async function main(): Promise<void> {
     }
     if (err instanceof ConfigError) {
       process.stderr.write(err.message + '\n');
+      writeTerminationMessage(err.message);
       process.exit(2);
     }
     process.stderr.write(`modelmux ${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    writeTerminationMessage(`modelmux ${name}: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   }
 }
 
-await main();
+// A configured CUDA folder must be on the library path before onnxruntime loads, and glibc reads
+// it only at process start (docs/adr/0045-cuda-provider-from-wheels.md).
+const cudaEnv = relaunchEnv(process.env);
+if (cudaEnv !== undefined) relaunch(cudaEnv);
+else await main();

@@ -32,7 +32,7 @@ export const ERROR_CATALOGUE = {
   },
   client_connection_limit: { status: 429, summary: "The client's address has as many connections open to the router as it may; retry after the Retry-After seconds." },
   model_load_failed: { status: 422, summary: 'The model file exists but onnxruntime cannot load it (corrupt or unsupported); it is not cached and the next request tries again.' },
-  model_too_large: { status: 422, summary: 'The model file is larger than the replica may cache.' },
+  model_too_large: { status: 422, summary: 'The model file is larger than the replica may cache, or (under CUDA) needs more device memory than its whole device budget.' },
   client_closed: {
     status: 499,
     summary: "The client closed its connection, or cancelled its gRPC call, before the answer: nothing was sent. Logged and counted as 499 (nginx's code, Envoy's DC), never as a failure of the pool.",
@@ -62,6 +62,10 @@ export const ERROR_CATALOGUE = {
   no_replicas: { status: 503, summary: 'The route has no ready replica.' },
   runtime_unavailable: { status: 503, summary: 'Sidecar mode: the serving runtime beside the replica is not ready or cannot be reached.' },
   shutting_down: { status: 503, summary: 'The process is draining after SIGTERM.' },
+  device_memory_full: {
+    status: 503,
+    summary: "Under CUDA, the model does not fit the replica's device budget beside the models in use or loading, even after evicting the others; a router retries elsewhere.",
+  },
   connection_limit: { status: 503, summary: 'The router has as many client connections open as it may; retry after the Retry-After seconds.' },
   buffer_full: { status: 503, summary: 'The router holds as many request and answer bytes as it may; retry after the Retry-After seconds.' },
   composite_saturated: { status: 503, summary: 'The router has as many ensemble and sequence requests under way as it may; retry after the Retry-After seconds.' },
@@ -72,6 +76,14 @@ export const ERROR_CATALOGUE = {
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+/**
+ * Codes a replica answers before doing any of the request's work: marked `x-modelmux-overloaded`
+ * (HTTP header, gRPC trailer) so that a router may send the request to another replica.
+ */
+export function refusedBeforeWork(code: ErrorCode): boolean {
+  return code === 'overloaded' || code === 'shutting_down' || code === 'device_memory_full';
+}
 
 /** The JSON body of every error answer. */
 export interface ErrorBody {

@@ -20,6 +20,10 @@ export const REPLICA_ENV = {
   /** Shared by the replicas of one machine: each links the others' downloads (local mode). */
   sharedCacheDir: 'MODELMUX_SHARED_CACHE_DIR',
   executionProvider: 'MODELMUX_EXECUTION_PROVIDER',
+  /** Under CUDA: device bytes the loaded models may take; default the GPU's memory less headroom. */
+  deviceMemoryBytes: 'MODELMUX_DEVICE_MEMORY_BYTES',
+  /** Whether a model is run once before it is listed as loaded. */
+  warmup: 'MODELMUX_WARMUP',
   graphOptimization: 'MODELMUX_GRAPH_OPTIMIZATION',
   /** onnxruntime's intra-op threads of a session, unless the model's config.json sets them. */
   intraOpThreads: 'MODELMUX_INTRA_OP_THREADS',

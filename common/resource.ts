@@ -143,6 +143,11 @@ export const multiplexedDeploymentSpecSchema = z
     modelCacheSize: quantity.prefault('10Gi'),
     executionProvider: z.enum(EXECUTION_PROVIDERS).default('cpu'),
     /**
+     * cuda only: device memory one replica's loaded models may take, as a quantity (e.g. 70Gi);
+     * absent, the GPU's memory less 10% (at least 1 GiB). ADR 0046.
+     */
+    deviceMemoryBytesPerReplica: quantity.optional(),
+    /**
      * Threads one run of a model may use (onnxruntime's intra-op threads), for models whose
      * config.json does not say: more make a large model faster at one request, at the cost of
      * the cores other requests would use. Match it to the pod's CPU.

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -264,11 +264,13 @@ export class PodRunner {
     void proc.exited.then((code) => {
       if (c.proc !== proc) return;
       const signal = proc.child.signalCode;
+      const message = code !== 0 && c.spec.terminationMessagePolicy === 'FallbackToLogsOnError' ? this.logTail(c.spec.name) : undefined;
       c.lastState = {
         terminated: {
           exitCode: code ?? 137,
           reason: code === 0 ? 'Completed' : 'Error',
           ...(signal ? { signal: 9 } : {}),
+          ...(message ? { message } : {}),
           startedAt: startedAt as unknown as Date,
           finishedAt: new Date().toISOString() as unknown as Date,
           containerID: this.containerId(proc),
@@ -291,6 +293,19 @@ export class PodRunner {
         c.state = c.lastState;
       }
     });
+  }
+
+  /**
+   * What a kubelet puts in a failed container's termination message under FallbackToLogsOnError
+   * (no process here has a /dev/termination-log): the last 80 lines of its log, at most 2048 bytes.
+   */
+  private logTail(container: string): string | undefined {
+    try {
+      const text = readFileSync(join(this.dir, `${container}.log`), 'utf8');
+      return text.split('\n').slice(-80).join('\n').slice(-2048);
+    } catch {
+      return undefined;
+    }
   }
 
   private containerId(proc: ManagedProcess): string {

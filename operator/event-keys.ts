@@ -1,5 +1,6 @@
-import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { API_GROUP, KIND, LABEL_DEPLOYMENT } from '../common/names.js';
+import { startRefusal } from './start-refusal.js';
 
 /**
  * The work-queue keys of the two controllers, and which key an event concerns. Pure: the
@@ -56,10 +57,11 @@ interface PodStatusFields {
 
 /**
  * What of a pod can change the resource's status. Replicas rewrite their model-table
- * annotation on every load and eviction; those updates must not each cost a reconcile.
+ * annotation on every load and eviction; those updates must not each cost a reconcile. A replica
+ * refusing to start changes no pod condition (it was never ready), so its refusal is counted.
  */
 export function podFingerprint(pod: KubernetesObject & { status?: unknown }): string {
   const s = (pod.status ?? {}) as PodStatusFields;
   const conditions = (s.conditions ?? []).map((c) => `${c.type ?? ''}=${c.status ?? ''}:${c.reason ?? ''}:${c.message ?? ''}`).sort();
-  return JSON.stringify([s.phase ?? '', s.podIP ?? '', conditions, pod.metadata?.deletionTimestamp !== undefined]);
+  return JSON.stringify([s.phase ?? '', s.podIP ?? '', conditions, pod.metadata?.deletionTimestamp !== undefined, startRefusal(pod as V1Pod) ?? '']);
 }

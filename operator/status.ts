@@ -2,6 +2,7 @@ import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import type { Condition, MultiplexedDeployment, MultiplexedDeploymentStatus } from '../common/resource.js';
 import { checkTableBounds } from '../common/table-bounds.js';
 import { selectorString } from './resources/meta.js';
+import { startRefusal } from './start-refusal.js';
 
 /** A failure of the last reconcile, surfaced as Degraded until a reconcile succeeds. */
 export interface ReconcileFailure {
@@ -57,9 +58,14 @@ function rolloutOf(desired: number, deployment: V1Deployment | undefined): Rollo
   };
 }
 
-/** Degraded by the first problem found: the last reconcile's failure, an unschedulable pod, the Deployment's ReplicaFailure. */
+/**
+ * Degraded by the first problem found: the last reconcile's failure, a replica refusing to start
+ * (exit 2: a crash loop that restarts cannot end), an unschedulable pod, the Deployment's ReplicaFailure.
+ */
 function degradedCondition(input: StatusInputs): ConditionCore {
   if (input.failure) return { type: 'Degraded', status: 'True', ...input.failure };
+  const refusal = input.pods.map(startRefusal).find((m) => m !== undefined);
+  if (refusal !== undefined) return { type: 'Degraded', status: 'True', reason: 'ReplicaRefusesToStart', message: refusal };
   const unschedulable = input.pods.map(unschedulableMessage).find((m) => m !== undefined);
   if (unschedulable !== undefined) return { type: 'Degraded', status: 'True', reason: 'Unschedulable', message: unschedulable };
   const replicaFailure = deploymentFailure(input.deployment);

@@ -27,6 +27,8 @@ export const replicaConfigSchema = z.object({
   cacheDir: z.string().min(1).optional(),
   sharedCacheDir: z.string().min(1).optional(),
   executionProvider: z.enum(EXECUTION_PROVIDERS).default('cpu'),
+  deviceMemoryBytes: byteQuantityString.optional(),
+  warmup: booleanString.default(true),
   graphOptimization: z.enum(GRAPH_OPTIMIZATION_LEVELS).default('basic'),
   intraOpThreads: intString(INTRA_OP_THREADS.min, INTRA_OP_THREADS.max).default(INTRA_OP_THREADS.default),
   diskCacheBytes: byteQuantityString.default(2 * 1024 ** 3),
@@ -89,6 +91,16 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
     help: 'S3 stores: a folder shared by the replicas of one machine, on the filesystem of --cache-dir; a model one of them downloaded is hard-linked from its folder instead of downloaded again (default: none; local mode sets one).',
   },
   executionProvider: { flag: 'execution-provider', env: REPLICA_ENV.executionProvider, help: 'cpu or cuda (default cpu); cuda fails at start when absent.' },
+  deviceMemoryBytes: {
+    flag: 'device-memory-bytes',
+    env: REPLICA_ENV.deviceMemoryBytes,
+    help: "cuda only: device memory the loaded models may take, e.g. 70Gi; a load evicts least recently used models until its estimate fits, and a model larger than it is refused (default: the GPU's memory less 10%, at least 1 GiB, read with nvidia-smi).",
+  },
+  warmup: {
+    flag: 'warmup',
+    env: REPLICA_ENV.warmup,
+    help: "Run each model once, on its config.json's warmup input or zeros of its input shapes, before it is listed as loaded; a failing run fails the load (default true).",
+  },
   intraOpThreads: {
     flag: 'intra-op-threads',
     env: REPLICA_ENV.intraOpThreads,

@@ -9,6 +9,7 @@ import { grpcStatusName } from '../common/grpc/status.js';
 import { UnaryServer } from '../common/grpc/unary-server.js';
 import { createLogger, stdoutSink, type Logger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
+import { CUDA_LIBS_ENV } from '../common/cuda/cuda-libraries.js';
 import { parseReplicaConfig, type ReplicaConfig } from './config.js';
 import { alignFileWeights, loadFileMapper } from './onnx/file-map.js';
 import { IdleMappings } from './onnx/idle-mappings.js';
@@ -20,6 +21,8 @@ import { createReplicaMetrics, type ReplicaMetrics } from './metrics.js';
 import { LoadedRevalidator } from './cache/loaded-revalidation.js';
 import type { VersionedStore } from './store/model-store.js';
 import { checkExecutionProvider } from './onnx/onnx-runtime.js';
+import { resolveDeviceBudget } from './device/device-budget.js';
+import { nvidiaSmiMeter, type DeviceMeter } from './device/nvidia-smi.js';
 import { PeerFiles } from './store/peer-files.js';
 import { PublishCoalescer } from './publication/publish-coalescer.js';
 import { ReplicaService, serviceTuning } from './serving/replica-service.js';
@@ -37,12 +40,29 @@ function flagError(flag: string, envName: string, err: unknown): ConfigError {
   return new ConfigError('replica', [`${flag}/${envName}: ${err instanceof Error ? err.message : String(err)}`]);
 }
 
-async function checkProvider(config: ReplicaConfig): Promise<void> {
+async function checkProvider(config: ReplicaConfig, env: NodeJS.ProcessEnv): Promise<void> {
   try {
-    await checkExecutionProvider(config.executionProvider);
+    await checkExecutionProvider(config.executionProvider, env[CUDA_LIBS_ENV]);
   } catch (err) {
     throw flagError('--execution-provider', REPLICA_ENV.executionProvider, err);
   }
+}
+
+/** cuda: the device budget and its meter (NVML through nvidia-smi); nothing under cpu. */
+async function deviceBudget(config: ReplicaConfig, env: NodeJS.ProcessEnv): Promise<{ deviceBudget?: number; deviceMeter?: DeviceMeter }> {
+  if (config.executionProvider !== 'cuda') return {};
+  const meter = nvidiaSmiMeter(env, process.pid);
+  let budget: number | undefined;
+  try {
+    budget = await resolveDeviceBudget(config.executionProvider, config.deviceMemoryBytes, () => meter.total());
+  } catch (err) {
+    throw flagError(
+      '--device-memory-bytes',
+      REPLICA_ENV.deviceMemoryBytes,
+      new Error(`no value, and the GPU's memory cannot be read to default it: ${err instanceof Error ? err.message : String(err)}`),
+    );
+  }
+  return { ...(budget !== undefined ? { deviceBudget: budget } : {}), deviceMeter: meter };
 }
 
 /**
@@ -174,7 +194,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const config = parseReplicaConfig(argv, env);
   const clock = systemClock;
   const baseLog = createLogger({ component: 'replica', ...(config.podName ? { pod: config.podName } : {}) }, stdoutSink, config.logLevel);
-  await checkProvider(config);
+  await checkProvider(config, env);
+  const device = await deviceBudget(config, env);
 
   const metrics = createReplicaMetrics();
   const mapper = weightMapper(config, baseLog, metrics);
@@ -188,6 +209,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     runtimeUrl === undefined
       ? new ReplicaService({
           ...serviceTuning(config),
+          ...device,
           store,
           ...(mapper !== undefined ? { mapper } : {}),
           clock,
@@ -259,6 +281,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     maxOngoingRequests: config.maxOngoingRequests,
     maxBatchSize: config.maxBatchSize,
     executionProvider: config.executionProvider,
+    ...(device.deviceBudget !== undefined ? { deviceBudget: device.deviceBudget } : {}),
     weights: mapper !== undefined ? 'mapped' : 'read',
     ...(config.runtimeUrl !== undefined ? { runtime: config.runtimeUrl } : {}),
   });

@@ -46,8 +46,15 @@ export function createReplicaMetrics() {
     loads: new Counter({ name: 'modelmux_replica_model_loads_total', help: 'Model loads started and finished, by result (success|failure).', labelNames: ['result'] as const, registers: r }),
     loadDuration: new Histogram({
       name: 'modelmux_replica_model_load_duration_seconds',
-      help: 'Time from the start of a load (download included) to a ready session.',
+      help: 'Time from the start of a load (download included) to a ready session, warm-up run included.',
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers: r,
+    }),
+    loadPhase: new Histogram({
+      name: 'modelmux_replica_model_load_phase_seconds',
+      help: 'Seconds of the two phases of a load after its download: load (a session opened, or a shared graph joined) and warm (the warm-up run before the model is listed).',
+      labelNames: ['phase'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers: r,
     }),
     fetches: new Counter({
@@ -100,6 +107,12 @@ export function createReplicaMetrics() {
     modelsLoaded: new Gauge({ name: 'modelmux_replica_models_loaded', help: 'Models in the cache.', registers: r }),
     modelsLoading: new Gauge({ name: 'modelmux_replica_models_loading', help: 'Models being loaded.', registers: r }),
     bytesLoaded: new Gauge({ name: 'modelmux_replica_loaded_bytes', help: 'Bytes of the model files in the cache.', registers: r }),
+    deviceBytesUsed: new Gauge({
+      name: 'modelmux_replica_device_bytes_used',
+      help: 'cuda: device bytes charged to the sessions (estimated before a load, measured after for own sessions); 0 under cpu.',
+      registers: r,
+    }),
+    deviceBytesBudget: new Gauge({ name: 'modelmux_replica_device_bytes_budget', help: "cuda: the replica's device memory budget; 0 under cpu (no device budget).", registers: r }),
     batchSize: new Histogram({
       name: 'modelmux_replica_batch_size_requests',
       help: 'Requests per inference run.',

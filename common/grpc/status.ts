@@ -1,5 +1,5 @@
 import { Metadata, status } from '@grpc/grpc-js';
-import { ERROR_CATALOGUE, type ErrorCode, type ModelmuxError } from '../errors.js';
+import { ERROR_CATALOGUE, refusedBeforeWork, type ErrorCode, type ModelmuxError } from '../errors.js';
 import { HEADER_OVERLOADED } from '../names.js';
 import { ERROR_CODE_TRAILER } from './inference-service.js';
 
@@ -61,6 +61,6 @@ export function grpcStatusName(code: status): string {
 export function grpcError(err: ModelmuxError, metadata: Metadata = new Metadata()): { code: status; details: string; metadata: Metadata } {
   metadata.set(ERROR_CODE_TRAILER, err.code);
   // Refused before any work: a router may send the call to another replica (as for HTTP).
-  if (err.code === 'overloaded' || err.code === 'shutting_down') metadata.set(HEADER_OVERLOADED, 'true');
+  if (refusedBeforeWork(err.code)) metadata.set(HEADER_OVERLOADED, 'true');
   return { code: grpcStatus(err.code), details: err.message, metadata };
 }

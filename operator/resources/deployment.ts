@@ -4,6 +4,7 @@ import { GRPC_PORT_NAME } from '../../common/names.js';
 import { REPLICA_ENV, REPLICA_GRPC_PORT, REPLICA_PORT } from '../../common/replica-env.js';
 import { TABLE_PUBLISH_INTERVAL_MS, type MultiplexedDeploymentSpec } from '../../common/resource.js';
 import { commonLabels, ownedMeta, ownedNames, selectorLabels, type StoredMultiplexedDeployment } from './meta.js';
+import { REPLICA_CONTAINER } from '../start-refusal.js';
 import { resourceRequirements } from './resource-requirements.js';
 import { replicaShare, runtimeContainer, runtimeReplicaEnv, runtimeVolume, runtimeVolumeMount } from './runtime-container.js';
 
@@ -72,6 +73,7 @@ export function replicaEnv(spec: MultiplexedDeploymentSpec): V1EnvVar[] {
     value(REPLICA_ENV.mapWeights, String(spec.mapWeights)),
   );
   if (spec.maxModelBytesPerReplica !== undefined) env.push(value(REPLICA_ENV.maxModelBytes, spec.maxModelBytesPerReplica));
+  if (spec.deviceMemoryBytesPerReplica !== undefined) env.push(value(REPLICA_ENV.deviceMemoryBytes, spec.deviceMemoryBytesPerReplica));
   // Only when set: a new variable in the template would roll every existing pool's pods on upgrade.
   if (spec.logLevel !== 'info') env.push(value(REPLICA_ENV.logLevel, spec.logLevel));
   if (spec.tablePublishIntervalMs !== TABLE_PUBLISH_INTERVAL_MS.default) env.push(value(REPLICA_ENV.publishIntervalMs, String(spec.tablePublishIntervalMs)));
@@ -124,9 +126,12 @@ export function buildDeployment(mxd: StoredMultiplexedDeployment, options: Deplo
           },
           containers: [
             {
-              name: 'modelmux',
+              name: REPLICA_CONTAINER,
               image: spec.image ?? options.defaultImage,
               args: ['replica'],
+              // Why a replica refuses to start (exit 2) reaches the pod's status, and from there the
+              // resource's Degraded condition: its termination log, else its log's tail.
+              terminationMessagePolicy: 'FallbackToLogsOnError',
               // Kube discovery finds the gRPC service by this port's name (router/discovery/kube-discovery.ts).
               ports: [
                 { name: 'http', containerPort: REPLICA_PORT, protocol: 'TCP' },

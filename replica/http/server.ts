@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { ModelmuxError, toModelmuxError, type ErrorBody } from '../../common/errors.js';
+import { ModelmuxError, refusedBeforeWork, toModelmuxError, type ErrorBody } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import type { ModelId } from '../../common/model-id.js';
 import { HEADER_CACHE, HEADER_OVERLOADED, HEADER_REPLICA, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../../common/names.js';
@@ -73,7 +73,7 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
     const body: ErrorBody = { error: e.code, message: e.message, requestId: locals(res).requestId };
     if (e.code === 'internal') log.error('unexpected error', { requestId: body.requestId, reason: err instanceof Error ? (err.stack ?? err.message) : String(err) });
     // Refused before any work: a router may send the request to another replica.
-    if (e.code === 'overloaded' || e.code === 'shutting_down') res.setHeader(HEADER_OVERLOADED, 'true');
+    if (refusedBeforeWork(e.code)) res.setHeader(HEADER_OVERLOADED, 'true');
     send(res, e.status, body);
   };
 

@@ -3,12 +3,13 @@ import type ort from 'onnxruntime-node';
 import { Tensor } from 'onnxruntime-node';
 import { ModelmuxError } from '../../common/errors.js';
 import { createSession, modelSession, openModel, type ExecutionProvider, type FedSession, type SessionTuning } from './onnx-runtime.js';
-import type { ModelSession } from './model-session.js';
+import type { GraphWarmth, ModelSession } from './model-session.js';
 import { BufferPool } from './buffer-pool.js';
 import { externalDataFiles } from './external-data.js';
 import type { FileMapper } from './file-map.js';
 import { splitWeights, type SplitModel, type WeightRef } from './shared-graph.js';
 import { singleRowGraph } from './single-row-graph.js';
+import { sessionKindFor, type OpenKind } from './session-kind.js';
 
 interface SharedGraph {
   session: Promise<ort.InferenceSession>;
@@ -16,6 +17,7 @@ interface SharedGraph {
   singleRow: Promise<SingleRowSession | undefined>;
   /** Loaded models using it; the sessions are released when the last one is. */
   users: number;
+  warmth: GraphWarmth;
 }
 
 interface SingleRowSession {
@@ -24,14 +26,14 @@ interface SingleRowSession {
   transposed: ReadonlyMap<string, number>;
 }
 
-export type OpenKind = 'shared_graph' | 'own_session';
+export type { OpenKind } from './session-kind.js';
 
 /** A model's own session settings (its config.json), over the pool's. */
 export interface SessionOverrides {
   provider?: ExecutionProvider;
   intraOpThreads?: number;
   interOpThreads?: number;
-  /** false: a session of its own even when graphs are shared. */
+  /** false: a session of its own even when graphs are shared; true: a shared graph even on a GPU whatever its size (session-kind.ts). */
   shareGraph?: boolean;
 }
 /** How a shared-graph model's weights got into memory: viewed in the mapped file, or read into a buffer. */
@@ -78,13 +80,16 @@ export class GraphSessions {
     return this.graphs.size;
   }
 
-  /** `mappable`: nothing will truncate or rewrite the file in place (LocalModelFile.private). */
-  async open(path: string, mappable = false, overrides: SessionOverrides = {}): Promise<ModelSession> {
+  /**
+   * `mappable`: nothing will truncate or rewrite the file in place (LocalModelFile.private).
+   * `modelBytes`: the model's size, external data included, which decides the kind under CUDA.
+   */
+  async open(path: string, mappable = false, overrides: SessionOverrides = {}, modelBytes = 0): Promise<ModelSession> {
     const provider = overrides.provider ?? this.provider;
     const tuning = { ...this.tuning, intraOpThreads: overrides.intraOpThreads ?? this.tuning.intraOpThreads, interOpThreads: overrides.interOpThreads ?? this.tuning.interOpThreads };
     // A shared session has the pool's settings: a model with others gets one of its own.
     const poolSettings = provider === this.provider && tuning.intraOpThreads === this.tuning.intraOpThreads && tuning.interOpThreads === this.tuning.interOpThreads;
-    if (!this.tuning.shareGraphs || overrides.shareGraph === false || !poolSettings) return this.own(path, provider, tuning);
+    if (!this.tuning.shareGraphs || sessionKindFor(provider, modelBytes, overrides.shareGraph) === 'own_session' || !poolSettings) return this.own(path, provider, tuning);
     return (mappable ? await this.openMapped(path) : undefined) ?? (await this.openRead(path));
   }
 
@@ -147,8 +152,9 @@ export class GraphSessions {
   private async shared(split: SplitModel, bytes: Uint8Array, done: () => void, source: WeightSource): Promise<ModelSession | undefined> {
     let session: ort.InferenceSession;
     let singleRow: SingleRowSession | undefined;
+    let warmth: GraphWarmth;
     try {
-      ({ session, singleRow } = await this.acquire(split));
+      ({ session, singleRow, warmth } = await this.acquire(split));
     } catch (err) {
       if (!(err instanceof ModelmuxError)) throw err;
       this.refused.add(split.key);
@@ -164,7 +170,7 @@ export class GraphSessions {
       const weights = weightTensors(bytes, split.weights, (size) => (side = this.buffers.take(size)));
       const model = modelSession(session, () => this.release(split.key).finally(finish), weights, singleRow && fedSingleRow(singleRow, weights));
       this.onOpen('shared_graph', source, singleRow !== undefined);
-      return model;
+      return { ...model, kind: 'shared_graph', graph: warmth };
     } catch (err) {
       if (side) this.buffers.give(side);
       await this.release(split.key);
@@ -175,10 +181,10 @@ export class GraphSessions {
   private async own(model: string | Uint8Array, provider = this.provider, tuning = this.tuning): Promise<ModelSession> {
     const session = await openModel(model, provider, tuning);
     this.onOpen('own_session');
-    return session;
+    return { ...session, kind: 'own_session' };
   }
 
-  private async acquire(split: SplitModel): Promise<{ session: ort.InferenceSession; singleRow: SingleRowSession | undefined }> {
+  private async acquire(split: SplitModel): Promise<{ session: ort.InferenceSession; singleRow: SingleRowSession | undefined; warmth: GraphWarmth }> {
     const { key } = split;
     let shared = this.graphs.get(key);
     if (!shared) {
@@ -191,7 +197,7 @@ export class GraphSessions {
             () => undefined,
           )
         : Promise.resolve(undefined);
-      const created: SharedGraph = { session, singleRow, users: 0 };
+      const created: SharedGraph = { session, singleRow, users: 0, warmth: { warm: false } };
       shared = created;
       this.graphs.set(key, created);
       // A failed creation is forgotten at once, so the next load of that shape tries again or
@@ -203,7 +209,7 @@ export class GraphSessions {
     }
     shared.users++;
     try {
-      return { session: await shared.session, singleRow: await shared.singleRow };
+      return { session: await shared.session, singleRow: await shared.singleRow, warmth: shared.warmth };
     } catch (err) {
       shared.users--;
       throw err;

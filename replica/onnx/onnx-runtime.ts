@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import ort from 'onnxruntime-node';
 import { ModelmuxError } from '../../common/errors.js';
 import { wineModelBytes } from '../../common/wine-model.js';
+import { diagnoseCuda } from '../../common/cuda/diagnose.js';
 import type { ModelSession } from './model-session.js';
 import { bf16Session, widenBf16Edges, type Bf16Edges } from './bf16-edges.js';
 import { datatypeFromOrt, ORT_TYPE, type HostTensor, type ModelSignature, type TensorData, type TensorSpec, type UnservedOutput } from '../../common/tensor.js';
@@ -175,20 +176,22 @@ export async function openModel(model: string | Uint8Array, provider: ExecutionP
   }
 }
 
+/** Opens and closes a session on `provider`: throws onnxruntime's error where the provider cannot run. */
+export async function probeExecutionProvider(provider: ExecutionProvider): Promise<void> {
+  const probe = await ort.InferenceSession.create(wineModelBytes('provider-probe'), { executionProviders: [provider] });
+  await probe.release();
+}
+
 /**
- * Fails at start, with a clear message, when the configured provider cannot run a model here
- * (e.g. `cuda` without the CUDA provider library or a GPU), rather than on the first request.
+ * Fails at start, with the doctor's reason (`modelmux doctor`), when the configured provider
+ * cannot run a model here, rather than on the first request. `cudaFolder` is MODELMUX_CUDA_LIBS.
  */
-export async function checkExecutionProvider(provider: ExecutionProvider): Promise<void> {
+export async function checkExecutionProvider(provider: ExecutionProvider, cudaFolder: string | undefined): Promise<void> {
   if (provider === 'cpu') return;
-  const bundled = ort.listSupportedBackends().find((b) => b.name === provider);
   try {
-    const probe = await ort.InferenceSession.create(wineModelBytes('provider-probe'), { executionProviders: [provider] });
-    await probe.release();
+    await probeExecutionProvider(provider);
   } catch (err) {
-    throw new Error(
-      `execution provider "${provider}" is not available (${bundled?.bundled ? 'bundled' : 'not bundled with this onnxruntime-node install'}): ${err instanceof Error ? err.message : String(err)}`,
-      { cause: err },
-    );
+    const diagnosis = await diagnoseCuda(cudaFolder, () => probeExecutionProvider(provider));
+    throw new Error(`execution provider "${provider}" cannot run here: ${diagnosis.state}: ${diagnosis.reason}`, { cause: err });
   }
 }

@@ -15,12 +15,17 @@ import { ModelCache, type CacheEvent, type Loaded } from '../cache/model-cache.j
 import type { ModelStore } from '../store/model-store.js';
 import { VersionLists } from '../store/version-lists.js';
 import type { FileMapper } from '../onnx/file-map.js';
-import { GraphSessions } from '../onnx/graph-sessions.js';
-import { modelBatching, parseModelConfig, sessionOverrides } from '../store/model-config.js';
+import { GraphSessions, type SessionOverrides } from '../onnx/graph-sessions.js';
+import { modelBatching, parseModelConfig, sessionOverrides, type ModelConfig } from '../store/model-config.js';
 import type { ExecutionProvider, SessionTuning } from '../onnx/onnx-runtime.js';
 import type { ModelSession } from '../onnx/model-session.js';
 import type { ModelSignature } from '../../common/tensor.js';
 import type { InferOutcome, ServingBackend } from './serving-backend.js';
+import { DeviceGate } from '../device/device-gate.js';
+import { DeviceLedger, type DeviceCharge } from '../device/device-ledger.js';
+import { estimateDeviceBytes, settledDeviceBytes } from '../device/device-cost.js';
+import type { DeviceMeter } from '../device/nvidia-smi.js';
+import { warmUp } from '../onnx/warm-up.js';
 
 export interface ReplicaServiceOptions {
   store: ModelStore;
@@ -37,6 +42,12 @@ export interface ReplicaServiceOptions {
   requestTimeoutMs: number;
   /** Tests only: added to every load. */
   loadDelayMs: number;
+  /** Run each model once before it enters the cache (replica/onnx/warm-up.ts). */
+  warmup: boolean;
+  /** cuda: the device budget, resolved (replica/device/device-budget.ts); absent under cpu. */
+  deviceBudget?: number;
+  /** cuda: measures what each load took on the device; absent, the estimate stands. */
+  deviceMeter?: DeviceMeter;
   clock: Clock;
   log: Logger;
   metrics: ReplicaMetrics;
@@ -47,7 +58,7 @@ export interface ReplicaServiceOptions {
 /** What a replica's configuration decides of its service: everything but its parts and wiring. */
 export type ServiceTuning = Pick<
   ReplicaServiceOptions,
-  'provider' | 'session' | 'maxModels' | 'maxModelBytes' | 'maxConcurrentLoads' | 'cachePolicy' | 'maxBatchSize' | 'batchWaitMs' | 'requestTimeoutMs' | 'loadDelayMs'
+  'provider' | 'session' | 'maxModels' | 'maxModelBytes' | 'maxConcurrentLoads' | 'cachePolicy' | 'maxBatchSize' | 'batchWaitMs' | 'requestTimeoutMs' | 'loadDelayMs' | 'warmup'
 >;
 
 export function serviceTuning(config: ReplicaConfig): ServiceTuning {
@@ -62,6 +73,7 @@ export function serviceTuning(config: ReplicaConfig): ServiceTuning {
     batchWaitMs: config.batchWaitMs,
     requestTimeoutMs: config.requestTimeoutMs,
     loadDelayMs: config.testHooks ? config.testLoadDelayMs : 0,
+    warmup: config.warmup,
   };
 }
 
@@ -78,6 +90,7 @@ export class ReplicaService implements ServingBackend {
   private readonly batcher: Batcher;
   private readonly sessions: GraphSessions;
   private readonly versionLists: VersionLists | undefined;
+  private readonly device: DeviceGate | undefined;
 
   constructor(private readonly opts: ReplicaServiceOptions) {
     this.sessions = new GraphSessions(
@@ -99,6 +112,12 @@ export class ReplicaService implements ServingBackend {
       load: (id, fresh) => this.load(id as ModelId, fresh),
       onEvent: (e) => this.onCacheEvent(e),
     });
+    if (opts.deviceBudget !== undefined) {
+      const ledger = new DeviceLedger(opts.deviceBudget, (used) => opts.metrics.deviceBytesUsed.set(used));
+      // A load waits for room at most as long as the request that started it.
+      this.device = new DeviceGate(ledger, this.cache, opts.clock, opts.requestTimeoutMs, opts.deviceMeter);
+      opts.metrics.deviceBytesBudget.set(opts.deviceBudget);
+    }
     this.batcher = new Batcher(opts.clock, (n) => opts.metrics.batchSize.observe(n));
     const list = opts.store.listVersions?.bind(opts.store);
     this.versionLists = list === undefined ? undefined : new VersionLists(list, opts.clock, VERSION_LIST_TTL_MS, VERSION_LIST_MODELS);
@@ -177,22 +196,76 @@ export class ReplicaService implements ServingBackend {
     return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
   }
 
+  /**
+   * Fetches, opens and warms a model; the cache lists it only once this resolves. Under CUDA
+   * the load first takes its device charge, evicting for it (replica/device/device-gate.ts).
+   */
   private async load(id: ModelId, fresh: boolean): Promise<Loaded<ModelSession>> {
     const file = await this.opts.store.fetch(id, fresh);
     let session: ModelSession;
+    let config: ModelConfig;
+    let charge: DeviceCharge | undefined;
     try {
       if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
-      const config = file.config !== undefined ? parseModelConfig(id, file.config) : {};
-      session = await this.sessions.open(file.path, file.private === true, sessionOverrides(config));
+      config = file.config !== undefined ? parseModelConfig(id, file.config) : {};
+    } catch (err) {
+      file.settle?.(false);
+      throw err;
+    }
+    const overrides = sessionOverrides(config);
+    const device = (overrides.provider ?? this.opts.provider) === 'cuda' ? this.device : undefined;
+    const estimate = estimateDeviceBytes(file.bytes);
+    try {
+      // A refusal for room says nothing about the file: it stays in the disk cache.
+      if (device) charge = await device.admit(id, estimate);
+    } catch (err) {
+      file.settle?.(true);
+      throw err;
+    }
+    try {
+      const open = (): Promise<ModelSession> => this.openWarm(id, file.path, file.private === true, overrides, file.bytes, config);
+      const opened = device ? await device.measure(open) : { value: await open(), measured: undefined };
+      session = opened.value;
+      if (charge) {
+        const held = charge;
+        const inner = session;
+        held.settle(settledDeviceBytes(inner.kind ?? 'own_session', estimate, opened.measured));
+        // Freed when the session is released, after an evicted model's last request: not at eviction.
+        session = { ...inner, release: () => inner.release().finally(() => held.free()) };
+      }
       // The pool's batching options are the defaults of the models that turn batching on.
       const batching = modelBatching(config, { maxBatchSize: this.opts.maxBatchSize, batchWaitMs: this.opts.batchWaitMs });
       if (batching !== undefined) session = { ...session, batching };
     } catch (err) {
+      charge?.free();
       file.settle?.(false);
       throw err;
     }
     file.settle?.(true);
     return { value: session, bytes: file.bytes, ...(file.version !== undefined ? { version: file.version.tag, checkedAt: file.version.checkedAt } : {}) };
+  }
+
+  /** Opens the model and runs its warm-up, timing both phases; a model whose warm-up fails is released. */
+  private async openWarm(id: ModelId, path: string, mappable: boolean, overrides: SessionOverrides, bytes: number, config: ModelConfig): Promise<ModelSession> {
+    const { clock, metrics } = this.opts;
+    const started = clock.now();
+    const session = await this.sessions.open(path, mappable, overrides, bytes);
+    const opened = clock.now();
+    metrics.loadPhase.observe({ phase: 'load' }, (opened - started) / 1000);
+    if (!this.opts.warmup || config.warmup === false) return session;
+    // A model joining a shared graph that already ran has nothing to warm (no search, no arena
+    // growth left), unless its config.json names its own warm-up input, which is also a check.
+    if (config.warmup === undefined && session.graph?.warm === true) return session;
+    try {
+      await warmUp(session, config.warmup);
+      if (session.graph) session.graph.warm = true;
+    } catch (err) {
+      await session.release().catch(() => undefined);
+      this.opts.log.warn(`Model '${id}' failed its warm-up run.`, { model: id, event: 'warmup-failed', ...failure(err) });
+      throw err;
+    }
+    metrics.loadPhase.observe({ phase: 'warm' }, (clock.now() - opened) / 1000);
+    return session;
   }
 
   private onCacheEvent(e: CacheEvent): void {

@@ -36,8 +36,17 @@ export const modelConfigSchema = z
     /** Threads running independent branches of the graph at once (onnxruntime's inter-op pool, parallel execution). */
     interOpThreads: z.number().int().min(1).max(256).optional(),
     executionProvider: z.enum(EXECUTION_PROVIDERS).optional(),
-    /** false: the model always gets a session of its own, never a shared graph's. */
+    /**
+     * false: the model always gets a session of its own, never a shared graph's; true: a shared
+     * graph even under CUDA, whatever its size. Absent: by provider and size (replica/onnx/session-kind.ts).
+     */
     shareGraph: z.boolean().optional(),
+    /**
+     * The input of the run that warms the model before it is listed as loaded, as an Open
+     * Inference Protocol request body (`{"inputs": […]}`); false: no warm-up run. Absent: zeros
+     * of the model's input shapes, dynamic dims 1. Bounded by the file's size.
+     */
+    warmup: z.union([z.literal(false), z.looseObject({ inputs: z.array(z.unknown()).min(1) })]).optional(),
   })
   .strict();
 

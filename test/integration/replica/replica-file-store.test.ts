@@ -44,8 +44,8 @@ describe('replica over a file:// store', () => {
     expect(a.body.error).toBe('model_not_found');
   });
 
-  it('refuses to start, with a clear message, when the CUDA provider is configured but absent', async () => {
+  it('refuses to start, naming the doctor’s reason, when the CUDA provider is configured but absent', async () => {
     const start = startReplica({ args: ['--model-source', pathToFileURL(dir).href, '--execution-provider', 'cuda'], env: {} });
-    await expect(start).rejects.toThrow(/exited with 2[\s\S]*execution provider "cuda" is not available/);
+    await expect(start).rejects.toThrow(/exited with 2[\s\S]*execution provider "cuda" cannot run here: library_missing: library missing \(libonnxruntime_providers_cuda\.so\)/);
   });
 });

@@ -45,4 +45,10 @@ describe('gRPC status codes', () => {
     expect(e.metadata.get('x-request-id')).toEqual(['r1']);
     expect(grpcError(new ModelmuxError('model_not_found', 'no')).metadata.get(HEADER_OVERLOADED)).toEqual([]);
   });
+
+  it('lets a router take a model that finds no device memory to another replica', () => {
+    const e = grpcError(new ModelmuxError('device_memory_full', 'no room'));
+    expect({ code: e.code, overloaded: e.metadata.get(HEADER_OVERLOADED) }).toEqual({ code: status.UNAVAILABLE, overloaded: ['true'] });
+    expect(grpcError(new ModelmuxError('model_too_large', 'never')).metadata.get(HEADER_OVERLOADED)).toEqual([]);
+  });
 });

@@ -22,6 +22,7 @@ describe('modelmux --help', () => {
       }
     }
     expect(wrong).toEqual([]);
-    expect(stated).toBeGreaterThan(2);
+    // Proof the pattern reads the help at all: three stated defaults, or one per flag of a smaller command (doctor).
+    expect(stated).toBeGreaterThanOrEqual(Math.min(3, flags.size));
   });
 });

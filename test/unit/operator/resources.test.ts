@@ -68,6 +68,14 @@ describe('buildDeployment', () => {
     expect(envValue(set, REPLICA_ENV.maxConcurrentLoads)).toBe('4');
   });
 
+  it('passes the device budget only when the spec sets one, so an unset pool defaults from its GPU', () => {
+    expect(envValue(container(mxd()), REPLICA_ENV.deviceMemoryBytes)).toBeUndefined();
+    const c = container(mxd({ executionProvider: 'cuda', deviceMemoryBytesPerReplica: '70Gi' }));
+    expect(envValue(c, REPLICA_ENV.deviceMemoryBytes)).toBe('70Gi');
+    const env = Object.fromEntries(replicaEnv(mxd({ executionProvider: 'cuda', deviceMemoryBytesPerReplica: '70Gi' }).spec).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
+    expect(parseReplicaConfig([], env)).toMatchObject({ executionProvider: 'cuda', deviceMemoryBytes: 70 * 1024 ** 3, warmup: true });
+  });
+
   it('writes an env the replica reads back as the spec', () => {
     const spec = mxd({ cachePolicy: 'lru', shareGraphs: false, mapWeights: false, maxConcurrentLoads: 4, maxModelsPerReplica: 5, logLevel: 'warn' }).spec;
     const env = Object.fromEntries(replicaEnv(spec).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
@@ -101,6 +109,7 @@ describe('buildDeployment', () => {
 
   it('probes readiness and liveness on the replica’s health endpoints', () => {
     const c = container(mxd());
+    expect(c.terminationMessagePolicy).toBe('FallbackToLogsOnError');
     expect(c.readinessProbe?.httpGet).toEqual({ path: '/v2/health/ready', port: 'http' });
     expect(c.livenessProbe?.httpGet).toEqual({ path: '/v2/health/live', port: 'http' });
     expect(c.ports).toEqual([

@@ -21,6 +21,13 @@ describe('replica configuration', () => {
     expect(c).toMatchObject({ maxBatchSize: 1, batchWaitMs: 0, testHooks: false, testLoadDelayMs: 0, maxBodyBytes: 8 * 1024 * 1024, maxOngoingRequests: 16 });
   });
 
+  it('warms models by default and leaves the device budget to the GPU unless given', () => {
+    const defaults = parseReplicaConfig(['--model-source', 'file:///models'], {});
+    expect({ warmup: defaults.warmup, deviceMemoryBytes: defaults.deviceMemoryBytes }).toEqual({ warmup: true, deviceMemoryBytes: undefined });
+    const c = parseReplicaConfig(['--model-source', 'file:///models', '--warmup', 'false', '--device-memory-bytes', '12Gi'], {});
+    expect(c).toMatchObject({ warmup: false, deviceMemoryBytes: 12 * 1024 ** 3 });
+  });
+
   it('reports every problem at once', () => {
     try {
       parseReplicaConfig(['--max-models', '0', '--execution-provider', 'tpu'], { [REPLICA_ENV.modelSource]: 'http://example' });

@@ -341,7 +341,9 @@ describe('the exchange’s retries', () => {
       // It was tried once: at the replica it went to first, which answered the others meanwhile.
       expect([...a.seen, ...b.seen].filter((s) => s.headers['x-request-id'] === 'slow-one')).toHaveLength(1);
       expect(r.metrics.retries.labels({ route: '/wine', reason: 'timeout' }).value).toBe(0);
-      expect(r.metrics.slowTriesKept.labels({ route: '/wine' }).value).toBe(1);
+      // At least the slow one was kept; on a loaded machine a 20 ms request can outlast the adaptive
+      // timeout too, and is kept the same way (none was retried: above).
+      expect(r.metrics.slowTriesKept.labels({ route: '/wine' }).value).toBeGreaterThanOrEqual(1);
       expect(r.metrics.ejections.labels({ route: '/wine', outcome: 'failed' }).value).toBe(0);
     } finally {
       await r.close();
