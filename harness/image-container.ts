@@ -1,8 +1,9 @@
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { removeDirOnDeath, spawnManaged } from './process-reaper.js';
 
 // Runs a command from the image test/tools/build-image.sh unpacked, as a kubelet runs a container
 // of the chart's pods, without a container runtime (none runs here): in a mount namespace of its
@@ -120,7 +121,8 @@ export async function runImage(image: BuiltImage, spec: ContainerSpec = {}): Pro
   // As a kubelet does: `command` replaces ENTRYPOINT (and drops CMD), `args` replaces CMD.
   const command = spec.command ? [...spec.command, ...(spec.args ?? [])] : [...image.config.entrypoint, ...(spec.args ?? image.config.cmd)];
   if (command.length === 0) throw new Error('neither the image nor the spec names a command');
-  const child = spawn(
+  // Its own process group, killed with the test process however that dies (process-reaper.ts).
+  const managed = spawnManaged(
     'unshare',
     [
       '--mount',
@@ -142,15 +144,20 @@ export async function runImage(image: BuiltImage, spec: ContainerSpec = {}): Pro
       ...command,
     ],
     // The host's tools (unshare, mount, setpriv, chroot) from the host's system folders; nothing of the test's env reaches the container.
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } },
+    { pipe: true, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } },
   );
+  const keepScratch = removeDirOnDeath(scratch);
+  const child = managed.child;
   let out = '';
   let stdout = '';
   child.stdout?.setEncoding('utf8').on('data', (d: string) => ((out += d), (stdout += d)));
   child.stderr?.setEncoding('utf8').on('data', (d: string) => (out += d));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code))).then(async (code) => {
+  // 'close' comes once its output has been read to the end, after 'exit'.
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const exited = Promise.all([managed.exited, closed]).then(async ([code]) => {
     // The mounts died with the namespace; only the empty mount point is left.
     await rm(scratch, { recursive: true, force: true });
+    keepScratch();
     return code;
   });
   return {
@@ -158,6 +165,8 @@ export async function runImage(image: BuiltImage, spec: ContainerSpec = {}): Pro
     output: () => out,
     stdout: () => stdout,
     exited,
+    // SIGTERM to the program alone, as a kubelet signals a container's first process; whatever
+    // it leaves in its group is killed once it has exited (process-reaper.ts).
     stop: async (graceMs = 10_000) => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
