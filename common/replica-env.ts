@@ -30,6 +30,8 @@ export const REPLICA_ENV = {
   /** Bytes of downloaded model files kept in the cache folder after loading. */
   diskCacheBytes: 'MODELMUX_DISK_CACHE_BYTES',
   revalidateAfterMs: 'MODELMUX_REVALIDATE_AFTER_MS',
+  /** Bytes of evicted models' files kept in host memory for reloads (ADR 0047); 0 keeps none. */
+  hostTierBytes: 'MODELMUX_HOST_TIER_BYTES',
   /** How often a loaded model's version is checked against the store; 0 never. */
   revalidateLoadedMs: 'MODELMUX_REVALIDATE_LOADED_MS',
   revalidateLoadedPerSecond: 'MODELMUX_REVALIDATE_LOADED_PER_SECOND',

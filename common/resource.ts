@@ -141,6 +141,12 @@ export const multiplexedDeploymentSpecSchema = z
     /** sizeLimit of the emptyDir that caches downloaded model files. */
     // prefault, not default: the default goes through the transform and so shows in the CRD schema.
     modelCacheSize: quantity.prefault('10Gi'),
+    /**
+     * Host memory per replica for the files of models evicted from the device, as a quantity
+     * (e.g. 8Gi): reloading one skips the disk and the store (ADR 0047). Absent: none. Add it
+     * to the memory limit; worth it mostly with executionProvider cuda.
+     */
+    hostTierSize: quantity.optional(),
     executionProvider: z.enum(EXECUTION_PROVIDERS).default('cpu'),
     /**
      * cuda only: device memory one replica's loaded models may take, as a quantity (e.g. 70Gi);

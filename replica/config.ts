@@ -33,6 +33,7 @@ export const replicaConfigSchema = z.object({
   intraOpThreads: intString(INTRA_OP_THREADS.min, INTRA_OP_THREADS.max).default(INTRA_OP_THREADS.default),
   diskCacheBytes: byteQuantityString.default(2 * 1024 ** 3),
   revalidateAfterMs: intString(0, 86_400_000).default(60_000),
+  hostTierBytes: byteQuantityString.default(0),
   revalidateLoadedMs: intString(0, 86_400_000).default(60_000),
   revalidateLoadedPerSecond: intString(1, 1000).default(10),
   storeTimeoutMs: intString(100, 600_000).default(10_000),
@@ -115,6 +116,11 @@ const specs: OptionSpecs<typeof replicaConfigSchema.shape> = {
     flag: 'revalidate-after-ms',
     env: REPLICA_ENV.revalidateAfterMs,
     help: 'A file in the disk cache that the store confirmed (ETag) less than this long ago is reloaded without asking it again; 0 asks on every reload (default 60000).',
+  },
+  hostTierBytes: {
+    flag: 'host-tier-bytes',
+    env: REPLICA_ENV.hostTierBytes,
+    help: "Bytes of evicted models' files kept in host memory, so reloading one reads no file and, within --revalidate-after-ms, asks the store nothing; revalidated like the disk cache. Counts against the container's memory; most useful with --execution-provider cuda, where loaded models live on the GPU (default 0: none).",
   },
   revalidateLoadedMs: {
     flag: 'revalidate-loaded-ms',

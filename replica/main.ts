@@ -211,6 +211,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
           ...serviceTuning(config),
           ...device,
           store,
+          storeVersion: (id) => store.version(id),
+          ...(s3 !== undefined ? { diskIds: (limit: number) => s3.diskIds(limit) } : {}),
           ...(mapper !== undefined ? { mapper } : {}),
           clock,
           log: baseLog,

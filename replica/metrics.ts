@@ -63,6 +63,21 @@ export function createReplicaMetrics() {
       labelNames: ['source'] as const,
       registers: r,
     }),
+    loadsByTier: new Counter({
+      name: 'modelmux_replica_model_loads_by_tier_total',
+      help: "Model loads by the tier their bytes came from (host|disk|peer|store): host memory (--host-tier-bytes), the disk cache (a copy served while the store could not be asked counts as disk), a neighbour's download, or the store.",
+      labelNames: ['tier'] as const,
+      registers: r,
+    }),
+    loadTierDuration: new Histogram({
+      name: 'modelmux_replica_model_load_tier_seconds',
+      help: "Time from the start of a load to its model's bytes being ready, by the tier they came from (host|disk|peer|store): the store's revalidation and any download included, the session's creation not.",
+      labelNames: ['tier'] as const,
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers: r,
+    }),
+    hostTierBytes: new Gauge({ name: 'modelmux_replica_host_tier_bytes', help: 'Bytes of model files kept in host memory (--host-tier-bytes), loaded models among them.', registers: r }),
+    hostTierModels: new Gauge({ name: 'modelmux_replica_host_tier_models', help: 'Models whose file bytes are kept in host memory, loaded models among them.', registers: r }),
     opens: new Counter({
       name: 'modelmux_replica_model_opens_total',
       help: 'Models opened, by kind: shared_graph (weights fed to a session shared by models of the same graph) or own_session.',

@@ -15,3 +15,13 @@ export function sumMetric(text: string, name: string, labels: Record<string, str
   }
   return sum;
 }
+
+/**
+ * Like sumMetric, but undefined when the process does not declare the metric (no `# TYPE` line
+ * for `family`, the name without a histogram's `_sum`/`_count`): a metric it does not expose
+ * (yet) is reported as absent, never as zero. A declared metric with no sample for these labels
+ * (a labelled counter before its first count) is 0.
+ */
+export function readMetric(text: string, name: string, labels: Record<string, string> = {}, family = name): number | undefined {
+  return text.includes(`# TYPE ${family} `) ? sumMetric(text, name, labels) : undefined;
+}

@@ -48,6 +48,12 @@ describe('the results page', () => {
     assert.ok(page.includes('## `npm run bench:other`\n\nWhat other measures.\n\nNot yet run in this format: `npm run bench:other`.'));
   });
 
+  it("says a benchmark's own words while it has no report", () => {
+    const waiting = resultsPage('# Results\n', [{ name: 'gpu', measures: 'What gpu measures.', notRun: 'Has not run on a GPU yet.' }], () => undefined);
+    assert.ok(waiting.includes('## `npm run bench:gpu`\n\nWhat gpu measures.\n\nHas not run on a GPU yet.'));
+    assert.ok(!waiting.includes('Not yet run in this format'));
+  });
+
   it('reads a report file in this format and passes over older ones', () => {
     const dir = mkdtempSync(join(tmpdir(), 'bench-results-'));
     writeFileSync(join(dir, 'new.json'), JSON.stringify(file));

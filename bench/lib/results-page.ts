@@ -15,6 +15,8 @@ export interface ProgramEntry {
   name: string;
   /** What it measures, in a sentence or two. */
   measures: string;
+  /** Said instead of the usual "not yet run" line while it has no report: why, and how to run it. */
+  notRun?: string;
 }
 
 /** In the page's order: the main claim first, then the parts that explain it. */
@@ -40,6 +42,13 @@ export const PROGRAMS: readonly ProgramEntry[] = [
   { name: 'serve', measures: "One replica's serving path in one process by traffic pattern, with few slots (loads) and a slot for every model (none): CPU per request and per load." },
   { name: 'spread', measures: "Two modelmux pools side by side (bench:mux's slots and a slot for every model) taking turns: where a throughput spread across patterns comes from." },
   { name: 'cold', measures: "A run over weights not in the CPU's cache, alone: mapped, read into memory, and on huge pages." },
+  {
+    name: 'gpu-check',
+    measures:
+      'A replica on `--execution-provider cuda` with many models: loads per second by tier, the first run after a load against warm runs, device bytes per model against the budget, device memory given back by eviction, answers against the CPU provider.',
+    notRun:
+      'Has not run on a GPU yet: no development session has been lent one. It runs by hand on a GPU machine, which has no network, so it travels there in parts: [gpu/README.md](gpu/README.md). CI runs it on the CPU provider as a dry run (`test/integration/bench/gpu-check-dry-run.test.ts`), which is never written here.',
+  },
   { name: 'threads', measures: 'A real-size CNN at one client: a replica process against onnxruntime in process with the same threads (goal: p50 ≤ 1.1×).' },
   {
     name: 'hostile',
@@ -75,7 +84,7 @@ export function readReport(resultsDir: string, name: string): ReportFile | undef
 
 function programSection(p: ProgramEntry, f: ReportFile | undefined): string {
   const head = `## \`npm run bench:${p.name}\`\n\n${p.measures}`;
-  if (!f) return `${head}\n\nNot yet run in this format: \`npm run bench:${p.name}\`.`;
+  if (!f) return `${head}\n\n${p.notRun ?? `Not yet run in this format: \`npm run bench:${p.name}\`.`}`;
   // The headline sections, or the first table when a report marks none.
   const marked = f.sections.filter((s) => s.headline);
   const shown = marked.length > 0 ? marked : f.sections.filter((s) => s.table).slice(0, 1);

@@ -74,6 +74,7 @@ export function replicaEnv(spec: MultiplexedDeploymentSpec): V1EnvVar[] {
   );
   if (spec.maxModelBytesPerReplica !== undefined) env.push(value(REPLICA_ENV.maxModelBytes, spec.maxModelBytesPerReplica));
   if (spec.deviceMemoryBytesPerReplica !== undefined) env.push(value(REPLICA_ENV.deviceMemoryBytes, spec.deviceMemoryBytesPerReplica));
+  if (spec.hostTierSize !== undefined) env.push(value(REPLICA_ENV.hostTierBytes, spec.hostTierSize));
   // Only when set: a new variable in the template would roll every existing pool's pods on upgrade.
   if (spec.logLevel !== 'info') env.push(value(REPLICA_ENV.logLevel, spec.logLevel));
   if (spec.tablePublishIntervalMs !== TABLE_PUBLISH_INTERVAL_MS.default) env.push(value(REPLICA_ENV.publishIntervalMs, String(spec.tablePublishIntervalMs)));

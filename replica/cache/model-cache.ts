@@ -218,7 +218,8 @@ export class ModelCache<T extends Releasable> {
    * into lost it, e.g. a sidecar's runtime restarted. The next request loads it again.
    */
   evict(id: string): void {
-    this.lru.delete(id);
+    // lru-cache disposes of an entry before it leaves: the change retire() reported still counted it.
+    if (this.lru.delete(id)) this.changed();
   }
 
   /** Evicts everything and waits for every session to be released (after in-flight requests). */

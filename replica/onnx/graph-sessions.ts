@@ -81,16 +81,18 @@ export class GraphSessions {
   }
 
   /**
-   * `mappable`: nothing will truncate or rewrite the file in place (LocalModelFile.private).
-   * `modelBytes`: the model's size, external data included, which decides the kind under CUDA.
+   * `model`: the file's path, or its bytes (the host tier's, which are copied, never viewed:
+   * the tier keeps them for the next load). `mappable`: nothing will truncate or rewrite the
+   * file in place (LocalModelFile.private). `modelBytes`: the model's size, external data
+   * included, which decides the kind under CUDA.
    */
-  async open(path: string, mappable = false, overrides: SessionOverrides = {}, modelBytes = 0): Promise<ModelSession> {
+  async open(model: string | Uint8Array, mappable = false, overrides: SessionOverrides = {}, modelBytes = 0): Promise<ModelSession> {
     const provider = overrides.provider ?? this.provider;
     const tuning = { ...this.tuning, intraOpThreads: overrides.intraOpThreads ?? this.tuning.intraOpThreads, interOpThreads: overrides.interOpThreads ?? this.tuning.interOpThreads };
     // A shared session has the pool's settings: a model with others gets one of its own.
     const poolSettings = provider === this.provider && tuning.intraOpThreads === this.tuning.intraOpThreads && tuning.interOpThreads === this.tuning.interOpThreads;
-    if (!this.tuning.shareGraphs || sessionKindFor(provider, modelBytes, overrides.shareGraph) === 'own_session' || !poolSettings) return this.own(path, provider, tuning);
-    return (mappable ? await this.openMapped(path) : undefined) ?? (await this.openRead(path));
+    if (!this.tuning.shareGraphs || sessionKindFor(provider, modelBytes, overrides.shareGraph) === 'own_session' || !poolSettings) return this.own(model, provider, tuning);
+    return (mappable && typeof model === 'string' ? await this.openMapped(model) : undefined) ?? (await this.openRead(model));
   }
 
   /** undefined when the file cannot be mapped or is not a shared-graph model with its largest weight aligned: it is read instead. */
@@ -125,15 +127,16 @@ export class GraphSessions {
     }
   }
 
-  private async openRead(path: string): Promise<ModelSession> {
-    const { file, pooled } = readInto(path, (size) => this.buffers.take(size + 3), this.shifts.get(path) ?? 0);
+  private async openRead(path: string | Uint8Array): Promise<ModelSession> {
+    const take = (size: number): Buffer => this.buffers.take(size + 3);
+    const { file, pooled } = typeof path === 'string' ? readInto(path, take, this.shifts.get(path) ?? 0) : copyInto(path, take);
     let kept = false;
     try {
       const split = shareable(file);
       // A model with external data is opened from its path: onnxruntime finds the files beside it.
       if (!split || this.refused.has(split.key)) return await this.own(externalDataFiles(file).length > 0 ? path : file);
       const bytes = alignLargest(file, pooled, split.weights);
-      remember(this.shifts, path, bytes.byteOffset - pooled.byteOffset);
+      if (typeof path === 'string') remember(this.shifts, path, bytes.byteOffset - pooled.byteOffset);
       const model = await this.shared(split, bytes, () => this.buffers.give(pooled), 'read');
       if (!model) return await this.own(bytes);
       kept = true;
@@ -247,6 +250,13 @@ function readInto(path: string, take: (size: number) => Buffer, shift: number): 
   } finally {
     closeSync(fd);
   }
+}
+
+/** Copies a model's bytes into a buffer from `take` (as readInto, a memory copy instead of a read). */
+function copyInto(model: Uint8Array, take: (size: number) => Buffer): { pooled: Buffer; file: Uint8Array } {
+  const pooled = take(model.length);
+  pooled.set(model, 0);
+  return { pooled, file: pooled.subarray(0, model.length) };
 }
 
 /**

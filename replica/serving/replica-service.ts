@@ -8,7 +8,7 @@ import type { ModelTable } from '../../common/model-table.js';
 import type { CachePolicy } from '../../common/resource.js';
 import type { ReplicaConfig } from '../config.js';
 import { Batcher } from '../onnx/batcher.js';
-import { cacheTable, failure, reasonOf, setCacheGauges } from '../cache/cache-report.js';
+import { cacheTable, failure, reasonOf, setCacheGauges, setTierGauges, tierLists } from '../cache/cache-report.js';
 import { inferResponseBody, modelMetadataBody, parseInferBody } from '../../common/inference-body.js';
 import type { ReplicaMetrics } from '../metrics.js';
 import { ModelCache, type CacheEvent, type Loaded } from '../cache/model-cache.js';
@@ -26,6 +26,7 @@ import { DeviceLedger, type DeviceCharge } from '../device/device-ledger.js';
 import { estimateDeviceBytes, settledDeviceBytes } from '../device/device-cost.js';
 import type { DeviceMeter } from '../device/nvidia-smi.js';
 import { warmUp } from '../onnx/warm-up.js';
+import { WarmTiers, type ModelSource } from './warm-tiers.js';
 
 export interface ReplicaServiceOptions {
   store: ModelStore;
@@ -35,6 +36,14 @@ export interface ReplicaServiceOptions {
   mapper?: FileMapper;
   maxModels: number;
   maxModelBytes?: number;
+  /** Bytes of evicted models' files kept in host memory (ADR 0047); 0 keeps none. */
+  hostTierBytes: number;
+  /** The disk cache's revalidation window, applied to the host tier too. */
+  revalidateAfterMs: number;
+  /** The store's version of a model now (VersionedStore.version); without it the host tier stays off. */
+  storeVersion?: (id: ModelId) => Promise<string>;
+  /** The models whose files the store keeps on disk, most recently used first (S3 stores). */
+  diskIds?: (limit: number) => string[];
   maxConcurrentLoads: number;
   cachePolicy: CachePolicy;
   maxBatchSize: number;
@@ -58,7 +67,19 @@ export interface ReplicaServiceOptions {
 /** What a replica's configuration decides of its service: everything but its parts and wiring. */
 export type ServiceTuning = Pick<
   ReplicaServiceOptions,
-  'provider' | 'session' | 'maxModels' | 'maxModelBytes' | 'maxConcurrentLoads' | 'cachePolicy' | 'maxBatchSize' | 'batchWaitMs' | 'requestTimeoutMs' | 'loadDelayMs' | 'warmup'
+  | 'provider'
+  | 'session'
+  | 'maxModels'
+  | 'maxModelBytes'
+  | 'hostTierBytes'
+  | 'revalidateAfterMs'
+  | 'maxConcurrentLoads'
+  | 'cachePolicy'
+  | 'maxBatchSize'
+  | 'batchWaitMs'
+  | 'requestTimeoutMs'
+  | 'loadDelayMs'
+  | 'warmup'
 >;
 
 export function serviceTuning(config: ReplicaConfig): ServiceTuning {
@@ -67,6 +88,8 @@ export function serviceTuning(config: ReplicaConfig): ServiceTuning {
     session: { graphOptimization: config.graphOptimization, prepackWeights: config.prepackWeights, shareGraphs: config.shareGraphs, intraOpThreads: config.intraOpThreads, interOpThreads: 1 },
     maxModels: config.maxModels,
     ...(config.maxModelBytes !== undefined ? { maxModelBytes: config.maxModelBytes } : {}),
+    hostTierBytes: config.hostTierBytes,
+    revalidateAfterMs: config.revalidateAfterMs,
     maxConcurrentLoads: config.maxConcurrentLoads,
     cachePolicy: config.cachePolicy,
     maxBatchSize: config.maxBatchSize,
@@ -91,6 +114,7 @@ export class ReplicaService implements ServingBackend {
   private readonly sessions: GraphSessions;
   private readonly versionLists: VersionLists | undefined;
   private readonly device: DeviceGate | undefined;
+  readonly tiers: WarmTiers;
 
   constructor(private readonly opts: ReplicaServiceOptions) {
     this.sessions = new GraphSessions(
@@ -103,6 +127,17 @@ export class ReplicaService implements ServingBackend {
       },
       opts.mapper,
     );
+    this.tiers = new WarmTiers({
+      maxBytes: opts.hostTierBytes,
+      store: opts.store,
+      version: opts.storeVersion,
+      revalidateAfterMs: opts.revalidateAfterMs,
+      clock: opts.clock,
+      onChange: () => {
+        setTierGauges(opts.metrics, this.tiers.tier);
+        opts.onTableChange();
+      },
+    });
     this.cache = new ModelCache<ModelSession>({
       maxModels: opts.maxModels,
       ...(opts.maxModelBytes !== undefined ? { maxBytes: opts.maxModelBytes } : {}),
@@ -124,7 +159,7 @@ export class ReplicaService implements ServingBackend {
   }
 
   table(): ModelTable {
-    return cacheTable(this.cache, this.opts.maxModels, this.opts.maxModelBytes);
+    return { ...cacheTable(this.cache, this.opts.maxModels, this.opts.maxModelBytes), ...tierLists(this.tiers.tier, (id) => this.cache.has(id), this.opts.diskIds) };
   }
 
   /**
@@ -201,29 +236,40 @@ export class ReplicaService implements ServingBackend {
    * the load first takes its device charge, evicting for it (replica/device/device-gate.ts).
    */
   private async load(id: ModelId, fresh: boolean): Promise<Loaded<ModelSession>> {
-    const file = await this.opts.store.fetch(id, fresh);
-    let session: ModelSession;
-    let config: ModelConfig;
-    let charge: DeviceCharge | undefined;
+    const started = this.opts.clock.now();
+    const source = await this.tiers.source(id, fresh);
+    const { metrics } = this.opts;
+    metrics.loadsByTier.inc({ tier: source.tier });
+    metrics.loadTierDuration.observe({ tier: source.tier }, (this.opts.clock.now() - started) / 1000);
+    const file = source.tier === 'host' ? undefined : source.file;
+    const modelBytes = source.tier === 'host' ? source.bytes.length : source.file.bytes;
+    // Bytes onnxruntime refused are not kept in memory either: the next load asks the store.
+    const failed = (): void => {
+      if (source.tier === 'host') this.tiers.forget(id);
+      file?.settle?.(false);
+    };
+    let prepared: Awaited<ReturnType<ReplicaService['prepare']>>;
     try {
-      if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
-      config = file.config !== undefined ? parseModelConfig(id, file.config) : {};
+      prepared = await this.prepare(id, source);
     } catch (err) {
-      file.settle?.(false);
+      failed();
       throw err;
     }
+    const { captured, model, config } = prepared;
     const overrides = sessionOverrides(config);
     const device = (overrides.provider ?? this.opts.provider) === 'cuda' ? this.device : undefined;
-    const estimate = estimateDeviceBytes(file.bytes);
+    const estimate = estimateDeviceBytes(modelBytes);
+    let charge: DeviceCharge | undefined;
     try {
       // A refusal for room says nothing about the file: it stays in the disk cache.
       if (device) charge = await device.admit(id, estimate);
     } catch (err) {
-      file.settle?.(true);
+      file?.settle?.(true);
       throw err;
     }
+    let session: ModelSession;
     try {
-      const open = (): Promise<ModelSession> => this.openWarm(id, file.path, file.private === true, overrides, file.bytes, config);
+      const open = (): Promise<ModelSession> => this.openWarm(id, model, file?.private === true, overrides, modelBytes, config);
       const opened = device ? await device.measure(open) : { value: await open(), measured: undefined };
       session = opened.value;
       if (charge) {
@@ -238,18 +284,33 @@ export class ReplicaService implements ServingBackend {
       if (batching !== undefined) session = { ...session, batching };
     } catch (err) {
       charge?.free();
-      file.settle?.(false);
+      failed();
       throw err;
     }
-    file.settle?.(true);
-    return { value: session, bytes: file.bytes, ...(file.version !== undefined ? { version: file.version.tag, checkedAt: file.version.checkedAt } : {}) };
+    file?.settle?.(true);
+    this.tiers.loaded(id, source, captured);
+    if (source.tier === 'host') return { value: session, bytes: source.bytes.length, version: source.version, checkedAt: source.checkedAt };
+    const f = source.file;
+    return { value: session, bytes: f.bytes, ...(f.version !== undefined ? { version: f.version.tag, checkedAt: f.version.checkedAt } : {}) };
+  }
+
+  /** What a load opens (the tier's bytes, the captured file, or its path), its config.json, and what the host tier captured. */
+  private async prepare(id: ModelId, source: ModelSource): Promise<{ captured: Uint8Array | undefined; model: string | Uint8Array; config: ModelConfig }> {
+    if (this.opts.loadDelayMs > 0) await sleep(this.opts.loadDelayMs);
+    if (source.tier === 'host') return { captured: undefined, model: source.bytes, config: source.config !== undefined ? parseModelConfig(id, source.config) : {} };
+    const file = source.file;
+    const captured = await this.tiers.capture(file);
+    // A mappable file is still opened by its path: its weights stay views of the page cache.
+    const mapped = file.private === true && this.opts.mapper !== undefined;
+    const model = captured !== undefined && !mapped ? captured : file.path;
+    return { captured, model, config: file.config !== undefined ? parseModelConfig(id, file.config) : {} };
   }
 
   /** Opens the model and runs its warm-up, timing both phases; a model whose warm-up fails is released. */
-  private async openWarm(id: ModelId, path: string, mappable: boolean, overrides: SessionOverrides, bytes: number, config: ModelConfig): Promise<ModelSession> {
+  private async openWarm(id: ModelId, model: string | Uint8Array, mappable: boolean, overrides: SessionOverrides, bytes: number, config: ModelConfig): Promise<ModelSession> {
     const { clock, metrics } = this.opts;
     const started = clock.now();
-    const session = await this.sessions.open(path, mappable, overrides, bytes);
+    const session = await this.sessions.open(model, mappable, overrides, bytes);
     const opened = clock.now();
     metrics.loadPhase.observe({ phase: 'load' }, (opened - started) / 1000);
     if (!this.opts.warmup || config.warmup === false) return session;
@@ -282,6 +343,7 @@ export class ReplicaService implements ServingBackend {
         break;
       case 'evict':
         metrics.evictions.inc({ reason: e.reason });
+        this.tiers.evicted(e.id, e.reason);
         log.info(e.reason === 'capacity' ? `Unloading model '${e.id}'.` : `Not keeping model '${e.id}': asked for less often than the model it would evict.`, {
           model: e.id,
           event: 'evict',

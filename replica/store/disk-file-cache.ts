@@ -53,6 +53,16 @@ export class DiskFileCache {
     return this.index.calculatedSize;
   }
 
+  /** The ids of the cached files, most recently used first, at most `limit`. */
+  ids(limit: number): string[] {
+    const out: string[] = [];
+    for (const id of this.index.keys()) {
+      if (out.length >= limit) break;
+      out.push(id);
+    }
+    return out;
+  }
+
   /** The cached file of `id`, pinned, or undefined. Counts as a use for the LRU. */
   checkout(id: string): CachedFile | undefined {
     const slot = this.index.get(id);

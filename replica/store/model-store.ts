@@ -1,10 +1,19 @@
 import type { ModelId } from '../../common/model-id.js';
 import { splitModelId } from '../../common/model-version.js';
 
+/**
+ * Where a load got its file: a fresh download (or, from a file:// store, the store's own file),
+ * the disk cache after the store confirmed the version, a neighbour replica's download
+ * (PeerFiles), or a disk copy while the store could not be asked (served rather than failing).
+ */
+export type FetchSource = 'store' | 'disk' | 'peer' | 'disk_unverified';
+
 /** A model file on local disk, ready for onnxruntime, which reads it whole at session creation. */
 export interface LocalModelFile {
   path: string;
   bytes: number;
+  /** Where the file came from; absent means the store itself. */
+  source?: FetchSource;
   /**
    * The replica wrote the file and nothing rewrites it in place (it is only ever deleted), so it
    * may be mapped into memory: a mapped file truncated under the process would crash it with

@@ -12,15 +12,8 @@ import { isModelVersion } from '../../common/model-version.js';
 import { DiskFileCache, type CachedFile } from './disk-file-cache.js';
 import { externalDataFiles, relocateExternalData } from '../onnx/external-data.js';
 import { MAX_MODEL_CONFIG_BYTES, MODEL_CONFIG_FILE } from './model-config.js';
-import { folderKey, MAX_LISTED_VERSIONS, modelKey, type LocalModelFile, type VersionedStore } from './model-store.js';
+import { folderKey, MAX_LISTED_VERSIONS, modelKey, type FetchSource, type LocalModelFile, type VersionedStore } from './model-store.js';
 import type { PeerFiles } from './peer-files.js';
-
-/**
- * Where a load got its file: a fresh download, the disk cache after the store confirmed the
- * version, a neighbour replica's download (PeerFiles), or a disk copy while the store could
- * not be asked (served rather than failing).
- */
-export type FetchSource = 'store' | 'disk' | 'peer' | 'disk_unverified';
 
 export interface S3StoreOptions {
   uri: string;
@@ -146,7 +139,7 @@ export class S3ModelStore implements VersionedStore {
       // costs more CPU than creating the session (docs/adr/0015-replica-load-path.md).
       if (!fresh && now - cached.checkedAt < this.opts.revalidateAfterMs) {
         this.opts.onFetch?.(source);
-        return this.local(id, cached, source === 'peer');
+        return this.local(id, cached, source);
       }
       let etag: string;
       try {
@@ -158,31 +151,33 @@ export class S3ModelStore implements VersionedStore {
           throw err;
         }
         this.opts.onFetch?.('disk_unverified');
-        return this.local(id, cached, false);
+        return this.local(id, cached, 'disk_unverified');
       }
       if (etag !== '' && etag === cached.etag) {
         this.files.confirm(cached, now);
         this.opts.onFetch?.(source);
-        return this.local(id, cached, source === 'peer');
+        return this.local(id, cached, source);
       }
       this.files.settle(id, cached, false);
     }
     const file = this.files.admit(id, await this.download(key, id));
     this.opts.onFetch?.('store');
-    return this.local(id, file, true);
+    return this.local(id, file, 'store');
   }
 
   /**
-   * `share`: once onnxruntime accepts the file, name it to the neighbours (PeerFiles). Done for
-   * a download or a borrowed file, once each; not when a HEAD merely confirms a file again:
-   * rewriting the record each time (a file write and a rename) took 4–6% of a loading replica's
-   * time under one-hot traffic, where a neighbour needs the record only for its first borrow.
+   * Once onnxruntime accepts the file, it is named to the neighbours (PeerFiles) when it was
+   * downloaded or borrowed, once each; not when a HEAD merely confirms a file again: rewriting
+   * the record each time (a file write and a rename) took 4–6% of a loading replica's time under
+   * one-hot traffic, where a neighbour needs the record only for its first borrow.
    */
-  private local(id: ModelId, file: CachedFile, share: boolean): LocalModelFile {
+  private local(id: ModelId, file: CachedFile, source: FetchSource): LocalModelFile {
+    const share = source === 'store' || source === 'peer';
     return {
       path: file.path,
       bytes: file.bytes,
       private: true,
+      source,
       ...(file.config !== undefined ? { config: file.config } : {}),
       ...(file.etag !== '' ? { version: { tag: file.etag, checkedAt: file.checkedAt } } : {}),
       settle: (ok) => {
@@ -197,6 +192,11 @@ export class S3ModelStore implements VersionedStore {
   /** A name of its own per file: deleting an old version can never hit a newer one. */
   private newPath(id: ModelId): string {
     return join(this.dir, `${id}.${randomBytes(6).toString('hex')}.onnx`);
+  }
+
+  /** The models whose files are on disk, most recently used first, at most `limit`. */
+  diskIds(limit: number): string[] {
+    return this.files.ids(limit);
   }
 
   /** The object's ETag now, as a HEAD reports it; '' when the store gives none. */

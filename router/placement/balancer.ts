@@ -1,3 +1,4 @@
+import { TIER_LISTED_MAX } from '../../common/model-table.js';
 import type { Clock, Random } from '../../common/clock.js';
 import { ModelmuxError } from '../../common/errors.js';
 import { DecayedCounts } from './decayed-counts.js';
@@ -60,6 +61,14 @@ export interface TryWatcher {
   replicaDown(): void;
 }
 
+/** The set of a table without a tier list, shared by every replica. */
+const NO_MODELS: ReadonlySet<string> = new Set();
+
+/** A table's tier list as a set, at most TIER_LISTED_MAX of its ids. */
+function tierSet(ids: readonly string[] | undefined): ReadonlySet<string> {
+  return ids === undefined || ids.length === 0 ? NO_MODELS : new Set(ids.slice(0, TIER_LISTED_MAX));
+}
+
 /** Latencies are judged over the last one to two windows of this length. */
 const LATENCY_WINDOW_MS = 30_000;
 /** Models whose latency is tracked on their own; others are judged by the route's. */
@@ -73,6 +82,9 @@ export interface TableView {
   loading: readonly string[];
   /** Model slots (maxModelsPerReplica). */
   capacity: number;
+  /** Models not loaded whose bytes the replica keeps in host memory, or on disk (ADR 0047); absent from older replicas. */
+  host?: readonly string[] | undefined;
+  disk?: readonly string[] | undefined;
 }
 
 export interface Lease {
@@ -105,6 +117,9 @@ interface ReplicaState {
   unlisted: Set<string>;
   /** The table's loaded models, most recently used first: the last ones go first. */
   lru: readonly string[];
+  /** The table's models in host memory and on disk: a miss placed there loads faster. */
+  host: ReadonlySet<string>;
+  disk: ReadonlySet<string>;
   /** Model → time until which this replica counts as holding it without the table saying so. */
   recent: Map<string, number>;
   /** Model → until when a response from the replica itself said it has it. */
@@ -226,13 +241,15 @@ export class Balancer {
           capacity: 0,
           unlisted: new Set(),
           lru: [],
+          host: NO_MODELS,
+          disk: NO_MODELS,
           recent: new Map(),
           confirmed: new Map(),
           seenAtVersion: new Map(),
           outlier: new OutlierState(),
           answeredAt: Number.NEGATIVE_INFINITY,
           tries: new Set(),
-          view: { name, inFlight: 0, modelInFlight: 0, holds: false, pending: false, freeSlots: 0, capacity: 0, victimShare: 0, traffic: 0 },
+          view: { name, inFlight: 0, modelInFlight: 0, holds: false, pending: false, freeSlots: 0, capacity: 0, victimShare: 0, traffic: 0, tier: 'store' },
         });
       }
     }
@@ -252,6 +269,8 @@ export class Balancer {
     r.loading = new Set(table.loading);
     r.capacity = table.capacity;
     r.lru = table.loaded;
+    r.host = tierSet(table.host);
+    r.disk = tierSet(table.disk);
     const now = this.clock.now();
     const seenBefore = now - this.options.tableLagMs;
     r.unlisted.clear();
@@ -504,6 +523,7 @@ export class Balancer {
       v.capacity = r.capacity;
       v.victimShare = this.victimShare(r, now);
       v.traffic = this.traffic.count(r.name, now);
+      v.tier = m === undefined ? 'store' : r.host.has(m) ? 'host' : r.disk.has(m) ? 'disk' : 'store';
       view.push(v);
     }
     const share = m === undefined ? 0 : this.demand.share(m, now);

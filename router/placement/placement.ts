@@ -11,6 +11,13 @@ import { rendezvousRank } from './rendezvous.js';
 export type PlacementKind = 'holder' | 'new_copy' | 'cold' | 'fallback_after_timeout' | 'no_model';
 export const PLACEMENT_KINDS: readonly PlacementKind[] = ['holder', 'new_copy', 'cold', 'fallback_after_timeout', 'no_model'];
 
+/**
+ * Where a replica that does not hold a model would get its bytes from, as its table says
+ * (ADR 0047): host memory, its disk cache, or the store (also when its table does not say).
+ */
+export type MissTier = 'host' | 'disk' | 'store';
+const TIER_RANK: Readonly<Record<MissTier, number>> = { host: 0, disk: 1, store: 2 };
+
 /** One replica as the router sees it at decision time. */
 export interface ReplicaLoad {
   /** Stable name (pod name, or URL in static mode): the rendezvous key, the same in every router. */
@@ -45,6 +52,8 @@ export interface ReplicaLoad {
    * where a new model's requests would queue.
    */
   traffic: number;
+  /** Where a load of the requested model there would read it from; 'store' for a request without one. */
+  tier: MissTier;
 }
 
 /** One request as placement sees it. */
@@ -135,6 +144,9 @@ export function leastOfTwo(replicas: readonly ReplicaLoad[], random: Random): Re
  * the least loaded (earliest in that order on ties) if `anyLoad`, else undefined. A model
  * placed on a full replica evicts one; evicting a model that is still asked for means loading
  * it again soon (Ray's "fewest models" rule balances slot use; this also spares hot models).
+ * Within the first two groups together, a replica whose table has the model's bytes warmer
+ * (host memory, then disk) comes first: its load skips the store, and maybe the disk (ADR
+ * 0047). Not over the third: sparing a hot model is worth more than a faster load.
  */
 export function rendezvousPick(model: string, candidates: readonly ReplicaLoad[], all: readonly ReplicaLoad[], policy: PlacementPolicy, below: number, anyLoad: boolean): ReplicaLoad | undefined {
   const total = all.reduce((s, r) => s + r.inFlight, 0);
@@ -148,9 +160,14 @@ export function rendezvousPick(model: string, candidates: readonly ReplicaLoad[]
       all.reduce((s, r) => s + r.capacity, 0),
     );
   const group = (r: ReplicaLoad): number => (r.freeSlots > 0 ? 0 : r.victimShare < slotShare ? 1 : 2);
+  // Hot victims last, then the warmest tier, then free slots before cold victims: one sort key.
+  const key = (r: ReplicaLoad): number => {
+    const g = group(r);
+    return (g === 2 ? 6 : 0) + TIER_RANK[r.tier] * 2 + Math.min(g, 1);
+  };
   const ordered = rendezvousRank(candidates, model)
-    .map((r) => ({ r, g: group(r) }))
-    .sort((a, b) => a.g - b.g)
+    .map((r) => ({ r, k: key(r) }))
+    .sort((a, b) => a.k - b.k)
     .map((x) => x.r);
   // A free slot wins over traffic: a model placed there evicts nothing, so it costs no load
   // later, while the traffic bound only spreads the loads that full replicas must take.

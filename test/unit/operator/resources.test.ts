@@ -76,6 +76,15 @@ describe('buildDeployment', () => {
     expect(parseReplicaConfig([], env)).toMatchObject({ executionProvider: 'cuda', deviceMemoryBytes: 70 * 1024 ** 3, warmup: true });
   });
 
+  it('passes the host tier only when the spec sets it, as a quantity the replica reads back in bytes', () => {
+    expect(envValue(container(mxd()), REPLICA_ENV.hostTierBytes)).toBeUndefined();
+    const spec = mxd({ hostTierSize: '8Gi' }).spec;
+    const env = Object.fromEntries(replicaEnv(spec).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
+    expect(env[REPLICA_ENV.hostTierBytes]).toBe('8Gi');
+    expect(parseReplicaConfig([], env).hostTierBytes).toBe(8 * 1024 ** 3);
+    expect(parseReplicaConfig([], { [REPLICA_ENV.modelSource]: 'file:///m' }).hostTierBytes).toBe(0);
+  });
+
   it('writes an env the replica reads back as the spec', () => {
     const spec = mxd({ cachePolicy: 'lru', shareGraphs: false, mapWeights: false, maxConcurrentLoads: 4, maxModelsPerReplica: 5, logLevel: 'warn' }).spec;
     const env = Object.fromEntries(replicaEnv(spec).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));

@@ -79,6 +79,22 @@ describe('model cache', () => {
     expect(h.events.filter((e) => e.type === 'evict').map((e) => (e as { id: string }).id)).toEqual(['2']);
   });
 
+  it('reports a change after an explicit eviction that no longer counts the model (the gauges read it)', async () => {
+    const counted: number[] = [];
+    const cache: ModelCache<Fake> = new ModelCache<Fake>({
+      maxModels: 2,
+      maxConcurrentLoads: 1,
+      clock: { now: () => 0 },
+      onEvent: (e) => e.type === 'change' && counted.push(cache.loadedCount),
+      load: (id) => Promise.resolve({ value: new Fake(id), bytes: 10 }),
+    });
+    (await cache.acquire('1')).done();
+    expect(counted.at(-1)).toBe(1);
+    cache.evict('1');
+    expect(counted.at(-1)).toBe(0);
+    expect(cache.loadedBytes).toBe(0);
+  });
+
   it('shares one load between every request for a loading model', async () => {
     const h = harness({ maxModels: 2 });
     const leases = Array.from({ length: 50 }, () => h.cache.acquire('m'));

@@ -52,6 +52,19 @@ function leaseOf(r: AcquireResult | undefined): Lease {
 const replicaOf = (r: AcquireResult | undefined): string => leaseOf(r).replica;
 
 describe('Balancer', () => {
+  it('places a miss on the replica whose table has the model in host memory, then on one with it on disk', () => {
+    const { b } = setup();
+    const m = rankedFirst('a');
+    b.setTable('a', { version: 1, loaded: [], loading: [], capacity: 8 });
+    b.setTable('b', { version: 1, loaded: [], loading: [], capacity: 8, disk: [m] });
+    b.setTable('c', { version: 1, loaded: [], loading: [], capacity: 8, host: [m], disk: [m] });
+    const first = take(b, m);
+    expect(leaseOf(first.result())).toMatchObject({ replica: 'c', kind: 'cold', warm: false });
+    const n = rankedFirst('a', [m]);
+    b.setTable('b', { version: 2, loaded: [], loading: [], capacity: 8, disk: [n] });
+    expect(replicaOf(take(b, n).result())).toBe('b');
+  });
+
   it('routes a model listed in a table to that replica', () => {
     const { b } = setup(draws(0.5));
     b.setTable('c', { version: 1, loaded: ['m1'], loading: [], capacity: 8 });

@@ -15,6 +15,7 @@ const r = (name: string, inFlight: number, holds = false, modelInFlight = 0, pen
   capacity: 4,
   victimShare: 0,
   traffic: 0,
+  tier: 'store',
   ...more,
 });
 /** A request for `model` that draws all the traffic (share 1), before its matching timeout unless said. */
@@ -163,6 +164,42 @@ describe('decide', () => {
     expect(decide(req(model), noise, policy, draws())).toEqual({ kind: 'cold', replica: first });
     const busyWithRoom = names.map((n) => r(n, 0, false, 0, false, { traffic: n === first ? 400 : 100, freeSlots: n === first ? 1 : 0 }));
     expect(decide(req(model), busyWithRoom, policy, draws())).toEqual({ kind: 'cold', replica: first });
+  });
+
+  it('puts a missed model where its bytes are warmest: host memory, then disk, then the store', () => {
+    const model = 'm6';
+    const [first, second, third, fourth] = rendezvousRank(
+      names.map((n) => r(n, 0)),
+      model,
+    ).map((x) => x.name);
+    const tiers = (host: string | undefined, disk: string | undefined) => names.map((n) => r(n, 0, false, 0, false, { tier: n === host ? 'host' : n === disk ? 'disk' : 'store' }));
+    expect(decide(req(model), tiers(third, second), policy, draws())).toEqual({ kind: 'cold', replica: third });
+    expect(decide(req(model), tiers(undefined, fourth), policy, draws())).toEqual({ kind: 'cold', replica: fourth });
+    expect(decide(req(model), tiers(undefined, undefined), policy, draws())).toEqual({ kind: 'cold', replica: first });
+  });
+
+  it('prefers a warm tier over a free slot, but never evicts a hot model for it', () => {
+    const model = 'm7';
+    const [first, second] = rendezvousRank(
+      names.map((n) => r(n, 0)),
+      model,
+    ).map((x) => x.name);
+    const freeFirst = names.map((n) => r(n, 0, false, 0, false, { freeSlots: n === first ? 1 : 0, tier: n === second ? 'host' : 'store' }));
+    expect(decide(req(model), freeFirst, policy, draws())).toEqual({ kind: 'cold', replica: second });
+    // 4 replicas × 4 slots: a victim drawing 0.07 is hotter than an average slot.
+    const hotVictim = names.map((n) => r(n, 0, false, 0, false, { victimShare: n === second ? 0.07 : 0.01, tier: n === second ? 'host' : 'store' }));
+    expect(decide(req(model), hotVictim, policy, draws())).toEqual({ kind: 'cold', replica: first });
+  });
+
+  it('keeps the load bound over the tier: a busy replica holding the bytes in memory is skipped', () => {
+    const model = 'm8';
+    const [first, second] = rendezvousRank(
+      names.map((n) => r(n, 0)),
+      model,
+    ).map((x) => x.name);
+    // Total in flight 3, mean bound max(2, ceil(1.25 × 4 / 4)) = 2: 3 in flight is past it.
+    const reps = names.map((n) => r(n, n === second ? 3 : 0, false, 0, false, { tier: n === second ? 'host' : 'store' }));
+    expect(decide(req(model), reps, policy, draws())).toEqual({ kind: 'cold', replica: first });
   });
 
   it('sends a request without a model id to the less loaded of two random replicas', () => {
