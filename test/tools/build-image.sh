@@ -99,6 +99,9 @@ bah bud --isolation chroot --build-arg NODE_IMAGE="$base" --tag "$tag" --file "$
   exit 1
 }
 built=$(date +%s)
+# buildah 1.28 leaves behind the working container of a last stage that adds no instruction (the
+# Dockerfile's closing `FROM runtime`), a full copy of the image on vfs.
+bah containers --all --quiet --filter ancestor="$tag" | while read -r leftover; do bah rm "$leftover" >/dev/null; done
 
 # The root filesystem as the container runtime would see it, and the image's config (user,
 # entrypoint, env, working directory), for the image tier.
@@ -116,7 +119,7 @@ rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
 # Only folders named by a key: a build's work folder (image-build.*) may be another build's, running.
 # shellcheck disable=SC2012 # the cache's own folder names, no odd characters
 ls -1dt "$CACHE_ROOT"/image-* | { grep -E '/image-[0-9a-f]{12}$' || true; } | tail -n +4 | while read -r old; do
-  bah rmi "localhost/modelmux:${old##*/image-}" >/dev/null 2>&1 || true
+  bah rmi --force "localhost/modelmux:${old##*/image-}" >/dev/null 2>&1 || true
   rm -rf "$old"
 done
 echo "build-image: built $tag in $((built - started)) s (unpacked in $(($(date +%s) - built)) s), $(image_size "$tag"), root filesystem $(du -sh "$OUT/rootfs" | cut -f1)" >&2
