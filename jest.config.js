@@ -1,4 +1,4 @@
-// Four tiers, one runner: `npm test` builds, then runs them all, in band, because the integration
+// Five tiers, one runner: `npm test` builds, then runs them all, in band, because the integration
 // and cluster tiers start real servers and processes that would fight over 2 cores in parallel.
 // unit needs `npm ci` alone: no dist/, no tools. build holds the tests that need more than the
 // sources — the built dist/ (the CLI, the native addon) or helm — without servers. See docs/testing.md.
@@ -17,5 +17,7 @@ export default {
     { ...common, displayName: 'build', testMatch: ['<rootDir>/test/build/**/*.test.ts'] },
     { ...common, displayName: 'integration', testMatch: ['<rootDir>/test/integration/**/*.test.ts'] },
     { ...common, displayName: 'cluster', testMatch: ['<rootDir>/test/cluster/**/*.test.ts'] },
+    // The container image test/tools/build-image.sh builds from the Dockerfile, run as the chart runs it (root only).
+    { ...common, displayName: 'image', testMatch: ['<rootDir>/test/image/**/*.test.ts'] },
   ],
 };

@@ -85,12 +85,14 @@ export interface ManagedProcess {
 
 /**
  * Spawns a child in its own process group, registered with the watchdog. stdout and stderr go
- * to `logFile` (appended) when given, else are discarded: control-plane logs are large.
+ * to `logFile` (appended) when given, to the caller's pipes with `pipe`, else are discarded:
+ * control-plane logs are large.
  */
-export function spawnManaged(command: string, args: readonly string[], options: SpawnOptions & { logFile?: string } = {}): ManagedProcess {
-  const { logFile, ...rest } = options;
+export function spawnManaged(command: string, args: readonly string[], options: SpawnOptions & { logFile?: string; pipe?: boolean } = {}): ManagedProcess {
+  const { logFile, pipe, ...rest } = options;
   const fd = logFile === undefined ? undefined : openSync(logFile, 'a');
-  const child = spawn(command, args, { ...rest, detached: true, stdio: ['ignore', fd ?? 'ignore', fd ?? 'ignore'] });
+  const out = pipe === true ? 'pipe' : (fd ?? 'ignore');
+  const child = spawn(command, args, { ...rest, detached: true, stdio: ['ignore', out, out] });
   if (fd !== undefined) closeSync(fd);
   const pid = child.pid;
   live.add(child);
