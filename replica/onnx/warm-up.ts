@@ -1,39 +1,13 @@
 import { ModelmuxError } from '../../common/errors.js';
 import { parseInferBody } from '../../common/inference-body.js';
-import { elementCount, type HostTensor, type TensorData, type TensorSpec, type V2Datatype } from '../../common/tensor.js';
+import { allocate, elementCount, type HostTensor, type TensorData, type TensorSpec, type V2Datatype } from '../../common/tensor.js';
 import type { ModelSession } from './model-session.js';
 import type { ExecutionProvider } from './onnx-runtime.js';
 import type { ModelConfig } from '../store/model-config.js';
 
 /** Zeros of `count` elements of a datatype, as the replica holds them (empty strings for BYTES). */
 function zeros(datatype: V2Datatype, count: number): TensorData {
-  switch (datatype) {
-    case 'BOOL':
-    case 'UINT8':
-      return new Uint8Array(count);
-    case 'INT8':
-      return new Int8Array(count);
-    case 'INT16':
-      return new Int16Array(count);
-    case 'UINT16':
-    case 'FP16':
-    case 'BF16':
-      return new Uint16Array(count);
-    case 'INT32':
-      return new Int32Array(count);
-    case 'UINT32':
-      return new Uint32Array(count);
-    case 'INT64':
-      return new BigInt64Array(count);
-    case 'UINT64':
-      return new BigUint64Array(count);
-    case 'FP32':
-      return new Float32Array(count);
-    case 'FP64':
-      return new Float64Array(count);
-    case 'BYTES':
-      return new Array<string>(count).fill('');
-  }
+  return datatype === 'BYTES' ? new Array<string>(count).fill('') : allocate(datatype, count);
 }
 
 export const WARMUP_MODES = ['auto', 'true', 'false'] as const;
