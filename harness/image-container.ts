@@ -1,6 +1,6 @@
 import { execFileSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { removeDirOnDeath, spawnManaged } from './process-reaper.js';
@@ -62,6 +62,15 @@ export interface ContainerSpec {
   emptyDirs?: readonly string[];
   /** readOnlyRootFilesystem (default true, as the chart sets it). */
   readOnlyRootFilesystem?: boolean;
+  /**
+   * Host files or folders bind-mounted at `mountPath` (a pod's emptyDir shared between its
+   * containers, a hostPath volume, its service-account files), after the emptyDirs.
+   */
+  binds?: readonly { hostPath: string; mountPath: string; readOnly: boolean }[];
+  /** The pod spec's `workingDir`; the image's WorkingDir when absent. */
+  workingDir?: string;
+  /** stdout and stderr appended to this file instead of kept in memory (`output()` is then empty). */
+  logFile?: string;
 }
 
 export interface ImageProcess {
@@ -83,11 +92,12 @@ function runAsOf(image: BuiltImage, spec: ContainerSpec): { uid: number; gid: nu
 }
 
 // Positional parameters: $1 rootfs, $2 scratch folder, $3 uid, $4 gid, $5 working dir, $6 "ro"|"rw",
-// $7 emptyDir paths (newline-separated), then the command and env as `env -i` takes them.
+// $7 emptyDir paths (newline-separated), $8 binds ("ro|rw<TAB>host path<TAB>mount path" a line),
+// then the command and env as `env -i` takes them.
 const SETUP = `
 set -eu
-lower=$1 scratch=$2 uid=$3 gid=$4 wd=$5 ro=$6 empties=$7
-shift 7
+lower=$1 scratch=$2 uid=$3 gid=$4 wd=$5 ro=$6 empties=$7 binds=$8
+shift 8
 mount -t tmpfs -o mode=0700 scratch "$scratch"
 mkdir "$scratch/upper" "$scratch/work" "$scratch/root"
 root=$scratch/root
@@ -99,11 +109,22 @@ for d in null zero full random urandom tty; do touch "$root/dev/$d"; mount --bin
 mkdir "$root/dev/shm" && mount -t tmpfs -o mode=1777,nosuid,nodev,size=64m shm "$root/dev/shm"
 ln -s /proc/self/fd "$root/dev/fd"
 for f in hosts resolv.conf; do touch "$root/etc/$f"; mount --bind -o ro "/etc/$f" "$root/etc/$f"; done
+# A mount point is made and resolved inside the root, so that a symlink of the image (Debian's
+# /var/run -> /run) leads where the container will see it, never onto the host's folders.
+inside() { chroot "$root" /bin/sh -c "$1" inside "$2"; }
 printf '%s\\n' "$empties" | while IFS= read -r p; do
   [ -n "$p" ] || continue
-  mkdir -p "$root$p"
+  p=$(inside 'mkdir -p "$1" && realpath "$1"' "$p")
   mount -t tmpfs -o mode=0777,nosuid,nodev "emptydir" "$root$p"
 done
+tab=$(printf '\\t')
+printf '%s\\n' "$binds" | while IFS="$tab" read -r mode src p; do
+  [ -n "$p" ] || continue
+  if [ -d "$src" ]; then p=$(inside 'mkdir -p "$1" && realpath "$1"' "$p")
+  else p=$(inside 'mkdir -p "$(dirname "$1")" && touch "$1" && realpath "$1"' "$p"); fi
+  mount --bind "$src" "$root$p" || exit 1
+  [ "$mode" = rw ] || mount -o remount,bind,ro "$root$p" || exit 1
+done || exit 1
 [ "$ro" = rw ] || mount -o remount,bind,ro "$root"
 exec setpriv --no-new-privs -- chroot --userspec="$uid:$gid" --groups="$gid" "$root" /usr/bin/env -i -C "$wd" "$@"
 `;
@@ -113,9 +134,14 @@ exec setpriv --no-new-privs -- chroot --userspec="$uid:$gid" --groups="$gid" "$r
  * run. The child's pid is the program's own: every step execs the next.
  */
 export async function runImage(image: BuiltImage, spec: ContainerSpec = {}): Promise<ImageProcess> {
-  if (process.getuid?.() !== 0) throw new Error('running the image needs root (mount namespaces, chroot): the image tier runs as root in CI');
+  return Promise.resolve().then(() => startImage(image, spec));
+}
+
+/** runImage, started before it returns (the node agent reports the container's pid at once); throws what runImage rejects with. */
+export function startImage(image: BuiltImage, spec: ContainerSpec = {}): ImageProcess {
+  if (process.getuid?.() !== 0) throw new Error('running the image needs root (mount namespaces, chroot): the image and cluster tiers run as root in CI');
   const { uid, gid } = runAsOf(image, spec);
-  const scratch = await mkdtemp(join(tmpdir(), 'modelmux-container-'));
+  const scratch = mkdtempSync(join(tmpdir(), 'modelmux-container-'));
   const env = new Map(image.config.env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
   for (const [k, v] of Object.entries(spec.env ?? {})) env.set(k, v);
   // As a kubelet does: `command` replaces ENTRYPOINT (and drops CMD), `args` replaces CMD.
@@ -137,14 +163,15 @@ export async function runImage(image: BuiltImage, spec: ContainerSpec = {}): Pro
       scratch,
       String(uid),
       String(gid),
-      image.config.workingDir,
+      spec.workingDir ?? image.config.workingDir,
       spec.readOnlyRootFilesystem === false ? 'rw' : 'ro',
       (spec.emptyDirs ?? []).join('\n'),
+      (spec.binds ?? []).map((b) => `${b.readOnly ? 'ro' : 'rw'}\t${b.hostPath}\t${b.mountPath}`).join('\n'),
       ...[...env].map(([k, v]) => `${k}=${v}`),
       ...command,
     ],
     // The host's tools (unshare, mount, setpriv, chroot) from the host's system folders; nothing of the test's env reaches the container.
-    { pipe: true, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } },
+    { ...(spec.logFile === undefined ? { pipe: true } : { logFile: spec.logFile }), env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } },
   );
   const keepScratch = removeDirOnDeath(scratch);
   const child = managed.child;
@@ -196,4 +223,29 @@ export function builtImageDir(repoRoot: string): string {
       .split('\n')
       .pop() ?? ''
   );
+}
+
+/** A fresh machine's base and image build take about 10 minutes; a changed tree about 5. */
+export const IMAGE_BUILD_TIMEOUT_MS = 30 * 60_000;
+
+/**
+ * This tree's image, built on first use outside CI, as the other tiers build their servers; CI
+ * builds it before the tests (.ci/run), so a missing image there means that step failed. Throws
+ * with the build command when there is none: no tier falls back to running the checkout.
+ */
+export function ensureBuiltImage(repoRoot: string, tier: string): BuiltImage {
+  const dir = builtImageDir(repoRoot);
+  if (!existsSync(join(dir, 'image.json')) && !process.env['CI']) {
+    console.log(`The ${tier} builds the image from this tree first (bash test/tools/build-image.sh, as root): ${dir}`);
+    execFileSync('bash', [join(repoRoot, 'test/tools/build-image.sh')], { stdio: ['ignore', 'ignore', 'inherit'], timeout: IMAGE_BUILD_TIMEOUT_MS });
+  }
+  if (!existsSync(join(dir, 'image.json'))) {
+    throw new Error(
+      `The ${tier} found no image built from this tree (it would be in ${dir}). ` +
+        (process.env['CI']
+          ? 'CI builds it before the tests (.ci/run: bash test/tools/build-image.sh): that step failed, and its output says why.'
+          : 'Its build (bash test/tools/build-image.sh, as root) ended without one: its output above says why.'),
+    );
+  }
+  return readBuiltImage(dir);
 }

@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { ControlPlane } from './control-plane.js';
+import { ensureBuiltImage } from './image-container.js';
+import { repoRoot } from './kube-tools.js';
 import { loadKubeConfig } from './kubeconfig.js';
 import { registerNode, runHeartbeat, type NodeCapacity } from './node-registration.js';
 import { PodRunner, type AgentContext, type RunningPod } from './pod-runner.js';
@@ -22,6 +24,12 @@ export interface NodeAgentOptions {
   readonly probePeriodMs?: number;
   /** Keep pod logs and folders after stop. Default: env MODELMUX_KEEP_CLUSTER=1. */
   readonly keepDataDir?: boolean;
+  /**
+   * Images other than modelmux's whose containers run as processes of this machine (their
+   * `command` a host program): runtimes no image of which is built here, such as MLServer. A
+   * container of any other image waits with reason ImageNotBuiltHere.
+   */
+  readonly onHost?: readonly string[];
 }
 
 export interface NodeAgent {
@@ -42,15 +50,18 @@ export interface NodeAgent {
 /**
  * A kubelet for the cluster tests. It registers a Node with the given capacity (so the real
  * scheduler binds pods to it, or leaves them Pending when they ask for more), keeps it Ready
- * with a Lease and status heartbeat, and runs every container of every pod bound to it as a
- * local process — `node dist/cli/main.js <args>` whatever the image — on the pod's own
- * 127.0.0.x address, with the pod's env, `MODELMUX_HOST=<address>` and `KUBECONFIG=<a file
- * holding a TokenRequest token of the pod's service account>`, so the replica meets the RBAC
- * the operator granted it. It speaks to the API server as `system:node:<name>`, under the Node
- * authorizer and NodeRestriction, as a kubelet does.
+ * with a Lease and status heartbeat, and runs every container of the modelmux image from the
+ * image built from this tree (harness/image-container.ts: chroot into its root filesystem as the
+ * pod's user, with the pod's args, env, volumes and working directory), on the pod's own
+ * 127.0.0.x address (`MODELMUX_HOST`), with a TokenRequest token of the pod's service account
+ * where the in-cluster config finds it, so the replica meets the RBAC the operator granted it.
+ * A pod spec field it cannot honour leaves the container waiting, named (pod-container.ts). It
+ * speaks to the API server as `system:node:<name>`, under the Node authorizer and
+ * NodeRestriction, as a kubelet does.
  */
 export async function startNodeAgent(cp: Pick<ControlPlane, 'server' | 'caPem' | 'userKubeconfig'>, opts: NodeAgentOptions = {}): Promise<NodeAgent> {
   const nodeName = opts.name ?? 'node-1';
+  const modelmux = ensureBuiltImage(repoRoot(), 'cluster tier');
   const kc = loadKubeConfig(await cp.userKubeconfig(`system:node:${nodeName}`, ['system:nodes']));
   const core = kc.makeApiClient(CoreV1Api);
   const dataDir = await mkdtemp(join(tmpdir(), `modelmux-node-${nodeName}-`));
@@ -64,6 +75,7 @@ export async function startNodeAgent(cp: Pick<ControlPlane, 'server' | 'caPem' |
     dataDir,
     extraEnv: opts.extraEnv ?? {},
     probePeriodMs: opts.probePeriodMs ?? 500,
+    images: { modelmux, onHost: new Set(opts.onHost ?? []) },
   };
   const stopController = new AbortController();
   const stopSignal = stopController.signal;

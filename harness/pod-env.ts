@@ -31,7 +31,8 @@ const FIELDS = new Map<string, (pod: V1Pod, addr: PodAddresses) => string>([
   ['status.hostIPs', (_, addr) => addr.hostIP],
 ]);
 
-function fieldValue(pod: V1Pod, path: string, addr: PodAddresses): string {
+/** A downward-API fieldRef (env or a downwardAPI volume item) of the pod. */
+export function fieldValue(pod: V1Pod, path: string, addr: PodAddresses): string {
   const bracket = /^metadata\.(labels|annotations)\['([^']+)'\]$/.exec(path);
   if (bracket) {
     const map = bracket[1] === 'labels' ? pod.metadata?.labels : pod.metadata?.annotations;

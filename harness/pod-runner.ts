@@ -1,16 +1,19 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CoreV1Api, KubeConfig, V1Container, V1ContainerState, V1ContainerStatus, V1Pod, V1PodCondition, V1Probe } from '@kubernetes/client-node';
+import type { ChildProcess } from 'node:child_process';
+import type { CoreV1Api, KubeConfig, V1Container, V1ProjectedVolumeSource, V1ContainerState, V1ContainerStatus, V1Pod, V1PodCondition, V1Probe } from '@kubernetes/client-node';
 import { errorText, mergePatch, statusCode } from './kube-api.js';
 import { repoRoot } from './kube-tools.js';
 import { requestServiceAccountToken, writeKubeconfig } from './kubeconfig.js';
+import { startImage, type ContainerSpec } from './image-container.js';
 import { acquireLoopbackAddress, releaseLoopbackAddress } from './loopback-addresses.js';
 import { HOST_IP } from './node-registration.js';
-import { ContainerConfigError, resolveContainerEnv } from './pod-env.js';
+import { chooseImage, IMAGE_NOT_BUILT_HERE, imageContainerSpec, unsupportedFields, type PodImages } from './pod-container.js';
+import { ContainerConfigError, fieldValue, resolveContainerEnv } from './pod-env.js';
 import { runProbe } from './pod-probe.js';
-import { spawnManaged, type ManagedProcess } from './process-reaper.js';
+import { spawnManaged } from './process-reaper.js';
 
 /** The replica's entrypoint in its image: `modelmux` is `node dist/cli/main.js`. */
 const ENTRYPOINT = 'dist/cli/main.js';
@@ -34,12 +37,24 @@ export interface AgentContext {
   readonly dataDir: string;
   readonly extraEnv: Readonly<Record<string, string>>;
   readonly probePeriodMs: number;
+  readonly images: PodImages;
+}
+
+/** A container's process: the program itself (its pid is the container's) in a group of its own. */
+interface ContainerProcess {
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+  stop(graceMs: number): Promise<unknown>;
 }
 
 type ContainerRun = {
   readonly spec: V1Container;
   readonly env: ReadonlyMap<string, string>;
-  proc?: ManagedProcess | undefined;
+  /** From the modelmux image (image-container.ts), or a host process where the test declared its image so. */
+  readonly fromImage: boolean;
+  /** How image-container.ts runs it, when fromImage. */
+  readonly imageSpec?: ContainerSpec;
+  proc?: ContainerProcess | undefined;
   state: V1ContainerState;
   lastState?: V1ContainerState;
   restartCount: number;
@@ -130,25 +145,42 @@ export class PodRunner {
     const spec = this.pod.spec;
     if (!spec) return;
     const address = this.address ?? '';
+    const choices = spec.containers.map((c) => chooseImage(c.image, this.ctx.images));
+    if (choices.some((c) => c.run === 'none')) {
+      // As a kubelet that cannot pull an image: the pod stays Pending, the container says why.
+      this.configError = 'an image cannot run here';
+      this.containers = spec.containers.map((c, i) => {
+        const choice = choices[i];
+        const state: V1ContainerState = choice?.run === 'none' ? { waiting: { reason: IMAGE_NOT_BUILT_HERE, message: choice.message } } : { waiting: { reason: 'ContainerCreating' } };
+        return { spec: c, env: new Map(), fromImage: false, state, restartCount: 0, ready: false, probeFailures: 0 };
+      });
+      return;
+    }
     let kubeconfig: string;
     try {
-      kubeconfig = await this.writePodKubeconfig();
-      // emptyDir volumes become folders in the pod's dir; paths under their mountPath in env
-      // and args are rewritten to them, since the container's mount paths do not exist here.
-      // A mount over a folder the host has (/tmp) is left alone: rewriting it would also
-      // redirect host paths a test passes in, and the process may use the host's folder.
-      const emptyDirs = new Map<string, string>();
-      for (const v of spec.volumes ?? []) {
-        if (!v.emptyDir) continue;
-        const path = join(this.dir, 'volumes', v.name);
-        await mkdir(path, { recursive: true });
-        emptyDirs.set(v.name, path);
-      }
+      const unsupported = unsupportedFields(this.pod);
+      if (unsupported.length > 0) throw new ContainerConfigError(`the test node agent cannot honour ${unsupported.join(', ')} (docs/testing.md)`);
+      const token = await this.requestToken();
+      kubeconfig = await this.writePodKubeconfig(token);
+      const folders = await this.prepareVolumes(token);
+      const server = new URL(this.ctx.server);
+      // In a container run from the image the volumes are mounted where the pod says. A host
+      // process has no mounts: paths under an emptyDir's mountPath in its env and args are
+      // rewritten to the folder, unless the host has that path (/tmp): rewriting it would also
+      // redirect host paths a test passes in.
       this.containers = [];
-      for (const c of spec.containers) {
+      for (const [i, c] of spec.containers.entries()) {
         const vars = await resolveContainerEnv(this.pod, c, { podIP: address, hostIP: HOST_IP }, this.envSources());
+        if (choices[i]?.run === 'image') {
+          // The agent adds MODELMUX_HOST (each pod binds its own loopback address: there is no
+          // network namespace) and the API server's address, where the in-cluster config looks.
+          const env = { ...Object.fromEntries(vars), ...this.ctx.extraEnv, MODELMUX_HOST: address, KUBERNETES_SERVICE_HOST: server.hostname, KUBERNETES_SERVICE_PORT: server.port || '443' };
+          const imageSpec = imageContainerSpec(this.pod, c, this.ctx.images.modelmux, folders, env, join(this.dir, `${c.name}.log`));
+          this.containers.push({ spec: c, env: vars, fromImage: true, imageSpec, state: { waiting: { reason: 'ContainerCreating' } }, restartCount: 0, ready: false, probeFailures: 0 });
+          continue;
+        }
         const mounts = (c.volumeMounts ?? []).flatMap((m) => {
-          const local = emptyDirs.get(m.name);
+          const local = spec.volumes?.find((v) => v.name === m.name)?.emptyDir ? folders.get(m.name) : undefined;
           return local && !existsSync(m.mountPath) ? [{ from: m.mountPath.replace(/\/+$/, ''), to: local }] : [];
         });
         const rewrite = (s: string): string => {
@@ -158,6 +190,7 @@ export class PodRunner {
         this.containers.push({
           spec: { ...c, args: (c.args ?? []).map(rewrite), ...(c.command ? { command: c.command.map(rewrite) } : {}) },
           env: new Map([...vars].map(([k, v]) => [k, rewrite(v)])),
+          fromImage: false,
           state: { waiting: { reason: 'ContainerCreating' } },
           restartCount: 0,
           ready: false,
@@ -171,6 +204,7 @@ export class PodRunner {
       this.containers = spec.containers.map((c) => ({
         spec: c,
         env: new Map(),
+        fromImage: false,
         state: { waiting: { reason: 'CreateContainerConfigError', message } },
         restartCount: 0,
         ready: false,
@@ -183,6 +217,58 @@ export class PodRunner {
     if (this.phase !== 'starting') return;
     for (const c of this.containers) this.launch(c, kubeconfig);
     this.phase = 'running';
+  }
+
+  /**
+   * Each volume's folder on this machine: emptyDirs a folder of the pod's dir that every user
+   * may write (fsGroup's effect, roughly), hostPaths themselves, projected volumes (the
+   * service-account volume the API server adds) written once as a kubelet writes them.
+   */
+  private async prepareVolumes(token: string): Promise<Map<string, string>> {
+    const folders = new Map<string, string>();
+    for (const v of this.pod.spec?.volumes ?? []) {
+      const path = join(this.dir, 'volumes', v.name);
+      if (v.emptyDir) {
+        await mkdir(path, { recursive: true });
+        await chmod(path, 0o777);
+        folders.set(v.name, path);
+      } else if (v.hostPath) {
+        if (v.hostPath.type === 'DirectoryOrCreate') await mkdir(v.hostPath.path, { recursive: true });
+        else if (!existsSync(v.hostPath.path)) throw new ContainerConfigError(`hostPath ${v.hostPath.path} of volume "${v.name}" does not exist`);
+        folders.set(v.name, v.hostPath.path);
+      } else if (v.projected) {
+        await this.writeProjected(v.projected, path, token);
+        folders.set(v.name, path);
+      }
+    }
+    return folders;
+  }
+
+  /** A projected volume's files, as a kubelet writes them (once: tokens are not rotated in a test's hour). */
+  private async writeProjected(projected: V1ProjectedVolumeSource, path: string, token: string): Promise<void> {
+    const sources = this.envSources();
+    const write = async (file: string, text: string): Promise<void> => {
+      await mkdir(dirname(join(path, file)), { recursive: true, mode: 0o755 });
+      await writeFile(join(path, file), text, { mode: projected.defaultMode ?? 0o644 });
+    };
+    await mkdir(path, { recursive: true, mode: 0o755 });
+    for (const s of projected.sources ?? []) {
+      if (s.serviceAccountToken) await write(s.serviceAccountToken.path, token);
+      for (const item of s.downwardAPI?.items ?? []) if (item.fieldRef) await write(item.path, fieldValue(this.pod, item.fieldRef.fieldPath, { podIP: this.address ?? '', hostIP: HOST_IP }));
+      const ref = s.configMap ?? s.secret;
+      if (!ref) continue;
+      const kind = s.configMap ? 'configMap' : 'secret';
+      const values = s.configMap ? await sources.configMap(ref.name ?? '') : await sources.secret(ref.name ?? '');
+      if (!values) {
+        if (ref.optional) continue;
+        throw new ContainerConfigError(`${kind} "${ref.name ?? ''}" of a projected volume not found`);
+      }
+      for (const item of ref.items ?? Object.keys(values).map((key) => ({ key, path: key }))) {
+        const value = values[item.key];
+        if (value === undefined) throw new ContainerConfigError(`couldn't find key ${item.key} in ${kind} ${this.ns}/${ref.name ?? ''} of a projected volume`);
+        await write(item.path, value);
+      }
+    }
   }
 
   private envSources(): Parameters<typeof resolveContainerEnv>[3] {
@@ -213,7 +299,8 @@ export class PodRunner {
     };
   }
 
-  private async writePodKubeconfig(): Promise<string> {
+  /** A TokenRequest token of the pod's service account, bound to the pod, as a kubelet asks for it. */
+  private async requestToken(): Promise<string> {
     const sa = this.pod.spec?.serviceAccountName ?? 'default';
     const uid = this.pod.metadata?.uid ?? '';
     let token: string | undefined;
@@ -226,6 +313,11 @@ export class PodRunner {
         await sleep(250);
       }
     }
+    return token;
+  }
+
+  /** The kubeconfig a container run on the host finds its service account's token in. */
+  private async writePodKubeconfig(token: string): Promise<string> {
     const path = join(this.dir, 'kubeconfig');
     await writeKubeconfig(path, this.ctx.server, this.ctx.caPem, { token });
     return path;
@@ -244,18 +336,7 @@ export class PodRunner {
   }
 
   private launch(c: ContainerRun, kubeconfig: string): void {
-    const { command, args } = this.commandOf(c.spec);
-    const env: NodeJS.ProcessEnv = {
-      PATH: process.env['PATH'] ?? '/usr/bin:/bin',
-      HOME: this.dir,
-      // A container has a /tmp of its own: what a pod leaves there goes when the agent stops.
-      TMPDIR: join(this.dir, 'tmp'),
-      ...Object.fromEntries(c.env),
-      ...this.ctx.extraEnv,
-      MODELMUX_HOST: this.address ?? '',
-      KUBECONFIG: kubeconfig,
-    };
-    const proc = spawnManaged(command, args, { cwd: repoRoot(), env, logFile: join(this.dir, `${c.spec.name}.log`) });
+    const proc = c.fromImage ? this.launchFromImage(c) : this.launchOnHost(c, kubeconfig);
     const startedAt = new Date().toISOString();
     c.proc = proc;
     c.state = { running: { startedAt: startedAt as unknown as Date } };
@@ -296,6 +377,38 @@ export class PodRunner {
   }
 
   /**
+   * From the image's root filesystem (harness/image-container.ts), as the pod spec says; the
+   * agent adds MODELMUX_HOST (each pod binds its own loopback address: there is no network
+   * namespace) and the API server's address where the in-cluster config looks for it.
+   */
+  private launchFromImage(c: ContainerRun): ContainerProcess {
+    try {
+      return startImage(this.ctx.images.modelmux, c.imageSpec ?? {});
+    } catch (err) {
+      // Not started (no root here): the container fails as one whose runtime refuses it, saying why in its log.
+      const logFile = join(this.dir, `${c.spec.name}.log`);
+      appendFileSync(logFile, `node agent: cannot start the container from the image: ${errorText(err)}\n`);
+      return spawnManaged('false', [], { logFile });
+    }
+  }
+
+  /** A process of this machine, for an image the test declared to run on the host. */
+  private launchOnHost(c: ContainerRun, kubeconfig: string): ContainerProcess {
+    const { command, args } = this.commandOf(c.spec);
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+      HOME: this.dir,
+      // A container has a /tmp of its own: what a pod leaves there goes when the agent stops.
+      TMPDIR: join(this.dir, 'tmp'),
+      ...Object.fromEntries(c.env),
+      ...this.ctx.extraEnv,
+      MODELMUX_HOST: this.address ?? '',
+      KUBECONFIG: kubeconfig,
+    };
+    return spawnManaged(command, args, { cwd: repoRoot(), env, logFile: join(this.dir, `${c.spec.name}.log`) });
+  }
+
+  /**
    * What a kubelet puts in a failed container's termination message under FallbackToLogsOnError
    * (no process here has a /dev/termination-log): the last 80 lines of its log, at most 2048 bytes.
    */
@@ -308,7 +421,7 @@ export class PodRunner {
     }
   }
 
-  private containerId(proc: ManagedProcess): string {
+  private containerId(proc: ContainerProcess): string {
     return `modelmux-node-agent://${proc.child.pid ?? 0}`;
   }
 

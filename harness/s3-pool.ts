@@ -58,6 +58,8 @@ export interface S3PoolClusterOptions {
   readonly capacity?: NodeCapacity;
   /** Puts the models in the bucket, once the store serves (before the operator starts). */
   readonly fill?: (s3: S3Server) => Promise<void>;
+  /** The node agent's onHost: images whose containers run as host processes. */
+  readonly onHost?: readonly string[];
 }
 
 /**
@@ -83,7 +85,7 @@ export async function startS3PoolCluster(opts: S3PoolClusterOptions & { router: 
     await cp.kubectl(['apply', '-f', 'crds/']);
     await cp.kubectl(['wait', '--for=condition=Established', 'crd/multiplexeddeployments.modelmux.io', '--timeout=60s']);
     await cp.kubectl(['create', 'secret', 'generic', 's3-creds', `--from-literal=AWS_ACCESS_KEY_ID=${s3.accessKeyId}`, `--from-literal=AWS_SECRET_ACCESS_KEY=${s3.secretAccessKey}`]);
-    agent = await startNodeAgent(cp, opts.capacity === undefined ? {} : { capacity: opts.capacity });
+    agent = await startNodeAgent(cp, { ...(opts.capacity === undefined ? {} : { capacity: opts.capacity }), ...(opts.onHost === undefined ? {} : { onHost: opts.onHost }) });
     operator = await startOperator(cp.kubeconfigPath);
     if (opts.router) router = await startRouter(['--discovery', 'kube'], { KUBECONFIG: cp.kubeconfigPath });
     return { cp, s3, agent, operator, ...(router ? { router } : {}), stop };

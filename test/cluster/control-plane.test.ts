@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -28,7 +28,7 @@ interface PodJson {
     podIP?: string;
     hostIP?: string;
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
-    containerStatuses?: { ready: boolean; restartCount: number; state?: { waiting?: { reason?: string } }; lastState?: { terminated?: { exitCode: number } } }[];
+    containerStatuses?: { ready: boolean; restartCount: number; state?: { waiting?: { reason?: string; message?: string } }; lastState?: { terminated?: { exitCode: number } } }[];
   };
 }
 
@@ -62,12 +62,16 @@ const reportServer = (replicas: number, gpus: number): object => ({
       metadata: { labels: { app: 'reporter' } },
       spec: {
         serviceAccountName: 'reporter',
-        volumes: [{ name: 'cache', emptyDir: { sizeLimit: '1Gi' } }],
+        volumes: [
+          { name: 'cache', emptyDir: { sizeLimit: '1Gi' } },
+          // The report server is test code, which the image leaves out: mounted as a pod mounts a host folder.
+          { name: 'fixtures', hostPath: { path: join(process.cwd(), 'test/fixtures'), type: 'Directory' } },
+        ],
         containers: [
           {
             name: 'main',
             image: 'modelmux:test',
-            command: ['node', 'test/fixtures/pod-report-server.mjs'],
+            command: ['node', '/fixtures/pod-report-server.mjs'],
             env: [
               { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
               { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
@@ -80,7 +84,10 @@ const reportServer = (replicas: number, gpus: number): object => ({
             ports: [{ name: 'http', containerPort: 8080 }],
             readinessProbe: { httpGet: { path: '/ready', port: 'http' }, periodSeconds: 1 },
             resources: { requests: { cpu: '100m', memory: '64Mi' }, limits: { 'nvidia.com/gpu': gpus } },
-            volumeMounts: [{ name: 'cache', mountPath: '/var/cache/modelmux' }],
+            volumeMounts: [
+              { name: 'cache', mountPath: '/var/cache/modelmux' },
+              { name: 'fixtures', mountPath: '/fixtures', readOnly: true },
+            ],
           },
         ],
       },
@@ -91,6 +98,8 @@ const reportServer = (replicas: number, gpus: number): object => ({
 beforeAll(async () => {
   const t0 = Date.now();
   modelDir = await mkdtemp(join(tmpdir(), 'modelmux-harness-models-'));
+  // A hostPath volume of the replica pod, which runs as the image's user.
+  await chmod(modelDir, 0o755);
   const [plane] = await Promise.all([startControlPlane(), promisify(execFile)(process.execPath, ['dist/cli/main.js', 'models', '--out', modelDir, '--count', '2'])]);
   cp = plane;
   process.stdout.write(`control plane ready in ${Date.now() - t0} ms\n`);
@@ -224,8 +233,8 @@ describe('the test control plane', () => {
       expect(r.env['S3_KEY']).toBe('s3cr3t');
       expect(r.env['CFG_MODE']).toBe('test');
       expect(r.env['GREETING']).toBe(`hello from ${pod.metadata.name}`);
-      // The emptyDir is a real, writable folder standing in for the mount path.
-      expect(r.env['CACHE_DIR']).not.toBe('/var/cache/modelmux');
+      // The emptyDir is mounted where the pod says, writable by the image's user.
+      expect(r.env['CACHE_DIR']).toBe('/var/cache/modelmux');
       expect(r.cacheWritable).toBe(true);
       // The pod's token is its service account's: the Role lets it read its pod, nothing lets it list Secrets.
       expect(r.ownPodStatus).toBe(200);
@@ -252,15 +261,17 @@ describe('the test control plane', () => {
                   image: 'modelmux:test',
                   args: ['replica'],
                   env: [
-                    { name: 'MODELMUX_MODEL_SOURCE', value: `file://${modelDir}` },
+                    { name: 'MODELMUX_MODEL_SOURCE', value: 'file:///models' },
                     { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
                     { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
                     { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
                   ],
                   ports: [{ name: 'http', containerPort: 8080 }],
                   readinessProbe: { httpGet: { path: '/v2/health/ready', port: 'http' }, periodSeconds: 1 },
+                  volumeMounts: [{ name: 'models', mountPath: '/models', readOnly: true }],
                 },
               ],
+              volumes: [{ name: 'models', hostPath: { path: modelDir, type: 'Directory' } }],
             },
           },
         },
@@ -305,6 +316,30 @@ describe('the test control plane', () => {
     expect(condition(pod, 'PodScheduled')?.message).toMatch(/Insufficient nvidia\.com\/gpu/);
     expect(agent.pods().some((p) => p.name === 'greedy')).toBe(false);
     await cp.kubectl(['delete', 'pod', 'greedy', '-n', NS, '--wait=true']);
+  }, 90_000);
+
+  it('refuses, named, an image it cannot run and a pod spec field it cannot honour, rather than run them otherwise', async () => {
+    const pod = (name: string, spec: object): object => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: NS, labels: { app: name } }, spec });
+    await cp.kubectl(['apply', '-f', '-'], {
+      input: manifest(
+        pod('foreign', { containers: [{ name: 'main', image: 'busybox:1.36', command: ['sleep', '600'] }] }),
+        pod('configured', {
+          volumes: [{ name: 'settings', configMap: { name: 'settings' } }],
+          containers: [{ name: 'main', image: 'modelmux:test', args: ['--help'], volumeMounts: [{ name: 'settings', mountPath: '/etc/settings' }] }],
+        }),
+      ),
+    });
+    const waiting = async (name: string): Promise<{ reason?: string; message?: string }> =>
+      eventually(async () => {
+        const [p] = await pods(`app=${name}`);
+        const w = p?.status.containerStatuses?.[0]?.state?.waiting;
+        if (!w || w.reason === 'ContainerCreating') throw new Error(`${name}: ${JSON.stringify(p?.status)}`);
+        expect(p?.status.phase).toBe('Pending');
+        return w;
+      }, 30_000);
+    expect(await waiting('foreign')).toEqual({ reason: 'ImageNotBuiltHere', message: expect.stringMatching(/^image "busybox:1\.36" is not the modelmux image/) as unknown });
+    expect(await waiting('configured')).toEqual({ reason: 'CreateContainerConfigError', message: expect.stringContaining('cannot honour spec.volumes[settings].configMap') as unknown });
+    await cp.kubectl(['delete', 'pod', 'foreign', 'configured', '-n', NS, '--wait=true', '--timeout=30s']);
   }, 90_000);
 
   it('reports a crashing container with its exit code and restart count', async () => {

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { WINE_FEATURES, WINE_INPUT } from '../../common/wine-model.js';
 import type { MultiplexedDeploymentStatus } from '../../common/resource.js';
 import { startControlPlane, type ControlPlane } from '../../harness/control-plane.js';
 import { eventually } from '../../harness/eventually.js';
+import { builtImageDir } from '../../harness/image-container.js';
 import { getItems, getJson } from '../../harness/kube-json.js';
 import { startNodeAgent, type NodeAgent } from '../../harness/node-agent.js';
 import { startOperator, type OperatorProcess } from '../../harness/operator-process.js';
@@ -21,7 +23,7 @@ import { startS3Server, type S3Server } from '../../harness/s3-server.js';
 import { expectClose, expected, post, v2Body, v2Outputs, wineRows } from '../integration/replica/wine-fixtures.js';
 
 // The whole chain in a real control plane: the operator makes pods, the node agent runs
-// `modelmux replica` for each, the replicas load models from a real S3 server with the
+// `modelmux replica` for each from the image built from this tree, the replicas load models from a real S3 server with the
 // credentials of a Secret the operator wired in, publish their model tables on their pods,
 // and scale-down removes the coldest replica.
 
@@ -101,6 +103,29 @@ describe('replicas made by the operator, end to end', () => {
     expect(m.status?.replicas).toBe(2);
     const pods = await livePods(cp);
     expect(pods.filter(isReady)).toHaveLength(2);
+  });
+
+  it('runs each replica from the image built from this tree, as the pod spec says, not from the checkout', async () => {
+    const [pod] = await livePods(cp);
+    // The node agent's container ID is the program's pid: what the kernel says of that process is the proof.
+    const pid = /^modelmux-node-agent:\/\/(\d+)$/.exec(pod?.status?.containerStatuses?.[0]?.containerID ?? '')?.[1] ?? '';
+    expect(pid).not.toBe('');
+    const root = `/proc/${pid}/root`;
+    const image = builtImageDir(process.cwd());
+    expect(await readFile(join(root, 'app/dist/cli/main.js'), 'utf8')).toBe(await readFile(join(image, 'rootfs/app/dist/cli/main.js'), 'utf8'));
+    // The image holds no checkout, no tests and no harness.
+    expect(existsSync(join(root, process.cwd()))).toBe(false);
+    expect(existsSync(join(root, 'app/dist/harness'))).toBe(false);
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    // runAsUser/runAsGroup of the pod's securityContext (operator/resources/deployment.ts), not the image's USER.
+    expect(/^Uid:\s+(\d+)/m.exec(status)?.[1]).toBe('65532');
+    expect(/^Gid:\s+(\d+)/m.exec(status)?.[1]).toBe('65532');
+    expect((await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').filter(Boolean)).toEqual(['node', '/app/dist/cli/main.js', 'replica']);
+    // Its service account where the in-cluster config reads it (/var/run is the image's link to /run), and a read-only root filesystem.
+    expect(await readFile(join(root, 'run/secrets/kubernetes.io/serviceaccount/namespace'), 'utf8')).toBe('default');
+    const mounts = await readFile(`/proc/${pid}/mounts`, 'utf8');
+    expect(mounts.split('\n').find((l) => l.split(' ')[1] === '/')).toMatch(/^overlay \/ overlay ro,/);
+    expect(mounts).toMatch(/ \/var\/cache\/modelmux \S+ rw,/);
   });
 
   it('serves a model from S3 on a replica, which then lists it in its modelmux.io/models annotation', async () => {

@@ -14,11 +14,14 @@ import type { NodeAgent } from '../../harness/node-agent.js';
 import { s3PoolManifest, startS3PoolCluster, type S3PoolCluster } from '../../harness/s3-pool.js';
 
 // Sidecar mode in a real control plane: the operator renders the replica and an MLServer
-// container in one pod, the node agent runs both as processes (MLServer from its venv, the
-// shared emptyDir a folder of the pod), and the replica loads scikit-learn and XGBoost models
+// container in one pod, the node agent runs the replica from the modelmux image and MLServer as
+// a host process from its venv (no MLServer image is built here: the test declares it runs on
+// the host), the shared emptyDir one folder of the pod both see, and the replica loads scikit-learn and XGBoost models
 // from S3 into MLServer and publishes its table on its pod.
 
 jest.setTimeout(300_000);
+
+const MLSERVER_IMAGE = 'seldonio/mlserver:1.7.1';
 
 describe('spec.runtime: MLServer beside the replica in a pod', () => {
   let cluster: S3PoolCluster;
@@ -30,7 +33,7 @@ describe('spec.runtime: MLServer beside the replica in a pod', () => {
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'modelmux-sidecar-cluster-'));
     let bin: string;
-    [cluster, bin] = await Promise.all([startS3PoolCluster({ capacity: { gpus: 2 }, router: false }), mlserverBin()]);
+    [cluster, bin] = await Promise.all([startS3PoolCluster({ capacity: { gpus: 2 }, router: false, onHost: [MLSERVER_IMAGE] }), mlserverBin()]);
     ({ cp, agent } = cluster);
     const trained = join(work, 'trained');
     expected = await trainWineModels(bin, trained, ['red-sk:sklearn', 'red-xgb:xgboost']);
@@ -41,7 +44,7 @@ describe('spec.runtime: MLServer beside the replica in a pod', () => {
     const [http, grpc, metrics] = await freePorts(3);
     const manifest = `${s3PoolManifest(cluster.s3, { name: 'wine', replicas: 1, maxModelsPerReplica: 1 })}  cachePolicy: lru
   runtime:
-    image: seldonio/mlserver:1.7.1
+    image: ${MLSERVER_IMAGE}
     command: ["${join(bin, 'mlserver')}", start, /mnt/models]
     env:
       - { name: MLSERVER_HTTP_PORT, value: "${http}" }

@@ -1,11 +1,10 @@
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { HEADER_RAY_MODEL_ID, HEADER_SAGEMAKER_MODEL } from '../../common/names.js';
 import type { ModelInferResponse } from '../../common/grpc/inference-service.js';
 import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT, wineForward, wineWeights } from '../../common/wine-model.js';
-import { builtImageDir, readBuiltImage, runImage, runImageToEnd, type BuiltImage, type ImageProcess } from '../../harness/image-container.js';
+import { ensureBuiltImage, IMAGE_BUILD_TIMEOUT_MS, runImage, runImageToEnd, type BuiltImage, type ImageProcess } from '../../harness/image-container.js';
 import { inferenceClientFor } from '../helpers/grpc-client.js';
 
 // The image a user builds from the Dockerfile (test/tools/build-image.sh builds it unchanged with
@@ -32,27 +31,9 @@ const START_TIMEOUT_MS = 180_000;
 
 let image: BuiltImage;
 
-/** A fresh machine's base and image build take about 10 minutes; a changed tree about 5. */
-const BUILD_TIMEOUT_MS = 30 * 60_000;
-
 beforeAll(() => {
-  const dir = builtImageDir(process.cwd());
-  // Built on first use, as the other tiers build their servers; CI builds it before the tests, so
-  // a missing image there means that step failed.
-  if (!existsSync(join(dir, 'image.json')) && !process.env['CI']) {
-    console.log(`The image tier builds the image from this tree first (bash test/tools/build-image.sh, as root): ${dir}`);
-    execFileSync('bash', ['test/tools/build-image.sh'], { stdio: ['ignore', 'ignore', 'inherit'], timeout: BUILD_TIMEOUT_MS });
-  }
-  if (!existsSync(join(dir, 'image.json'))) {
-    throw new Error(
-      `The image tier found no image built from this tree (it would be in ${dir}). ` +
-        (process.env['CI']
-          ? 'CI builds it before the tests (.ci/run: bash test/tools/build-image.sh): that step failed, and its output says why.'
-          : 'Its build (bash test/tools/build-image.sh, as root) ended without one: its output above says why.'),
-    );
-  }
-  image = readBuiltImage(dir);
-}, BUILD_TIMEOUT_MS);
+  image = ensureBuiltImage(process.cwd(), 'image tier');
+}, IMAGE_BUILD_TIMEOUT_MS);
 
 /** Every entry below `dir`, depth first. */
 async function* walk(dir: string): AsyncGenerator<string> {
