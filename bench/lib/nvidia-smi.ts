@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { parseComputeApps } from '../../replica/device/nvidia-smi.js';
 
 /**
  * What nvidia-smi says about the GPU and a process's share of its memory. Every answer is
@@ -38,9 +39,8 @@ export function gpuLine(): string | undefined {
 export function deviceBytesOfPid(pid: number): number | undefined {
   const rows = query(['--query-compute-apps=pid,used_memory', '--format=csv,noheader,nounits']);
   if (rows === undefined) return undefined;
-  // A line that is not `pid, MiB` ("No running processes found") is no process.
-  const apps = rows.map((row) => row.split(',').map((x) => Number(x.trim()))).filter(([p]) => Number.isFinite(p));
-  const own = apps.filter(([p, used]) => p === pid && Number.isFinite(used));
+  const apps = parseComputeApps(rows.join('\n'));
+  const own = apps.filter((a) => a.pid === pid && a.bytes !== undefined);
   if (own.length === 0 && apps.length > 0) return undefined;
-  return own.reduce((sum, [, used]) => sum + (used ?? 0), 0) * 1024 * 1024;
+  return own.reduce((sum, a) => sum + (a.bytes ?? 0), 0);
 }

@@ -32,15 +32,26 @@ export function parseGpuMemory(csv: string): number | undefined {
 }
 
 /**
+ * The rows of `--query-compute-apps=pid,used_memory` (`nounits`): each process and its bytes
+ * (undefined where the number cannot be read). A line that is not `pid, MiB` ("No running
+ * processes found") is no process.
+ */
+export function parseComputeApps(csv: string): { pid: number; bytes: number | undefined }[] {
+  return csv.split('\n').flatMap((line) => {
+    const [p, used] = line.split(',');
+    return p !== undefined && /^\d+$/.test(p.trim()) ? [{ pid: Number(p.trim()), bytes: mib(used) }] : [];
+  });
+}
+
+/**
  * `--query-compute-apps=pid,used_memory`: the bytes `pid` holds, 0 when it is not listed (no
  * context yet), undefined when the answer cannot be read.
  */
 export function parseProcessMemory(csv: string, pid: number): number | undefined {
-  for (const line of csv.split('\n')) {
-    const [p, used] = line.split(',');
-    if (p !== undefined && Number(p.trim()) === pid) return mib(used);
-  }
-  return csv.trim() === '' || /^\d+,/.test(csv.trim()) ? 0 : undefined;
+  const apps = parseComputeApps(csv);
+  const own = apps.find((a) => a.pid === pid);
+  if (own !== undefined) return own.bytes;
+  return csv.trim() === '' || apps.length > 0 ? 0 : undefined;
 }
 
 /** How much device memory is in use, sampled before and after a load to measure it. */

@@ -289,9 +289,8 @@ export class ReplicaService implements ServingBackend {
     }
     file?.settle?.(true);
     this.tiers.loaded(id, source, captured);
-    if (source.tier === 'host') return { value: session, bytes: source.bytes.length, version: source.version, checkedAt: source.checkedAt };
-    const f = source.file;
-    return { value: session, bytes: f.bytes, ...(f.version !== undefined ? { version: f.version.tag, checkedAt: f.version.checkedAt } : {}) };
+    const version = source.tier === 'host' ? { tag: source.version, checkedAt: source.checkedAt } : source.file.version;
+    return { value: session, bytes: modelBytes, ...(version !== undefined ? { version: version.tag, checkedAt: version.checkedAt } : {}) };
   }
 
   /** What a load opens (the tier's bytes, the captured file, or its path), its config.json, and what the host tier captured. */
