@@ -268,10 +268,11 @@ describe('ensembles', () => {
     expect(a.body.message).toMatch(/member double answered no output "y"/);
   });
 
-  it('refuses binary bodies and row bodies with their codes', async () => {
+  it('refuses row bodies, and binary data its inputs do not declare, with their codes', async () => {
     const binary = await infer('avg', { inputs: [{ name: 'x', shape: [1, 3], datatype: 'FP32', parameters: { binary_data_size: 12 } }] });
-    expect(binary.status).toBe(415);
-    expect(binary.body.error).toBe('composite_binary_unsupported');
+    expect(binary.status).toBe(400);
+    expect(binary.body.error).toBe('invalid_request');
+    expect(binary.body.message).toMatch(/declares 12 bytes of binary data beyond the end of the body/);
     const rows = await infer('avg', [[1, 2, 3]]);
     expect(rows.status).toBe(400);
     expect(rows.body.error).toBe('invalid_request');
