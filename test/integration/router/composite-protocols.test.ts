@@ -5,11 +5,13 @@ import { rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { ModelMetadataResponse, TensorMetadata } from '../../../common/grpc/inference-service.js';
 import { parseJsonBody } from '../../../common/json-body.js';
 import type { OnnxElemType } from '../../../common/onnx-writer.js';
 import { stringify } from '../../../router/composite/composite-body.js';
-import { doublingModel, linearModel } from '../../helpers/composite-models.js';
+import { doublingModel, ensembleRoute as ensemble, linearModel, MEMBER_B, MEMBER_W, sequenceRoute as sequence } from '../../helpers/composite-models.js';
 import { identityModel, writeModel } from '../../helpers/datatype-models.js';
+import { inferenceClientFor } from '../../helpers/grpc-client.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { post } from '../replica/wine-fixtures.js';
@@ -24,13 +26,8 @@ jest.setTimeout(300_000);
  * is compared with its members asked alone through the same client.
  */
 
-const W = {
-  a: [1, 0, 0, 1, 1, 1],
-  b: [0.5, -1, 2, 0, -1, 3],
-  c: [-2, 1, 0.25, 0.5, 1, -1],
-  classify: [1, -1, 0.5, 2, -0.25, 1],
-};
-const B = { a: [0, 1], b: [1, -1], c: [0.5, 0.5], classify: [0.25, -0.5] };
+const W = MEMBER_W;
+const B = MEMBER_B;
 const x = {
   name: 'x',
   datatype: 'FP32',
@@ -54,19 +51,6 @@ const DATATYPES: { datatype: string; type: OnnxElemType; data: unknown[] }[] = [
   { datatype: 'FP64', type: 'float64', data: [0.1, '-inf', 1e300] },
   { datatype: 'BYTES', type: 'string', data: ['a', 'héllo', ''] },
 ];
-
-function ensemble(name: string, members: string[], combine: string, extra: Record<string, unknown> = {}): unknown {
-  return {
-    apiVersion: 'modelmux.io/v1alpha1',
-    kind: 'ModelRoute',
-    metadata: { name },
-    spec: { deploymentRef: { name: 'comp' }, ensemble: { members: members.map((model) => ({ model })), combine, ...extra } },
-  };
-}
-
-function sequence(name: string, steps: unknown[]): unknown {
-  return { apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name }, spec: { deploymentRef: { name: 'comp' }, sequence: { steps } } };
-}
 
 const ROUTES = [
   ensemble('avg', ['a', 'b', 'c'], 'mean', { outputs: ['y'] }),
@@ -249,4 +233,31 @@ it('counts gRPC composite calls in the router metrics by route, method and statu
   expect(m.get('modelmux_router_grpc_requests_total{route="/comp",method="ModelInfer",code="OK"}')).toBeGreaterThan(0);
   expect(m.get('modelmux_router_grpc_requests_total{route="/comp",method="ModelInfer",code="UNAVAILABLE"}')).toBeGreaterThanOrEqual(1);
   expect(m.get('modelmux_router_composite_member_requests_total{route="/comp",composite="avg",member="a",outcome="ok"}')).toBe(3);
+});
+
+it('answers ModelMetadata and ModelReady of composite routes over gRPC with what HTTP answers', async () => {
+  const client = inferenceClientFor(rt.grpcAddress as string);
+  try {
+    for (const name of ['avg', 'pipeline']) {
+      const overHttp = await fetch(`${rt.url}/comp/v2/models/${name}`);
+      const http = (await overHttp.json()) as { name: string; platform: string; inputs: unknown[]; outputs: unknown[] };
+      const meta = await client.call<ModelMetadataResponse>('ModelMetadata', { name });
+      if (!meta.ok) throw new Error(meta.details);
+      // Shapes are int64 in the message: decimal strings as the client reads them.
+      const numeric = (list: TensorMetadata[]): unknown[] => list.map((t) => ({ ...t, shape: t.shape.map(Number) }));
+      expect({ ...meta.value, inputs: numeric(meta.value.inputs), outputs: numeric(meta.value.outputs) }).toMatchObject({
+        name: http.name,
+        platform: http.platform,
+        inputs: http.inputs,
+        outputs: http.outputs,
+      });
+      const ready = await client.call<{ ready: boolean }>('ModelReady', { name });
+      expect(ready.ok ? ready.value : ready.details).toEqual({ ready: true });
+    }
+    // An ensemble whose member cannot load is not ready: its quorum is every member.
+    const notReady = await client.call<{ ready: boolean }>('ModelReady', { name: 'all-three' });
+    expect(notReady.ok ? notReady.value : notReady.details).toEqual({ ready: false });
+  } finally {
+    client.close();
+  }
 });
