@@ -48,9 +48,10 @@ export interface CompositeContext extends Pick<RouterContext, 'limits' | 'clock'
 }
 
 /**
- * Serves a request for an ensemble or a sequence route (ADR 0035): reads its V2 JSON body, sends
- * one request per member or step through the router's own exchange (placed as any request is),
- * and answers with the combined (or last) outputs, `parameters.members` and the
+ * Serves a request for an ensemble or a sequence route (ADR 0035): reads its body (V2 JSON, with
+ * or without binary data, or a gRPC ModelInferRequest: ADR 0050), sends one JSON request per
+ * member or step through the router's own exchange (placed as any request is), and answers in
+ * the client's form with the combined (or last) outputs, `parameters.members` and the
  * `x-modelmux-members` header. The tensor work (reading the body and the answers, combining,
  * writing) is the codec's, on a worker thread. A client's request is admitted within the bounds
  * of ADR 0041 (composite requests under way, per client and in all; bytes per client), and its
