@@ -25,7 +25,6 @@ export const ERROR_CATALOGUE = {
   request_timeout: { status: 408, summary: 'The request head or body did not arrive within its timeout; the router closes the connection.' },
   body_too_large: { status: 413, summary: 'The request body is larger than the configured limit.' },
   unsupported_media_type: { status: 415, summary: 'The body is not JSON.' },
-  composite_binary_unsupported: { status: 415, summary: 'An ensemble or sequence route was sent the binary tensor data extension; it takes JSON tensors only.' },
   composite_client_limit: {
     status: 429,
     summary: "The client's address has as many ensemble and sequence requests under way, or as many bytes held by them, as the router allows one address; retry after the Retry-After seconds.",
@@ -54,7 +53,6 @@ export const ERROR_CATALOGUE = {
     status: 502,
     summary: 'An ensemble or sequence route, with the composite routes it names, needs more member requests for one request than the router sends (--composite-max-member-requests).',
   },
-  route_kind_not_served: { status: 501, summary: 'The model is an ensemble or sequence ModelRoute and the call came over gRPC: the router serves those over HTTP only.' },
   upstream_unavailable: { status: 502, summary: 'The router could not reach a replica, even after a retry on another one.' },
   store_unavailable: { status: 503, summary: 'The model store cannot be reached or refused access.' },
   overloaded: { status: 503, summary: 'The replica is at maxOngoingRequests; a router retries elsewhere.' },

@@ -128,7 +128,7 @@ function inputsByName(given: readonly V2Input[], sig: ModelSignature): Map<strin
 }
 
 /** Binary inputs take consecutive slices of the data after the JSON, in request order; every byte is declared. */
-function binarySlices(given: readonly V2Input[], binary: Uint8Array): Map<string, Uint8Array> {
+export function binarySlices(given: readonly V2Input[], binary: Uint8Array): Map<string, Uint8Array> {
   const slices = new Map<string, Uint8Array>();
   let offset = 0;
   for (const input of given) {

@@ -80,7 +80,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const admin = config.adminPort === -1 ? undefined : new AdminServer(server, dispatcher, metrics, log, config);
   const upstreams = new GrpcUpstreams(grpcUpstreamOptions(config));
   let ready = false;
-  const grpc = config.grpcPort === -1 ? undefined : new RouterGrpcServer({ router: dispatcher.context, upstreams }, config, () => ready, log);
+  const grpc = config.grpcPort === -1 ? undefined : new RouterGrpcServer({ router: dispatcher.context, composites: dispatcher.composites, upstreams }, config, () => ready, log);
   const discovery: Discovery =
     config.discovery === 'kube'
       ? new KubeDiscovery(config.namespace, log)

@@ -1,26 +1,94 @@
 import { z } from 'zod';
 import { ModelmuxError, type ErrorCode, ERROR_CATALOGUE } from '../../common/errors.js';
 import { parseJsonBody } from '../../common/json-body.js';
-import { v2RequestSchema } from '../../common/inference-body.js';
-import { MAX_TENSOR_RANK } from '../../common/tensor.js';
+import { decodeRequest, encodeResponse, type ModelInferRequest } from '../../common/grpc/inference-service.js';
+import { grpcInferResponse } from '../../common/grpc/grpc-response.js';
+import { grpcInferBody } from '../../common/grpc/grpc-request.js';
+import { binarySlices, v2RequestSchema } from '../../common/inference-body.js';
+import { jsonFloat, MAX_TENSOR_RANK, tensorBytes, tensorFromBinary, toJsonValues, typedArrayFrom, V2_DATATYPES, type V2Datatype } from '../../common/tensor.js';
 import type { V2Tensor } from './tensor-combine.js';
 
 /**
- * The JSON a composite route reads and writes, pure: the client's request (parsed with the
+ * The bodies a composite route reads and writes, pure: the client's request (parsed with the
  * replica's own nesting bound and envelope schema, so router and replica refuse the same
- * bodies), its members' answers and metadata, and the answer it writes. Only Open Inference
- * Protocol JSON is taken: the binary tensor data extension is refused with 415
- * `composite_binary_unsupported` (its tensors would have to be cut out of and spliced into
- * the byte stream for every member), and the row forms with 400 `invalid_request` (their
- * answers have no output names to combine or map).
+ * bodies), its members' answers and metadata, and the answer it writes. The client's request is
+ * Open Inference Protocol JSON, with or without the binary tensor data extension, or a gRPC
+ * ModelInferRequest (typed or raw contents); whichever it is, its tensors are read into JSON
+ * values once, members are sent JSON (ADR 0050), and the answer is written in the client's form.
+ * The row forms are refused with 400 `invalid_request` (their answers have no output names to
+ * combine or map).
  */
 
 export type V2Request = z.infer<typeof v2RequestSchema>;
 
-/** The client's request body, checked. `inferenceHeaderLength`: the binary extension's `inference-header-content-length`, if given. */
-export function parseCompositeRequest(body: Buffer, inferenceHeaderLength: string | undefined): V2Request {
-  if (inferenceHeaderLength !== undefined) throw binaryRefused('the request has an inference-header-content-length header');
-  const json = parseJsonBody(body);
+const FLOATS: ReadonlySet<string> = new Set(['FP32', 'FP64']);
+
+/** How the client's request came, and so how its answer goes. */
+export type ClientForm =
+  /** V2 JSON; `inferenceHeaderLength`: the binary extension's `inference-header-content-length`, if given. */
+  | { kind: 'http'; inferenceHeaderLength: string | undefined }
+  /** A gRPC ModelInferRequest message. */
+  | { kind: 'grpc' };
+
+/** How the answer is written: V2 JSON, its outputs as binary data where asked (HTTP), or a ModelInferResponse (raw contents if the call sent raw). */
+export type AnswerForm = { kind: 'http'; binaryDefault: boolean; binaryByName: ReadonlyMap<string, boolean> } | { kind: 'grpc'; raw: boolean };
+
+/** The client's request, read. */
+export interface CompositeRequestBody {
+  /** Every input with its `data`, no parameter of the binary extension left: what members are sent. */
+  request: V2Request;
+  answer: AnswerForm;
+  /** The client's body is that request already (plain JSON): members may be sent its bytes. */
+  plain: boolean;
+}
+
+/** The client's request body, checked, its tensors read. */
+export function parseCompositeRequest(body: Buffer, form: ClientForm): CompositeRequestBody {
+  if (form.kind === 'grpc') {
+    const call = decodeRequest<ModelInferRequest>('ModelInfer', body);
+    // Raw contents are read as JSON data; binary_data_output is the replica's own ask of itself.
+    const { body: v2, raw } = grpcInferBody(call, false);
+    const { binary_data_output: _asked, ...parameters } = (v2['parameters'] ?? {}) as Record<string, unknown>;
+    const request = checked({ ...v2, parameters });
+    // Typed float contents may hold NaN and infinities, which JSON writes as the V2 strings.
+    for (const input of request.inputs) if (FLOATS.has(input.datatype) && input.data !== undefined) input.data = input.data.map((v) => (typeof v === 'number' ? jsonFloat(v) : v));
+    return { request, answer: { kind: 'grpc', raw }, plain: false };
+  }
+  const { json, binary } = splitBinary(body, form.inferenceHeaderLength);
+  const given = checked(json);
+  const slices = binarySlices(given.inputs, binary);
+  const inputs = given.inputs.map((input) => {
+    const bytes = slices.get(input.name);
+    if (bytes === undefined) return input;
+    if (!(V2_DATATYPES as readonly string[]).includes(input.datatype)) throw new ModelmuxError('invalid_request', `input "${input.name}" has datatype ${input.datatype} (unknown)`);
+    const tensor = tensorFromBinary(input.datatype as V2Datatype, input.shape, bytes);
+    if (typeof tensor === 'string') throw new ModelmuxError('invalid_request', `input "${input.name}": ${tensor}`);
+    const { binary_data_size: _size, ...parameters } = input.parameters ?? {};
+    return { ...input, parameters, data: toJsonValues(tensor) };
+  });
+  for (const input of inputs) if (input.data === undefined) throw new ModelmuxError('invalid_request', `input "${input.name}" has no data`);
+  const binaryByName = new Map((given.outputs ?? []).flatMap((o) => (o.parameters?.binary_data === undefined ? [] : [[o.name, o.parameters.binary_data] as const])));
+  const binaryDefault = given.parameters?.binary_data_output === true;
+  const plain = slices.size === 0 && binaryByName.size === 0 && given.parameters?.binary_data_output === undefined;
+  if (plain) return { request: given, answer: { kind: 'http', binaryDefault, binaryByName }, plain };
+  const { binary_data_output: _output, ...parameters } = given.parameters ?? {};
+  const outputs = given.outputs?.map((o) => {
+    const { binary_data: _binary, ...rest } = o.parameters ?? {};
+    return { ...o, parameters: rest };
+  });
+  return { request: { ...given, parameters, inputs, ...(outputs === undefined ? {} : { outputs }) }, answer: { kind: 'http', binaryDefault, binaryByName }, plain };
+}
+
+/** The JSON of a body and the binary data after it (the extension's `inference-header-content-length` says where the JSON ends). */
+function splitBinary(body: Buffer, inferenceHeaderLength: string | undefined): { json: unknown; binary: Uint8Array } {
+  if (inferenceHeaderLength === undefined) return { json: parseJsonBody(body), binary: new Uint8Array(0) };
+  const length = Number(inferenceHeaderLength);
+  if (!Number.isInteger(length) || length < 0 || length > body.length) throw new ModelmuxError('invalid_request', 'inference-header-content-length is not a length within the body');
+  return { json: parseJsonBody(body.subarray(0, length)), binary: body.subarray(length) };
+}
+
+/** A V2 request checked against the envelope schema; not the row forms. */
+function checked(json: unknown): V2Request {
   if (typeof json !== 'object' || json === null || Array.isArray(json) || !('inputs' in json)) {
     throw new ModelmuxError('invalid_request', 'a composite route (ensemble or sequence) takes an Open Inference Protocol body {"inputs":[…]}, not rows');
   }
@@ -29,16 +97,7 @@ export function parseCompositeRequest(body: Buffer, inferenceHeaderLength: strin
     const issue = r.error.issues[0];
     throw new ModelmuxError('invalid_request', `not an inference request: ${issue ? `${issue.path.join('.') || 'body'}: ${issue.message}` : 'invalid'}`);
   }
-  const v = r.data;
-  const binaryInput = v.inputs.find((i) => i.parameters?.binary_data_size !== undefined);
-  if (binaryInput !== undefined) throw binaryRefused(`input "${binaryInput.name}" has binary_data_size`);
-  if (v.parameters?.binary_data_output === true || v.outputs?.some((o) => o.parameters?.binary_data === true)) throw binaryRefused('the request asks for binary output data');
-  for (const input of v.inputs) if (input.data === undefined) throw new ModelmuxError('invalid_request', `input "${input.name}" has no data`);
-  return v;
-}
-
-function binaryRefused(why: string): ModelmuxError {
-  return new ModelmuxError('composite_binary_unsupported', `${why}: a composite route (ensemble or sequence) takes JSON tensors only, not the binary tensor data extension`);
+  return r.data;
 }
 
 /** The request's inputs as tensors a later step may read (data as given, flattened). */
@@ -100,6 +159,57 @@ export function errorOfAnswer(status: number, body: Buffer): { code: ErrorCode; 
     // not JSON: described below
   }
   return { code: 'upstream_unavailable', message: `answered ${status} without a modelmux error body` };
+}
+
+/** A composite's answer as it is sent: its bytes and their content type; `headerLength`: the bytes of its JSON when binary outputs follow it. */
+export interface WrittenAnswer {
+  bytes: Uint8Array;
+  contentType: string;
+  headerLength?: number;
+}
+
+/** The answer of a composite route (`name`) in the client's form; `members`: the models that made it. */
+export function writeAnswer(form: AnswerForm, name: string, id: string | undefined, outputs: readonly V2Tensor[], members: readonly string[]): WrittenAnswer {
+  if (form.kind === 'grpc') {
+    const message = grpcInferResponse({ json: { model_name: name, ...(id !== undefined ? { id } : {}), outputs } }, name, form.raw);
+    const bytes = encodeResponse('ModelInfer', { ...message, parameters: { members: { string_param: members.join(',') } } });
+    return { bytes: owned(bytes), contentType: 'application/grpc' };
+  }
+  const parts: Uint8Array[] = [];
+  const written = outputs.map((o) => {
+    if (!(form.binaryByName.get(o.name) ?? form.binaryDefault)) return o;
+    const bytes = binaryData(o);
+    parts.push(bytes);
+    return { name: o.name, datatype: o.datatype, shape: o.shape, parameters: { binary_data_size: bytes.length } };
+  });
+  const json = encode({ model_name: name, ...(id !== undefined ? { id } : {}), outputs: written, parameters: { members } });
+  if (parts.length === 0) return { bytes: json, contentType: 'application/json' };
+  const bytes = new Uint8Array(parts.reduce((n, p) => n + p.length, json.length));
+  bytes.set(json);
+  let at = json.length;
+  for (const p of parts) {
+    bytes.set(p, at);
+    at += p.length;
+  }
+  return { bytes, contentType: 'application/octet-stream', headerLength: json.length };
+}
+
+/** An output's elements as the binary extension lays them out (little-endian; BYTES length-prefixed). */
+function binaryData(o: V2Tensor): Uint8Array {
+  const datatype = o.datatype as V2Datatype;
+  const data = (V2_DATATYPES as readonly string[]).includes(datatype) ? typedArrayFrom(datatype, o.data) : `its datatype ${o.datatype} is unknown`;
+  if (typeof data === 'string') throw new ModelmuxError('inference_failed', `output "${o.name}" cannot be sent as binary data: ${data}`);
+  return tensorBytes({ datatype, dims: o.shape, data });
+}
+
+/** Bytes in an ArrayBuffer of their own, so a worker can hand them over without a copy. */
+function owned(bytes: Uint8Array): Uint8Array {
+  return bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : new Uint8Array(bytes);
+}
+
+/** JSON bytes of a request or answer, in an ArrayBuffer of their own. */
+export function encode(value: unknown): Uint8Array {
+  return new TextEncoder().encode(stringify(value));
 }
 
 /** JSON.rawJSON (Node 21+): integers past 2^53 written exactly; ES2023's types lack it. */

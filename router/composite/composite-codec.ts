@@ -1,11 +1,12 @@
 import type { EnsembleCombiner, SequenceStep } from '../../common/model-route.js';
-import { parseCompositeRequest, parseInferAnswer, requestTensors, stringify, type V2Request } from './composite-body.js';
+import { encode, parseCompositeRequest, parseInferAnswer, requestTensors, writeAnswer, type AnswerForm, type ClientForm, type V2Request, type WrittenAnswer } from './composite-body.js';
 import { stepInputs, type InputSpec } from './sequence-mapping.js';
 import { combineOutputs, type V2Tensor } from './tensor-combine.js';
 
 /** What the codec holds for one composite request (one key): its request, and its members' outputs by slot. */
 interface Held {
   request: V2Request;
+  answer: AnswerForm;
   requestInputs: V2Tensor[] | undefined;
   outputs: Map<number, V2Tensor[]>;
 }
@@ -24,14 +25,15 @@ export class CompositeCodec {
 
   /**
    * Reads and checks the client's request (composite-body.ts) and keeps it under `key`. Returns
-   * the request without its `outputs` when `withoutOutputs` and it names some (a sequence's first
-   * step: they name outputs of its last step).
+   * the JSON body its members are sent, or undefined when the client's body is that already:
+   * without its `outputs` when `withoutOutputs` (a sequence's first step: they name outputs of its
+   * last step).
    */
-  request(key: number, body: Uint8Array, inferenceHeaderLength: string | undefined, withoutOutputs: boolean): Uint8Array | undefined {
-    const request = parseCompositeRequest(Buffer.from(body.buffer, body.byteOffset, body.byteLength), inferenceHeaderLength);
-    this.held.set(key, { request, requestInputs: undefined, outputs: new Map() });
-    if (!withoutOutputs || request.outputs === undefined) return undefined;
-    return encode({ ...request, outputs: undefined });
+  request(key: number, body: Uint8Array, form: ClientForm, withoutOutputs: boolean): Uint8Array | undefined {
+    const { request, answer, plain } = parseCompositeRequest(Buffer.from(body.buffer, body.byteOffset, body.byteLength), form);
+    this.held.set(key, { request, answer, requestInputs: undefined, outputs: new Map() });
+    if (withoutOutputs && request.outputs !== undefined) return encode({ ...request, outputs: undefined });
+    return plain ? undefined : encode(request);
   }
 
   /** Reads a member's (or a step's) 200 answer and keeps its outputs in `slot`; throws a plain Error when it is no V2 answer. */
@@ -40,10 +42,10 @@ export class CompositeCodec {
   }
 
   /** The ensemble's answer from the outputs in `slots`, named `members` (combineOutputs). */
-  combine(key: number, slots: number[], members: string[], combine: EnsembleCombiner, outputs: string[] | undefined, name: string): Uint8Array {
+  combine(key: number, slots: number[], members: string[], combine: EnsembleCombiner, outputs: string[] | undefined, name: string): WrittenAnswer {
     const held = this.of(key);
     const answered = slots.map((slot, i) => ({ member: members[i] as string, outputs: this.outputsOf(held, slot) }));
-    return answerBody(name, held.request, combineOutputs(answered, combine, outputs), members);
+    return writeAnswer(held.answer, name, held.request.id, combineOutputs(answered, combine, outputs), members);
   }
 
   /**
@@ -65,9 +67,9 @@ export class CompositeCodec {
   }
 
   /** The sequence's answer: the outputs of its last step (`slot`). */
-  last(key: number, slot: number, members: string[], name: string): Uint8Array {
+  last(key: number, slot: number, members: string[], name: string): WrittenAnswer {
     const held = this.of(key);
-    return answerBody(name, held.request, this.outputsOf(held, slot), members);
+    return writeAnswer(held.answer, name, held.request.id, this.outputsOf(held, slot), members);
   }
 
   /** The composite request ended: what it held is let go. */
@@ -91,13 +93,4 @@ export class CompositeCodec {
     if (outputs === undefined) throw new Error(`no answer is held in slot ${slot}`);
     return outputs;
   }
-}
-
-function answerBody(name: string, request: V2Request, outputs: V2Tensor[], members: string[]): Uint8Array {
-  return encode({ model_name: name, ...(request.id !== undefined ? { id: request.id } : {}), outputs, parameters: { members } });
-}
-
-/** JSON bytes in an ArrayBuffer of their own, so a worker can hand them over without a copy. */
-function encode(value: unknown): Uint8Array {
-  return new TextEncoder().encode(stringify(value));
 }

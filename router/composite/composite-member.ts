@@ -7,7 +7,7 @@ import type { MemberSlots } from './member-slots.js';
 import type { RequestSender } from '../exchange/request-sender.js';
 
 /** A member's (or a step's) whole answer, or why there is none. */
-export type MemberAnswer = { ok: true; status: number; body: Buffer } | { ok: false; error: ModelmuxError };
+export type MemberAnswer = { ok: true; status: number; headers: readonly string[]; body: Buffer } | { ok: false; error: ModelmuxError };
 
 /**
  * The bounds of one client's composite request, shared by every composite it passes through
@@ -127,11 +127,16 @@ export class MemberRequest implements DownstreamRequest {
   }
 }
 
-class MemberResponse implements DownstreamResponse {
+/**
+ * An in-memory response the router writes a request's answer into: a member's, or a gRPC call's
+ * composite answer (router/grpc/grpc-composite.ts).
+ */
+export class MemberResponse implements DownstreamResponse {
   headersSent = false;
   destroyed = false;
   writableFinished = false;
   private status = 0;
+  private headers: readonly string[] = [];
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private readonly closeListeners: (() => void)[] = [];
@@ -147,10 +152,11 @@ class MemberResponse implements DownstreamResponse {
     return this;
   }
 
-  writeHead(status: number): this {
+  writeHead(status: number, headers: readonly string[] = []): this {
     if (this.destroyed) return this;
     this.headersSent = true;
     this.status = status;
+    this.headers = headers;
     return this;
   }
 
@@ -176,7 +182,7 @@ class MemberResponse implements DownstreamResponse {
     this.writableFinished = true;
     const body = Buffer.concat(this.chunks, this.size);
     this.chunks.length = 0;
-    this.settle({ ok: true, status: this.status, body });
+    this.settle({ ok: true, status: this.status, headers: this.headers, body });
     this.close();
     return this;
   }

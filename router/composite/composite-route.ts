@@ -3,7 +3,7 @@ import { publicName, type EnsembleSpec, type ModelRoute, type SequenceSpec, type
 import { HEADER_REQUEST_ID } from '../../common/names.js';
 import { acceptedRequestId } from '../../common/request-id.js';
 import type { RequestForm } from '../../common/request-grammar.js';
-import { errorOfAnswer, stringify } from './composite-body.js';
+import { errorOfAnswer, stringify, type ClientForm, type WrittenAnswer } from './composite-body.js';
 import type { CompositeAdmission, CompositeLimits } from './composite-admission.js';
 import { MemberRequest, sendMember, type AnswerBytes, type CompositeParent, type CompositeScope, type MemberAnswer, type MemberCall } from './composite-member.js';
 import { compositeMetadata, parseModelMetadata, type ModelMetadata } from './composite-metadata.js';
@@ -31,6 +31,8 @@ export interface CompositeTarget {
   modelRoute: ModelRoute;
   /** The request's form, for the access log. */
   form?: RequestForm | undefined;
+  /** The request is a gRPC call (router/grpc/grpc-composite.ts): its body a ModelInferRequest, its answer a ModelInferResponse. */
+  grpc?: boolean;
 }
 
 /**
@@ -46,9 +48,10 @@ export interface CompositeContext extends Pick<RouterContext, 'limits' | 'clock'
 }
 
 /**
- * Serves a request for an ensemble or a sequence route (ADR 0035): reads its V2 JSON body, sends
- * one request per member or step through the router's own exchange (placed as any request is),
- * and answers with the combined (or last) outputs, `parameters.members` and the
+ * Serves a request for an ensemble or a sequence route (ADR 0035): reads its body (V2 JSON, with
+ * or without binary data, or a gRPC ModelInferRequest: ADR 0050), sends one JSON request per
+ * member or step through the router's own exchange (placed as any request is), and answers in
+ * the client's form with the combined (or last) outputs, `parameters.members` and the
  * `x-modelmux-members` header. The tensor work (reading the body and the answers, combining,
  * writing) is the codec's, on a worker thread. A client's request is admitted within the bounds
  * of ADR 0041 (composite requests under way, per client and in all; bytes per client), and its
@@ -154,11 +157,14 @@ class CompositeRequest {
     const deadlineMs = Math.min(requestTimeoutMs, ensemble?.deadlineMs ?? Number.POSITIVE_INFINITY);
     this.timer = setTimeout(() => this.expire(deadlineMs < requestTimeoutMs ? `the ensemble deadline of ${deadlineMs} ms passed` : `the request deadline of ${deadlineMs} ms passed`), deadlineMs);
     this.coded = true;
-    this.codec.call('request', body, rawHeaderValue(this.req.rawHeaders, 'inference-header-content-length'), sequence !== undefined).then(
-      (withoutOutputs) => {
+    const form: ClientForm = this.target.grpc === true ? { kind: 'grpc' } : { kind: 'http', inferenceHeaderLength: rawHeaderValue(this.req.rawHeaders, 'inference-header-content-length') };
+    this.codec.call('request', body, form, sequence !== undefined).then(
+      (memberBody) => {
         if (this.finished) return;
-        if (ensemble !== undefined) this.ensemble(ensemble, body);
-        else if (sequence !== undefined) void this.sequence(sequence, withoutOutputs === undefined ? body : bytesOf(withoutOutputs)).catch((err: unknown) => this.fail(err));
+        // Members are sent JSON: the client's body when it is that already, else the codec's.
+        const sent = memberBody === undefined ? body : bytesOf(memberBody);
+        if (ensemble !== undefined) this.ensemble(ensemble, sent);
+        else if (sequence !== undefined) void this.sequence(sequence, sent).catch((err: unknown) => this.fail(err));
         else this.fail(new ModelmuxError('internal', `route ${this.name} is neither an ensemble nor a sequence`));
       },
       (err: unknown) => this.fail(err),
@@ -415,11 +421,13 @@ class CompositeRequest {
   };
 
   /** The answer the codec wrote. */
-  private answer(body: Uint8Array | undefined, members: string[]): void {
+  private answer(written: WrittenAnswer, members: string[]): void {
     if (this.finished) return;
-    const bytes = bytesOf(body);
+    const bytes = bytesOf(written.bytes);
     if (!this.res.headersSent && !this.res.destroyed) {
-      this.res.writeHead(200, ['content-type', 'application/json', 'content-length', String(bytes.length), HEADER_REQUEST_ID, this.requestId, HEADER_MEMBERS, members.join(',')]);
+      const headers = ['content-type', written.contentType, 'content-length', String(bytes.length), HEADER_REQUEST_ID, this.requestId, HEADER_MEMBERS, members.join(',')];
+      if (written.headerLength !== undefined) headers.push('inference-header-content-length', String(written.headerLength));
+      this.res.writeHead(200, headers);
       this.res.write(bytes);
       this.res.end();
     }

@@ -2,6 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { ERROR_CATALOGUE, ModelmuxError, type ErrorCode } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
 import { CompositeCodec } from './composite-codec.js';
+import type { WrittenAnswer } from './composite-body.js';
 
 type Methods = Pick<CompositeCodec, 'request' | 'answer' | 'combine' | 'step' | 'last' | 'drop'>;
 export type CodecMethod = keyof Methods;
@@ -13,8 +14,11 @@ export interface CodecTask<M extends CodecMethod = CodecMethod> {
   args: Parameters<Methods[M]>;
 }
 
+/** What a codec method returns: bytes, an answer written, or nothing. */
+type CodecValue = Uint8Array | WrittenAnswer | undefined;
+
 /** Its outcome: the value, or the error as its code (a catalogue code, or none for a plain Error) and message. */
-export type CodecReply = { id: number; ok: true; value: Uint8Array | undefined } | { id: number; ok: false; code: ErrorCode | undefined; message: string };
+export type CodecReply = { id: number; ok: true; value: CodecValue } | { id: number; ok: false; code: ErrorCode | undefined; message: string };
 
 /** A codec method's arguments after the key. */
 type ArgsOf<M extends CodecMethod> = Parameters<Methods[M]> extends [number, ...infer Rest] ? Rest : never;
@@ -28,8 +32,8 @@ export interface CodecPort {
 /** Runs one task on `codec`: the reply, and the buffers it hands over (its own, whole). */
 export function runTask(codec: CompositeCodec, task: CodecTask): { reply: CodecReply; transfer: ArrayBuffer[] } {
   try {
-    const value = (codec[task.method] as (...args: unknown[]) => Uint8Array | undefined).apply(codec, task.args);
-    return { reply: { id: task.id, ok: true, value }, transfer: value === undefined ? [] : owned(value) };
+    const value = (codec[task.method] as (...args: unknown[]) => CodecValue).apply(codec, task.args);
+    return { reply: { id: task.id, ok: true, value }, transfer: value === undefined ? [] : owned(value instanceof Uint8Array ? value : value.bytes) };
   } catch (err) {
     return { reply: { id: task.id, ok: false, ...errorParts(err) }, transfer: [] };
   }
@@ -51,7 +55,7 @@ function owned(bytes: Uint8Array): ArrayBuffer[] {
 }
 
 interface Pending {
-  resolve(value: Uint8Array | undefined): void;
+  resolve(value: CodecValue): void;
   reject(err: Error): void;
 }
 
@@ -68,7 +72,7 @@ class CodecThread {
 
   constructor(private readonly log: Logger) {}
 
-  call(method: CodecMethod, args: readonly unknown[]): Promise<Uint8Array | undefined> {
+  call(method: CodecMethod, args: readonly unknown[]): Promise<CodecValue> {
     const worker = (this.worker ??= this.start());
     const id = this.nextId++;
     const transfer: ArrayBuffer[] = [];

@@ -31,7 +31,8 @@ import type { RequestSender, SendOptions } from './request-sender.js';
  */
 export class RequestDispatcher {
   readonly context: RouterContext;
-  private readonly composites: CompositeContext;
+  /** What composites share: the gRPC port's calls to them are served with it too. */
+  readonly composites: CompositeContext;
   private readonly mirrors: RouteMirrors;
 
   constructor(

@@ -8,6 +8,8 @@ import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEA
 import { versionedModel } from '../../common/request-grammar.js';
 import type { Lease } from '../placement/balancer.js';
 import { addressedTo } from './grpc-head.js';
+import { serveGrpcComposite } from './grpc-composite.js';
+import type { CompositeContext } from '../composite/composite-route.js';
 import type { GrpcUpstreams } from './grpc-upstreams.js';
 import type { RetryReason, RouteMetrics } from '../metrics.js';
 import type { RouterContext } from '../exchange/context.js';
@@ -29,6 +31,8 @@ export const GRPC_ROUTE_METADATA = 'x-modelmux-route';
 export interface GrpcContext {
   router: RouterContext;
   upstreams: GrpcUpstreams;
+  /** Where calls to ensembles and sequences go (grpc-composite.ts). */
+  composites: CompositeContext;
 }
 
 /** The (de)serializer of bytes the router forwards as they are. */
@@ -115,6 +119,7 @@ export class GrpcExchange extends TryAttempts {
       }
       // One lookup for a plain model, as over HTTP.
       const message = this.model !== undefined && route.models.has(this.model) ? this.resolveRoute(route, raw) : raw;
+      if (message === undefined) return;
       if (message !== raw) {
         if (!router.buffered.take(message.length)) throw router.buffered.fullError();
         this.budgeted = message.length;
@@ -139,14 +144,17 @@ export class GrpcExchange extends TryAttempts {
   /**
    * The model is a ModelRoute's public name: the call goes to the backend the route picks (by
    * weight, or by the value of the split's stickyHeader in the call's metadata), renamed so in
-   * its message. Mirrors are HTTP's only; ensembles and sequences, which combine JSON tensors,
-   * are served over HTTP only (ADR 0037).
+   * its message. Mirrors are HTTP's only (ADR 0037). An ensemble or a sequence answers the call
+   * itself (grpc-composite.ts, ADR 0050): undefined, this exchange is done.
    */
-  private resolveRoute(route: Route, raw: Buffer): Buffer {
+  private resolveRoute(route: Route, raw: Buffer): Buffer | undefined {
     const model = this.model as string;
     const r = route.models.resolve(model, metadataPairs(this.call.metadata()));
-    if (r.kind !== 'model')
-      throw new ModelmuxError('route_kind_not_served', `model ${model} is ${r.kind === 'ensemble' ? 'an ensemble' : 'a sequence'} ModelRoute, which the router serves over HTTP only`);
+    if (r.kind !== 'model') {
+      this.markDone();
+      if (this.method !== 'ServerMetadata') serveGrpcComposite(this.ctx.composites, this.call, this.method, route, r.route, this.requestId);
+      return undefined;
+    }
     this.routed = { route: r.routes[0] as string, backend: r.model };
     this.model = r.model;
     return addressedTo(raw, r.model);

@@ -45,3 +45,27 @@ export function doublingModel(): Uint8Array {
 export function linear(rows: readonly number[][], w: readonly number[], b: readonly number[]): number[][] {
   return rows.map((x) => [0, 1].map((c) => (b[c] as number) + x.reduce((s, v, r) => s + v * (w[r * 2 + c] as number), 0)));
 }
+
+/** Weights (`w`, [3, 2] row-major) and biases (`b`, [2]) of the linear members the composite suites share. */
+export const MEMBER_W = {
+  a: [1, 0, 0, 1, 1, 1],
+  b: [0.5, -1, 2, 0, -1, 3],
+  c: [-2, 1, 0.25, 0.5, 1, -1],
+  classify: [1, -1, 0.5, 2, -0.25, 1],
+};
+export const MEMBER_B = { a: [0, 1], b: [1, -1], c: [0.5, 0.5], classify: [0.25, -0.5] };
+
+/** A ModelRoute of an ensemble of `members` in the MultiplexedDeployment `comp`, as a routes file holds it. */
+export function ensembleRoute(name: string, members: string[], combine: string, extra: Record<string, unknown> = {}): unknown {
+  return {
+    apiVersion: 'modelmux.io/v1alpha1',
+    kind: 'ModelRoute',
+    metadata: { name },
+    spec: { deploymentRef: { name: 'comp' }, ensemble: { members: members.map((model) => ({ model })), combine, ...extra } },
+  };
+}
+
+/** A ModelRoute of a sequence of `steps` in the MultiplexedDeployment `comp`. */
+export function sequenceRoute(name: string, steps: unknown[]): unknown {
+  return { apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name }, spec: { deploymentRef: { name: 'comp' }, sequence: { steps } } };
+}

@@ -1,4 +1,5 @@
 import { jest } from '@jest/globals';
+import { status } from '@grpc/grpc-js';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -8,6 +9,8 @@ import { eventually } from '../../../harness/eventually.js';
 import { linearModel } from '../../helpers/composite-models.js';
 import { writeModel } from '../../helpers/datatype-models.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
+import { inferenceClientFor, type GrpcAnswer, type InferenceClient } from '../../helpers/grpc-client.js';
+import { ERROR_CODE_TRAILER, type ModelInferResponse } from '../../../common/grpc/inference-service.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { post } from '../replica/wine-fixtures.js';
@@ -201,6 +204,49 @@ describe('one client', () => {
     expect(other.status).toBe(200);
     expect((await answerOf(first)).status).toBe(200);
     await eventually(async () => expect((await rt.metrics()).get('modelmux_router_buffered_bytes')).toBe(0), 10_000, 25);
+  });
+});
+
+describe('gRPC calls', () => {
+  /** A ModelInfer call of `model` from 127.0.0.1 (typed contents), its parameters padded by `pad` bytes. */
+  const grpcInfer = (client: InferenceClient, model: string, pad = 0): Promise<GrpcAnswer<ModelInferResponse>> =>
+    client.call<ModelInferResponse>('ModelInfer', {
+      model_name: model,
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 3], contents: { fp32_contents: [0.5, 1.5, 2.5, 3.5, 4.5, 5.5] } }],
+      ...(pad > 0 ? { parameters: { pad: { string_param: 'p'.repeat(pad) } } } : {}),
+    });
+  const failure = (a: GrpcAnswer<unknown>): unknown => (a.ok ? 'OK' : [a.code, a.trailers[ERROR_CODE_TRAILER]]);
+
+  it("count among their client's composite requests with its HTTP ones: past --composite-max-in-flight-per-client a call is refused RESOURCE_EXHAUSTED composite_client_limit", async () => {
+    const client = inferenceClientFor(rt.grpcAddress as string);
+    try {
+      // One held composite over HTTP and one over gRPC, both from 127.0.0.1, the gRPC client's address.
+      const overHttp = postFrom('127.0.0.1', 'hold-pair', JSON.stringify({ inputs: [x(2)] }));
+      const overGrpc = grpcInfer(client, 'hold-pair');
+      await eventually(async () => expect(await atReplicas()).toBe(2 * IN_FLIGHT), 10_000, 25);
+      const third = await grpcInfer(client, 'avg');
+      expect(failure(third)).toEqual([status.RESOURCE_EXHAUSTED, 'composite_client_limit']);
+      expect(third.ok ? '' : third.details).toMatch(/2 ensemble and sequence requests under way .*--composite-max-in-flight-per-client/);
+      const fourth = await answerOf(postFrom('127.0.0.1', 'avg', JSON.stringify({ inputs: [x(2)] })));
+      expect([fourth.status, fourth.body.error]).toEqual([429, 'composite_client_limit']);
+      expect((await answerOf(overHttp)).status).toBe(200);
+      expect(failure(await overGrpc)).toBe('OK');
+      expect(failure(await grpcInfer(client, 'avg'))).toBe('OK');
+    } finally {
+      client.close();
+    }
+  });
+
+  it('take a message up to --composite-max-body-bytes, RESOURCE_EXHAUSTED body_too_large past it', async () => {
+    const client = inferenceClientFor(rt.grpcAddress as string, { 'grpc.max_send_message_length': 8 * 1024 * 1024 });
+    try {
+      const refused = await grpcInfer(client, 'avg', COMPOSITE_BODY + 100_000);
+      expect(failure(refused)).toEqual([status.RESOURCE_EXHAUSTED, 'body_too_large']);
+      expect(refused.ok ? '' : refused.details).toMatch(/--composite-max-body-bytes/);
+      expect(failure(await grpcInfer(client, 'avg', COMPOSITE_BODY - 50_000))).toBe('OK');
+    } finally {
+      client.close();
+    }
   });
 });
 

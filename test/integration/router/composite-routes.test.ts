@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { eventually } from '../../../harness/eventually.js';
-import { doublingModel, linear, linearModel } from '../../helpers/composite-models.js';
+import { doublingModel, ensembleRoute as ensemble, linear, linearModel, MEMBER_B, MEMBER_W, sequenceRoute as sequence } from '../../helpers/composite-models.js';
 import { writeModel } from '../../helpers/datatype-models.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
@@ -20,14 +20,8 @@ jest.setTimeout(120_000);
  * own answers, each asked alone through the router.
  */
 
-const W = {
-  a: [1, 0, 0, 1, 1, 1],
-  b: [0.5, -1, 2, 0, -1, 3],
-  c: [-2, 1, 0.25, 0.5, 1, -1],
-  classify: [1, -1, 0.5, 2, -0.25, 1],
-  slow: [1, 2, 3, 4, 5, 6],
-};
-const B = { a: [0, 1], b: [1, -1], c: [0.5, 0.5], classify: [0.25, -0.5], slow: [0.5, -0.5] };
+const W = { ...MEMBER_W, slow: [1, 2, 3, 4, 5, 6] };
+const B = { ...MEMBER_B, slow: [0.5, -0.5] };
 const ROWS = [
   [1, 2, 3],
   [0.5, -1, 2],
@@ -47,19 +41,6 @@ const DEADLINE_MS = 2000;
 const REQUEST_TIMEOUT_MS = 4000;
 /** The router's wait for the next byte of a body, short so a stalled body is seen soon. */
 const BODY_IDLE_MS = 1000;
-
-function ensemble(name: string, members: string[], combine: string, extra: Record<string, unknown> = {}): unknown {
-  return {
-    apiVersion: 'modelmux.io/v1alpha1',
-    kind: 'ModelRoute',
-    metadata: { name },
-    spec: { deploymentRef: { name: 'comp' }, ensemble: { members: members.map((model) => ({ model })), combine, ...extra } },
-  };
-}
-
-function sequence(name: string, steps: unknown[]): unknown {
-  return { apiVersion: 'modelmux.io/v1alpha1', kind: 'ModelRoute', metadata: { name }, spec: { deploymentRef: { name: 'comp' }, sequence: { steps } } };
-}
 
 const ROUTES = [
   ensemble('avg', ['a', 'b', 'c'], 'mean', { outputs: ['y'] }),
@@ -268,10 +249,11 @@ describe('ensembles', () => {
     expect(a.body.message).toMatch(/member double answered no output "y"/);
   });
 
-  it('refuses binary bodies and row bodies with their codes', async () => {
+  it('refuses row bodies, and binary data its inputs do not declare, with their codes', async () => {
     const binary = await infer('avg', { inputs: [{ name: 'x', shape: [1, 3], datatype: 'FP32', parameters: { binary_data_size: 12 } }] });
-    expect(binary.status).toBe(415);
-    expect(binary.body.error).toBe('composite_binary_unsupported');
+    expect(binary.status).toBe(400);
+    expect(binary.body.error).toBe('invalid_request');
+    expect(binary.body.message).toMatch(/declares 12 bytes of binary data beyond the end of the body/);
     const rows = await infer('avg', [[1, 2, 3]]);
     expect(rows.status).toBe(400);
     expect(rows.body.error).toBe('invalid_request');

@@ -400,11 +400,13 @@ describe('the router on its gRPC port, in front of replica processes', () => {
       expect(await served('wine-next')).toBe('ver@2');
       await eventually(() => expect(rt.logLines()).toContainEqual(expect.objectContaining({ form: 'grpc', model: 'ver@2' })), 10_000, 25);
 
-      // An ensemble is served over HTTP only: a clear UNIMPLEMENTED, its code in the trailer.
+      // An ensemble answers over gRPC as over HTTP (ADR 0050), naming its members.
       const ens = await call<ModelInferResponse>(client, 'ModelInfer', wineRequest('wine-mean', rows));
-      expect(ens.err?.code).toBe(status.UNIMPLEMENTED);
-      expect(ens.err?.details).toMatch(/wine-mean is an ensemble ModelRoute.*HTTP only/);
-      expect(trailer(ens, ERROR_CODE_TRAILER)).toBe('route_kind_not_served');
+      expect(ens.err ?? undefined).toBeUndefined();
+      expect(ens.res?.model_name).toBe('wine-mean');
+      expect(ens.res?.outputs.length).toBeGreaterThan(0);
+      expect(header(ens, 'x-modelmux-members')).toBe('m1,m2');
+      expect(ens.res?.parameters?.['members']?.string_param).toBe('m1,m2');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -1,7 +1,7 @@
 import { expect } from '@jest/globals';
 import { inferenceServiceDefinition, type InferTensorContents, type ModelInferRequest, type ModelInferResponse } from '../../../common/grpc/inference-service.js';
-import { grpcInferBody } from '../../../replica/grpc/grpc-request.js';
-import { grpcInferResponse, grpcModelMetadata } from '../../../replica/grpc/grpc-response.js';
+import { grpcInferBody } from '../../../common/grpc/grpc-request.js';
+import { grpcInferResponse, grpcModelMetadata } from '../../../common/grpc/grpc-response.js';
 import { inferResponseBody, parseInferBody } from '../../../common/inference-body.js';
 import { parseJsonBody } from '../../../common/json-body.js';
 import { tensorBytes, type HostTensor, type ModelSignature, type V2Datatype } from '../../../common/tensor.js';

@@ -1,12 +1,13 @@
-import { ModelmuxError } from '../../common/errors.js';
-import type { InferParameter, InferTensorContents, ModelInferRequest } from '../../common/grpc/inference-service.js';
-import { tensorFromBinary, toJsonValues, V2_DATATYPES, type V2Datatype } from '../../common/tensor.js';
+import { ModelmuxError } from '../errors.js';
+import type { InferParameter, InferTensorContents, ModelInferRequest } from './inference-service.js';
+import { tensorFromBinary, toJsonValues, V2_DATATYPES, type V2Datatype } from '../tensor.js';
 
 /**
  * A gRPC ModelInfer request as the replica's V2 body: typed contents become `data`, raw contents
  * become the binary tensor data extension (`binary_data_size` slices after the JSON), so both
  * forms go through the one parser and checks of the HTTP form (inference-body.ts), and a sidecar
- * runtime gets the V2 request an HTTP client would have sent. Pure.
+ * runtime gets the V2 request an HTTP client would have sent. The router reads a call to an
+ * ensemble or a sequence route the same way (router/composite/composite-body.ts). Pure.
  */
 
 /** The V2 body, the binary data after it, and whether the call used raw contents (and so is answered raw). */

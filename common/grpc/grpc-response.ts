@@ -1,14 +1,14 @@
 import { z } from 'zod';
-import { ModelmuxError } from '../../common/errors.js';
-import type { InferOutputTensor, InferTensorContents, ModelInferResponse, ModelMetadataResponse } from '../../common/grpc/inference-service.js';
+import { ModelmuxError } from '../errors.js';
+import type { InferOutputTensor, InferTensorContents, ModelInferResponse, ModelMetadataResponse } from './inference-service.js';
 import { CONTENTS_FIELD } from './grpc-request.js';
-import type { InferResponse } from '../../common/inference-body.js';
-import { MAX_TENSOR_RANK, tensorBytes, tensorFromBinary, typedArrayFrom, V2_DATATYPES, type HostTensor } from '../../common/tensor.js';
+import type { InferResponse } from '../inference-body.js';
+import { MAX_TENSOR_RANK, tensorBytes, tensorFromBinary, typedArrayFrom, V2_DATATYPES, type HostTensor } from '../tensor.js';
 
 /**
  * The V2 answer of the inference path (engine or sidecar runtime) as a gRPC ModelInferResponse:
  * raw_output_contents when the call sent raw inputs (or an output is FP16/BF16, which has no typed
- * field), typed contents otherwise. Pure.
+ * field), typed contents otherwise; the router writes a composite route's answer with it too. Pure.
  */
 
 const outputSchema = z.object({
