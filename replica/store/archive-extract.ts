@@ -17,10 +17,10 @@ export interface ExtractedModel {
   config?: Uint8Array;
 }
 
-/** Errors of the file system, which are the disk's, not the archive's (ENOSPC becomes cache_full upstream). */
+/** Errors of the file system (errno codes: ENOSPC becomes cache_full upstream), which are the disk's, not the archive's; Node's own `ERR_*` are not. */
 function isFileSystemError(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
-  return typeof code === 'string' && code.startsWith('E');
+  return typeof code === 'string' && /^E[A-Z]+$/.test(code);
 }
 
 /** A pass-through that fails once more than `max` bytes went through it. */
