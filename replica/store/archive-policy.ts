@@ -60,12 +60,15 @@ function entryPath(name: string): { path: string } | { reason: string } {
 }
 
 /** Whether an entry at `path` may be the model or its config (the rest of an archive is read past, unwritten). */
-function wanted(path: string): boolean {
+export function isModelEntry(path: string): boolean {
   return path.endsWith('.onnx') || path === MODEL_CONFIG_FILE || path.endsWith(`/${MODEL_CONFIG_FILE}`);
 }
 
-/** Keep, skip or refuse the entry `header`, given what came before it. Pure. */
-export function entryDecision(header: EntryHeader, progress: ArchiveProgress, bounds: ArchiveBounds): EntryDecision {
+/**
+ * Keep, skip or refuse the entry `header`, given what came before it; `wanted` says which regular
+ * files are kept (the model and its config, or a sidecar runtime's whole folder). Pure.
+ */
+export function entryDecision(header: EntryHeader, progress: ArchiveProgress, bounds: ArchiveBounds, wanted: (path: string) => boolean = isModelEntry): EntryDecision {
   if (progress.entries >= bounds.maxEntries) return { action: 'refuse', reason: `more than ${bounds.maxEntries} entries` };
   const p = entryPath(header.name);
   if ('reason' in p) return { action: 'refuse', reason: p.reason };

@@ -1,14 +1,15 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { ModelmuxError } from '../../../common/errors.js';
-import { extractModel } from '../../../replica/store/archive-extract.js';
+import type { ModelId } from '../../../common/model-id.js';
+import { extractFolder, extractModel } from '../../../replica/store/archive-extract.js';
+import { modelFolders } from '../../../replica/store/model-folders.js';
 import { archiveBounds, chooseModel, DEFAULT_ARCHIVE_BOUNDS, entryDecision, type ArchiveBounds } from '../../../replica/store/archive-policy.js';
 import { isArchiveId, modelKey } from '../../../replica/store/model-store.js';
-import type { ModelId } from '../../../common/model-id.js';
 import { tarBytes, tarGz, type TarEntry } from '../../../common/tar-gz.js';
 
 const MODEL = new Uint8Array([8, 7, 18, 4, 116, 101, 115, 116]);
@@ -167,5 +168,48 @@ describe('model archives: the pure policy', () => {
     expect(isArchiveId('wine-3')).toBe(false);
     expect(isArchiveId('wine-3.tar.gz@2')).toBe(false);
     expect(modelKey('models', 'wine-3.tar.gz' as ModelId)).toBe('models/wine-3.tar.gz');
+  });
+});
+
+describe('model archives for a sidecar runtime: the whole folder, by the same rules', () => {
+  const files = [
+    { name: 'model-settings.json', body: '{"implementation":"mlserver_sklearn.SKLearnModel"}' },
+    { name: 'model.joblib', body: 'weights' },
+    { name: 'extra/notes.txt', body: 'n' },
+  ];
+  const total = files.reduce((n, f) => n + f.body.length, 0);
+  const mlserverArchive = (): Promise<Buffer> => tarGz(files);
+
+  it('unpacks every regular file at its own path, the settings file renamed into place last', async () => {
+    const order: string[] = [];
+    const dest = join(dir, 'm.tar.gz');
+    const bytes = await extractFolder(Readable.from([await mlserverArchive()]), 'archive "m.tar.gz"', dest, DEFAULT_ARCHIVE_BOUNDS, (p) => {
+      order.push(p);
+      return p === 'model-settings.json';
+    });
+    expect(readdirSync(dest, { recursive: true }).map(String).sort()).toEqual(['extra', 'extra/notes.txt', 'model-settings.json', 'model.joblib']);
+    expect(readFileSync(join(dest, 'model.joblib'), 'utf8')).toBe('weights');
+    expect(bytes).toBe(total);
+    expect(order).toEqual(['model-settings.json', 'model.joblib', 'extra/notes.txt']);
+  });
+
+  it('refuses a link and leaves no folder behind', async () => {
+    const dest = join(dir, 'm.tar.gz');
+    const archive = await tarGz([
+      { name: 'model-settings.json', body: '{}' },
+      { name: 'model.joblib', type: 'symlink', linkname: '/etc/shadow' },
+    ]);
+    await expect(extractFolder(Readable.from([archive]), 'archive', dest, DEFAULT_ARCHIVE_BOUNDS, () => false)).rejects.toMatchObject({ code: 'archive_invalid' });
+    expect(existsSync(dest)).toBe(false);
+  });
+
+  it("copies an archive of a file:// store into the runtime's models folder as the model's folder", async () => {
+    const store = join(dir, 'store');
+    mkdirSync(store);
+    writeFileSync(join(store, 'm.tar.gz'), await mlserverArchive());
+    const folders = modelFolders({ uri: `file://${store}`, modelsDir: join(dir, 'models') });
+    expect(await folders.fetch('m.tar.gz' as ModelId)).toBe(total);
+    expect(readFileSync(join(dir, 'models', 'm.tar.gz', 'model-settings.json'), 'utf8')).toContain('SKLearnModel');
+    await expect(folders.fetch('none.tar.gz' as ModelId)).rejects.toMatchObject({ code: 'model_not_found' });
   });
 });
