@@ -9,7 +9,7 @@ import { ERROR_CATALOGUE, type ErrorCode } from '../../common/errors.js';
  */
 export type RuntimeErrorType = 'ValidationError' | 'ModelError' | 'ServiceUnavailable' | 'InternalFailure';
 
-export const RUNTIME_ERROR_STATUS: Readonly<Record<RuntimeErrorType, number>> = { ValidationError: 400, ModelError: 424, ServiceUnavailable: 503, InternalFailure: 500 };
+const RUNTIME_ERROR_STATUS: Readonly<Record<RuntimeErrorType, number>> = { ValidationError: 400, ModelError: 424, ServiceUnavailable: 503, InternalFailure: 500 };
 
 /**
  * Codes SageMaker answers itself for a call it will not hand to the model: the request, the

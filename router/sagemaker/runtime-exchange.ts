@@ -6,7 +6,7 @@ import { runtimeHeaderProblem, runtimeTarget } from './runtime-path.js';
 const CUSTOM_ATTRIBUTES = 'x-amzn-sagemaker-custom-attributes';
 const INFERENCE_ID = 'x-amzn-sagemaker-inference-id';
 /** The variant SageMaker names an endpoint's only production variant by default; a pool has one. */
-export const INVOKED_VARIANT = 'AllTraffic';
+const INVOKED_VARIANT = 'AllTraffic';
 /** An error answer is read whole to be rewritten; errors are small, and a longer one is cut here. */
 const MAX_ERROR_BYTES = 64 * 1024;
 /** Headers of an error answer that still hold after it is rewritten (router/http1/error-headers.ts). */
