@@ -3,11 +3,13 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { parseModelId } from '../common/model-id.js';
+import { tarGz } from '../common/tar-gz.js';
 import { hiddenUnitsForBytes, wineModelBytes } from '../common/wine-model.js';
 
 /**
  * Writes the deterministic example models (common/wine-model.ts) where a replica's model store
- * reads them: model `ID` at `<root>/<ID>/model.onnx`, in a folder or an S3 bucket.
+ * reads them: model `ID` at `<root>/<ID>/model.onnx`, in a folder or an S3 bucket; or, as the
+ * SageMaker multi-model article lays its store out, copies of one `model.tar.gz` at `<root>/<ID>.tar.gz`.
  */
 
 export type ModelDestination = { kind: 'file'; dir: string } | { kind: 's3'; bucket: string; prefix: string };
@@ -26,6 +28,11 @@ export interface ExampleModelSet {
   count: number;
   /** Approximate size of each model file; undefined gives the small default (about 1 KB). */
   bytesPerModel?: number;
+  /**
+   * Copies of one archive holding model `<prefix>0` as its model.onnx, at `<prefix><n>.tar.gz`
+   * (the models `<prefix><n>.tar.gz`), rather than a model folder per id.
+   */
+  archives?: boolean;
 }
 
 export interface WriteReport {
@@ -69,8 +76,13 @@ export function createS3Client(s3: S3Settings): S3Client {
   });
 }
 
-function objectKey(prefix: string, id: string): string {
-  return prefix === '' ? `${id}/model.onnx` : `${prefix}/${id}/model.onnx`;
+/** Where model `id` goes below the destination's root: its folder's model.onnx, or the archive object itself. */
+export function modelPath(id: string, archive: boolean): string {
+  return archive ? id : `${id}/model.onnx`;
+}
+
+function objectKey(prefix: string, path: string): string {
+  return prefix === '' ? path : `${prefix}/${path}`;
 }
 
 async function fileSize(path: string): Promise<number | undefined> {
@@ -81,8 +93,8 @@ async function fileSize(path: string): Promise<number | undefined> {
   }
 }
 
-async function writeToFolder(dir: string, id: string, bytes: Uint8Array): Promise<boolean> {
-  const path = join(dir, id, 'model.onnx');
+async function writeToFolder(dir: string, rel: string, bytes: Uint8Array): Promise<boolean> {
+  const path = join(dir, ...rel.split('/'));
   if ((await fileSize(path)) === bytes.byteLength) return false;
   await mkdir(dirname(path), { recursive: true });
   // A replica may read the folder while we write: it sees the old file or the whole new one.
@@ -109,15 +121,15 @@ async function writeToBucket(client: S3Client, bucket: string, key: string, byte
 }
 
 interface DestinationWriter {
-  /** Resolves false when the model was already there. */
-  write(id: string, bytes: Uint8Array): Promise<boolean>;
+  /** Writes `bytes` at path `rel` below the root; resolves false when they were already there. */
+  write(rel: string, bytes: Uint8Array): Promise<boolean>;
   close(): void;
 }
 
 function destinationWriter(dest: ModelDestination, s3: S3Settings): DestinationWriter {
-  if (dest.kind === 'file') return { write: (id, bytes) => writeToFolder(dest.dir, id, bytes), close: () => undefined };
+  if (dest.kind === 'file') return { write: (rel, bytes) => writeToFolder(dest.dir, rel, bytes), close: () => undefined };
   const client = createS3Client(s3);
-  return { write: (id, bytes) => writeToBucket(client, dest.bucket, objectKey(dest.prefix, id), bytes), close: () => client.destroy() };
+  return { write: (rel, bytes) => writeToBucket(client, dest.bucket, objectKey(dest.prefix, rel), bytes), close: () => client.destroy() };
 }
 
 /**
@@ -128,9 +140,11 @@ export async function writeExampleModels(dest: ModelDestination, set: ExampleMod
   const hidden = hiddenUnitsForBytes(set.bytesPerModel);
   const report: WriteReport = { written: [], skipped: [] };
   const writer = destinationWriter(dest, s3);
+  const archive = set.archives === true ? await tarGz([{ name: 'model.onnx', body: wineModelBytes(`${set.prefix}0`, hidden) }]) : undefined;
   try {
     for (const id of exampleModelIds(set)) {
-      ((await writer.write(id, wineModelBytes(id, hidden))) ? report.written : report.skipped).push(id);
+      const written = archive !== undefined ? await writer.write(modelPath(`${id}.tar.gz`, true), archive) : await writer.write(modelPath(id, false), wineModelBytes(id, hidden));
+      (written ? report.written : report.skipped).push(archive !== undefined ? `${id}.tar.gz` : id);
     }
   } finally {
     writer.close();

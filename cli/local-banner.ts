@@ -68,6 +68,21 @@ export function tritonGrpcCommand(grpc: string, modelId: string): string {
   return `python3 -c ${quote(script)}`;
 }
 
+/**
+ * boto3's sagemaker-runtime client (`pip install boto3`) calling InvokeEndpoint at the router's
+ * root, the endpoint name being the route prefix: one POSIX-shell line. The credentials are dummies:
+ * the router accepts a SigV4 signature without checking it (docs/sagemaker.md).
+ */
+export function boto3Command(routerUrl: string, routePrefix: string, modelId: string): string {
+  const script = [
+    'import boto3, json',
+    `r = boto3.client("sagemaker-runtime", endpoint_url=${JSON.stringify(routerUrl)}, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")`,
+    `a = r.invoke_endpoint(EndpointName=${JSON.stringify(routePrefix.slice(1))}, TargetModel=${JSON.stringify(modelId)}, ContentType="application/json", Body=json.dumps(${rowsBody()}))`,
+    'print(a["Body"].read().decode())',
+  ].join('; ');
+  return `python3 -c ${quote(script)}`;
+}
+
 export function bannerText(b: BannerInput): string {
   const cmds = curlCommands(b);
   const grpc =
@@ -95,6 +110,9 @@ export function bannerText(b: BannerInput): string {
     `  ${cmds.sagemaker}`,
     '',
     ...grpc,
+    "SageMaker runtime API (boto3's invoke_endpoint, pip install boto3; docs/sagemaker.md):",
+    `  ${boto3Command(b.routerUrl, b.routePrefix, b.exampleIds[2])}`,
+    '',
     `A replica or the router that dies is restarted after ${seconds(b.restart.initialMs)} s, doubling to ${seconds(b.restart.maxMs)} s while it keeps dying;`,
     'the router serves from the other replicas meanwhile. Press Ctrl-C to stop.',
     '',

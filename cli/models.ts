@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseConfig, type OptionSpecs, intString } from '../common/config.js';
+import { booleanString, parseConfig, type OptionSpecs, intString } from '../common/config.js';
 import { createLogger } from '../common/log.js';
 import { MAX_MODEL_ID_LENGTH } from '../common/model-id.js';
 import { parseDestination, writeExampleModels, type ModelDestination, type S3Settings } from './example-models.js';
@@ -21,6 +21,7 @@ const schema = z.object({
       return dest;
     }),
   count: intString(1, 100000).default(20),
+  archives: booleanString.default(false),
   sizeMb: z.coerce.number().positive().max(4096).optional(),
   prefix: z
     .string()
@@ -35,6 +36,11 @@ const specs: OptionSpecs<typeof schema.shape> = {
   count: { flag: 'count', env: 'MODELMUX_MODELS_COUNT', help: 'How many models (ids <prefix>0 … <prefix>N-1). Default 20.' },
   sizeMb: { flag: 'size-mb', env: 'MODELMUX_MODELS_SIZE_MB', help: 'Approximate size of each model file in MiB (wider hidden layer). Default: about 1 KB.' },
   prefix: { flag: 'prefix', env: 'MODELMUX_MODELS_PREFIX', help: 'Model id prefix. Default "wine-".' },
+  archives: {
+    flag: 'archives',
+    env: 'MODELMUX_MODELS_ARCHIVES',
+    help: 'Write the SageMaker multi-model layout instead: <prefix>N.tar.gz, N copies of one model.tar.gz holding model <prefix>0 (docs/sagemaker.md).',
+  },
   ...s3OptionSpecs,
 };
 
@@ -52,7 +58,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const log = createLogger({ component: 'models' });
   const report = await writeExampleModels(
     config.out,
-    { prefix: config.prefix, count: config.count, ...(config.sizeMb !== undefined ? { bytesPerModel: Math.round(config.sizeMb * 1024 * 1024) } : {}) },
+    { prefix: config.prefix, count: config.count, archives: config.archives, ...(config.sizeMb !== undefined ? { bytesPerModel: Math.round(config.sizeMb * 1024 * 1024) } : {}) },
     s3,
   );
   log.info('example models ready', { out: describeDestination(config.out), written: report.written.length, skipped: report.skipped.length });

@@ -9,6 +9,11 @@ export const ERROR_CATALOGUE = {
   invalid_request: { status: 400, summary: 'The body is not valid JSON or not a valid inference request.' },
   input_mismatch: { status: 400, summary: "An input's name, shape or datatype does not match the model's inputs." },
   model_header_in_connection: { status: 400, summary: 'The Connection header names a header that carries the model id; a proxy would drop it, so router and replica refuse the request.' },
+  invalid_runtime_request: {
+    status: 400,
+    summary:
+      "A SageMaker runtime API call (POST /endpoints/{name}/invocations) SageMaker would refuse: an endpoint name that is not valid or not the route's, or a CustomAttributes or InferenceId header out of SageMaker's bounds; answered as ValidationError.",
+  },
   bad_request: { status: 400, summary: 'The request is not valid HTTP/1.1 (a malformed request line, header or framing); the router answers and closes the connection.' },
   repository_api_unauthorized: {
     status: 401,
@@ -31,6 +36,11 @@ export const ERROR_CATALOGUE = {
   },
   client_connection_limit: { status: 429, summary: "The client's address has as many connections open to the router as it may; retry after the Retry-After seconds." },
   model_load_failed: { status: 422, summary: 'The model file exists but onnxruntime cannot load it (corrupt or unsupported); it is not cached and the next request tries again.' },
+  archive_invalid: {
+    status: 422,
+    summary:
+      'The model is a model.tar.gz archive the replica refuses: not gzip or tar, past its size or entry bounds, an entry that is a link or leaves the folder, or no single ONNX model in it; nothing of it is cached.',
+  },
   model_too_large: { status: 422, summary: 'The model file is larger than the replica may cache, or (under CUDA) needs more device memory than its whole device budget.' },
   client_closed: {
     status: 499,

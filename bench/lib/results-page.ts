@@ -56,6 +56,11 @@ export const PROGRAMS: readonly ProgramEntry[] = [
       'Good traffic alone and beside hostile clients (HTTP/1.1: stalled bodies and heads, slow readers, nesting bombs, idle connections; gRPC over HTTP/2: stalled messages, window-1 readers, rapid reset, decode bombs, idle connections): p99 ratio (target ≤ 1.5).',
   },
   { name: 'tables', measures: "What replicas' model tables cost the Kubernetes control plane against the pool size: patches, etcd writes, watch bytes, router CPU, change-to-router time." },
+  {
+    name: 'sagemaker',
+    measures:
+      "The SageMaker multi-model article's load test: Locust over its three traffic patterns (uniform, one hot model, five popular) against a local pool serving 1,000 copies of one model.tar.gz from S3 through the runtime API: requests/s, p50 and p99 per pattern.",
+  },
   { name: 'sidecar', measures: "Sidecar mode's hop in front of MLServer, and its loads split into the folder copy and MLServer's load." },
 ];
 

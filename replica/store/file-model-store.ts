@@ -7,7 +7,7 @@ import { isModelVersion, splitModelId } from '../../common/model-version.js';
 import type { Clock } from '../../common/clock.js';
 import { folderBytes } from './folder-bytes.js';
 import { MODEL_CONFIG_FILE } from './model-config.js';
-import { MAX_LISTED_VERSIONS, MODEL_FILE, modelFolder, type LocalModelFile, type VersionedStore } from './model-store.js';
+import { isArchiveId, MAX_LISTED_VERSIONS, MODEL_FILE, modelFolder, type LocalModelFile, type VersionedStore } from './model-store.js';
 
 /**
  * `file:///dir`: models are read in place, no copy (local mode and tests). A file's version is
@@ -27,6 +27,8 @@ export class FileModelStore implements VersionedStore {
   }
 
   async fetch(id: ModelId): Promise<LocalModelFile> {
+    // Unpacking needs a cache folder of the replica's own, which only the S3 store keeps.
+    if (isArchiveId(id)) throw new ModelmuxError('archive_invalid', `model "${id}" is an archive: archives are read from an s3:// store; in a folder, unpack it as ${id}/${MODEL_FILE}`);
     const { path, size: modelBytes, tag } = await this.stat(id);
     // External data files beside model.onnx count as the model's size (a folder gone since the
     // stat leaves the load to fail on the file); a default version's version folders do not.

@@ -1,4 +1,4 @@
-import { createWriteStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
 import { copyFile, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { Readable } from 'node:stream';
@@ -7,7 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { ModelmuxError } from '../../common/errors.js';
 import type { ModelId } from '../../common/model-id.js';
-import { folderKey, modelFolder } from './model-store.js';
+import { extractFolder } from './archive-extract.js';
+import { archiveBounds } from './archive-policy.js';
+import { folderKey, isArchiveId, modelFolder } from './model-store.js';
 
 /**
  * Sidecar mode's store: a model is the whole folder `<source>/<ID>/` (a runtime's layout, e.g.
@@ -17,7 +19,9 @@ import { folderKey, modelFolder } from './model-store.js';
  * renamed when complete: a runtime never reads half a folder. Version V (the model `ID@V`) is
  * the folder `<source>/<ID>/V/`, copied as a model of its own into `<modelsDir>/<ID@V>/`; the
  * default version's copy keeps its numeric folders, which are the runtime's own versions in
- * Triton's layout.
+ * Triton's layout. A model whose id is an archive key (`<ID>.tar.gz`, SageMaker's artifact) is
+ * that archive unpacked into `<modelsDir>/<ID>/`, by the same rules and bounds as the replica's
+ * own archives (archive-policy.ts): regular files only, settings files last.
  */
 export interface ModelFolders {
   readonly uri: string;
@@ -58,6 +62,22 @@ abstract class Folders implements ModelFolders {
     await rm(join(this.opts.modelsDir, id), { recursive: true, force: true });
   }
 
+  /** Unpacks the archive `body` of model `id` into its folder; answers the bytes written. */
+  protected async unpackInto(id: ModelId, body: Readable): Promise<number> {
+    const dest = join(this.opts.modelsDir, id);
+    await rm(dest, { recursive: true, force: true });
+    const isSettings = (path: string): boolean => SETTINGS_FILES.has(path.split('/').pop() ?? '');
+    try {
+      const bytes = await extractFolder(body, `archive "${id}" in ${this.uri}`, dest, archiveBounds(this.opts.maxBytes), isSettings);
+      this.checkSize(id, bytes);
+      return bytes;
+    } catch (err) {
+      await rm(dest, { recursive: true, force: true });
+      if (err instanceof ModelmuxError) throw err;
+      throw new ModelmuxError('store_unavailable', `cannot unpack model "${id}" from ${this.uri}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+  }
+
   protected checkSize(id: ModelId, bytes: number): void {
     if (this.opts.maxBytes !== undefined && bytes > this.opts.maxBytes) {
       throw new ModelmuxError('model_too_large', `model "${id}" weighs ${bytes} bytes, more than the ${this.opts.maxBytes} allowed`);
@@ -88,6 +108,7 @@ abstract class Folders implements ModelFolders {
 class FileFolders extends Folders {
   async fetch(id: ModelId): Promise<number> {
     const src = join(fileURLToPath(this.uri), ...modelFolder(id).split('/'));
+    if (isArchiveId(id)) return this.unpackInto(id, await openFile(id, src, this.uri));
     const files: { path: string; bytes: number }[] = [];
     try {
       for (const entry of await readdir(src, { recursive: true, withFileTypes: true })) {
@@ -112,7 +133,23 @@ class FileFolders extends Folders {
   }
 }
 
-/** `s3://bucket/prefix`: every object under `<prefix>/<ID>/`. */
+/** The archive file at `path`, open; model_not_found when there is none. */
+async function openFile(id: ModelId, path: string, uri: string): Promise<Readable> {
+  const stream = createReadStream(path);
+  await new Promise<void>((resolve, reject) => {
+    stream.once('open', () => resolve());
+    stream.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'ENOENT' || err.code === 'EISDIR'
+          ? new ModelmuxError('model_not_found', `no model "${id}" in ${uri}`)
+          : new ModelmuxError('store_unavailable', `cannot read ${uri}: ${err.code ?? err.message}`),
+      ),
+    );
+  });
+  return stream;
+}
+
+/** `s3://bucket/prefix`: every object under `<prefix>/<ID>/`, or the archive `<prefix>/<ID>`. */
 class S3Folders extends Folders {
   private readonly client: S3Client;
   private readonly bucket: string;
@@ -134,6 +171,7 @@ class S3Folders extends Folders {
   }
 
   async fetch(id: ModelId): Promise<number> {
+    if (isArchiveId(id)) return this.unpackInto(id, await this.archive(id));
     const folder = `${folderKey(this.prefix, id)}/`;
     const objects = new Map<string, number>();
     try {
@@ -159,5 +197,18 @@ class S3Folders extends Folders {
       await pipeline(got.Body, createWriteStream(temp));
     });
     return bytes;
+  }
+
+  /** The archive object of model `id`, its body streaming. */
+  private async archive(id: ModelId): Promise<Readable> {
+    try {
+      const got = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: folderKey(this.prefix, id) }));
+      if (!(got.Body instanceof Readable)) throw new Error('the S3 response has no body stream');
+      return got.Body;
+    } catch (err) {
+      const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+      if (status === 404 || (err instanceof Error && err.name === 'NoSuchKey')) throw new ModelmuxError('model_not_found', `no model "${id}" in ${this.uri}`);
+      throw new ModelmuxError('store_unavailable', `cannot read ${this.uri}/${id}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
   }
 }

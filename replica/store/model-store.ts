@@ -79,7 +79,15 @@ export function folderKey(prefix: string, id: ModelId): string {
   return p === '' ? modelFolder(id) : `${p}/${modelFolder(id)}`;
 }
 
-/** Joins the store's prefix and the id into the object key or relative path. */
+/**
+ * A model id that names an archive object in the store (`wine-3.tar.gz`, SageMaker's
+ * model.tar.gz artifact) rather than a model folder; never a versioned id.
+ */
+export function isArchiveId(id: string): boolean {
+  return !id.includes('@') && (id.endsWith('.tar.gz') || id.endsWith('.tgz'));
+}
+
+/** Joins the store's prefix and the id into the object key or relative path: the model file's, or the archive's own. */
 export function modelKey(prefix: string, id: ModelId): string {
-  return `${folderKey(prefix, id)}/${MODEL_FILE}`;
+  return isArchiveId(id) ? folderKey(prefix, id) : `${folderKey(prefix, id)}/${MODEL_FILE}`;
 }

@@ -12,7 +12,9 @@ import { isModelVersion } from '../../common/model-version.js';
 import { DiskFileCache, type CachedFile } from './disk-file-cache.js';
 import { externalDataFiles, relocateExternalData } from '../onnx/external-data.js';
 import { MAX_MODEL_CONFIG_BYTES, MODEL_CONFIG_FILE } from './model-config.js';
-import { folderKey, MAX_LISTED_VERSIONS, modelKey, type FetchSource, type LocalModelFile, type VersionedStore } from './model-store.js';
+import { archiveBounds } from './archive-policy.js';
+import { extractModel } from './archive-extract.js';
+import { folderKey, isArchiveId, MAX_LISTED_VERSIONS, modelKey, type FetchSource, type LocalModelFile, type VersionedStore } from './model-store.js';
 import type { PeerFiles } from './peer-files.js';
 
 export interface S3StoreOptions {
@@ -287,6 +289,7 @@ export class S3ModelStore implements VersionedStore {
       },
     });
     try {
+      if (isArchiveId(id)) return await this.unpack(body, key, path, etag);
       await pipeline(body, limit, createWriteStream(tmp, { mode: 0o600, highWaterMark: DOWNLOAD_BUFFER_BYTES }));
       const external = await this.downloadExternalData(key, id, tmp, path, max === undefined ? undefined : max - bytes);
       bytes = ((await this.opts.prepare?.(tmp)) ?? external?.modelBytes ?? bytes) + (external?.bytes ?? 0);
@@ -300,6 +303,20 @@ export class S3ModelStore implements VersionedStore {
       throw new ModelmuxError('store_unavailable', `download of "${id}" from ${this.uri} failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
     return { path, bytes, etag, checkedAt: this.opts.clock.now(), ...(config !== undefined ? { config } : {}) };
+  }
+
+  /**
+   * The model in the archive `body` at `key`, moved to `path`; bounded by the archive's own bounds
+   * (archive-policy.ts). The caller removes `<path>.tmp` if this throws.
+   */
+  private async unpack(body: Readable, key: string, path: string, etag: string): Promise<CachedFile> {
+    const tmp = `${path}.tmp`;
+    const max = this.opts.maxFileBytes;
+    const model = await extractModel(body, `archive "${key}"`, `${path}.x`, tmp, archiveBounds(max));
+    if (max !== undefined && model.bytes > max) throw new ModelmuxError('model_too_large', `the model in archive "${key}" weighs ${model.bytes} bytes, more than the ${max} allowed`);
+    const bytes = (await this.opts.prepare?.(tmp)) ?? model.bytes;
+    await rename(tmp, path);
+    return { path, bytes, etag, checkedAt: this.opts.clock.now(), ...(model.config !== undefined ? { config: model.config } : {}) };
   }
 
   /** The model's config.json beside its model.onnx, or undefined when it has none. */

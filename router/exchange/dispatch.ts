@@ -1,4 +1,5 @@
 import type { Clock } from '../../common/clock.js';
+import type { ModelmuxError } from '../../common/errors.js';
 import { ByteBudget } from '../../common/byte-budget.js';
 import type { Logger } from '../../common/log.js';
 import { MODEL_HEADERS } from '../../common/request-grammar.js';
@@ -13,6 +14,7 @@ import { classifyForm, classifyRequest } from '../routes/classify.js';
 import { REPOSITORY_OPEN, type RepositoryAccess } from '../routes/repository-access.js';
 import { answerRepository } from '../routes/repository-fanout.js';
 import { RouteMirrors } from '../routes/route-mirror.js';
+import { runtimeInvocation } from '../sagemaker/runtime-exchange.js';
 import type { RouteTable } from '../routes/route-table.js';
 import { AccessLog } from './access-log.js';
 import type { ProxyLimits, RouterContext } from './context.js';
@@ -73,16 +75,20 @@ export class RequestDispatcher {
 
   /** Answers a client's request from a listener; `repository` says who may call the model repository API there. Never throws for a request's own failures. */
   handle(req: DownstreamRequest, res: DownstreamResponse, repository: RepositoryAccess): void {
-    this.serve(req, res, repository, {});
+    // The SageMaker runtime API (router/sagemaker/): served as its pool's POST /invocations, answered in its shape.
+    const runtime = runtimeInvocation(req, res);
+    if (runtime === undefined) this.serve(req, res, repository, {});
+    else this.serve(runtime.req, runtime.res, repository, {}, runtime.refusal);
   }
 
   /** A request from inside the router (a composite's member, a mirror copy), served as a client's. */
   readonly send: RequestSender = (req, res, options = {}) => this.serve(req, res, REPOSITORY_OPEN, options);
 
-  private serve(req: DownstreamRequest, res: DownstreamResponse, repository: RepositoryAccess, options: SendOptions): void {
+  private serve(req: DownstreamRequest, res: DownstreamResponse, repository: RepositoryAccess, options: SendOptions, refusal?: ModelmuxError): void {
     const method = req.method ?? 'GET';
     const scanned = scanRequestHeaders(req.rawHeaders, MODEL_HEADERS);
     let c = classifyRequest(method, req.url ?? '/', scanned.modelHeaders, req.rawHeaders, this.context.routes, options);
+    if (refusal !== undefined) c = { kind: 'refused', path: c.path, prefix: c.prefix, rest: c.rest, query: c.query, route: c.route, error: refusal };
     if (c.kind === 'composite') return serveComposite(this.composites, req, res, c);
     if (c.kind === 'repository') {
       if (answerRepository(this.context, req, res, c, repository)) return;

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { status } from '@grpc/grpc-js';
 import type { ModelInferResponse } from '../../common/grpc/inference-service.js';
+import { tarGz } from '../../common/tar-gz.js';
 import { eventually } from '../../harness/eventually.js';
 import { inferenceClientFor } from '../helpers/grpc-client.js';
 import { startLocal, type LocalProcess } from '../helpers/local-process.js';
@@ -143,6 +144,21 @@ describe('replica in sidecar mode over MLServer', () => {
     expect(await readdir(mlserver.modelsDir)).not.toContain('broken');
     // Not cached: the second request asked MLServer again.
     expect(replica.logLines().filter((l) => l['event'] === 'load-failed' && l['model'] === 'broken')).toHaveLength(2);
+  }, 60_000);
+
+  it("serves a model.tar.gz of MLServer's layout, unpacked whole into MLServer's folder, with the library's predictions", async () => {
+    // SageMaker's artifact of model sk-0: its folder as an archive, named by the archive's key.
+    const settings = JSON.parse(await readFile(join(work, 'trained', 'sk-0', 'model-settings.json'), 'utf8')) as Record<string, unknown>;
+    const archive = await tarGz([
+      { name: 'model-settings.json', body: JSON.stringify({ ...settings, name: 'sk-0.tar.gz' }) },
+      { name: 'model.joblib', body: await readFile(join(work, 'trained', 'sk-0', 'model.joblib')) },
+    ]);
+    await s3.put('wine/sk-0.tar.gz', archive);
+    const want = expected['sk-0'] as Expected;
+    const res = await infer('sk-0.tar.gz', want.rows);
+    expect(res.status).toBe(200);
+    expectClose(predictions(res.body), want.predictions);
+    expect((await listFiles(join(mlserver.modelsDir, 'sk-0.tar.gz'))).sort()).toEqual(['model-settings.json', 'model.joblib']);
   }, 60_000);
 
   it('is not ready and advertises nothing while MLServer is down, and serves again once it is back', async () => {

@@ -16,5 +16,6 @@ bash ./build-seaweedfs.sh >/dev/null
 bash ./install-kube-tools.sh >/dev/null
 bash ./install-mlserver.sh >/dev/null
 bash ./install-model-corpus.sh >/dev/null
+bash ./install-sagemaker-clients.sh >/dev/null
 bash ./build-keda.sh >/dev/null && bash ./install-prometheus.sh >/dev/null
 bash ./build-prometheus-adapter.sh >/dev/null

@@ -1,5 +1,5 @@
 import { exampleModelIds, parseDestination } from '../../cli/example-models.js';
-import { bannerText, curlCommands, tritonGrpcCommand } from '../../cli/local-banner.js';
+import { bannerText, boto3Command, curlCommands, tritonGrpcCommand } from '../../cli/local-banner.js';
 import { worthShowing } from '../../cli/local-processes.js';
 import { createLogger } from '../../common/log.js';
 import { AccessLog } from '../../router/exchange/access-log.js';
@@ -40,6 +40,14 @@ describe('the local mode banner', () => {
     const text = bannerText(input);
     for (const cmd of Object.values(c)) expect(text).toContain(`  ${cmd}\n`);
     expect(text).toContain('  replicas http://127.0.0.1:9001 http://127.0.0.1:9002');
+  });
+
+  it("prints a boto3 invoke_endpoint line at the router's root, the route prefix as the endpoint name", () => {
+    const line = boto3Command('http://127.0.0.1:8000', '/wine', 'wine-2');
+    expect(line).toMatch(/^python3 -c '.*'$/);
+    expect(line).toContain('endpoint_url="http://127.0.0.1:8000"');
+    expect(line).toContain('EndpointName="wine", TargetModel="wine-2"');
+    expect(bannerText(input)).toContain(`  ${line}\n`);
   });
 
   it('prints a Triton gRPC client line against the router’s gRPC port when it serves one', () => {
