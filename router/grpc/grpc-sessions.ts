@@ -1,4 +1,5 @@
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
+import { connect as netConnect } from 'node:net';
 import type { RouteState } from '../discovery/discovery.js';
 
 /** The bounds of the router's HTTP/2 connections to the replicas' gRPC ports (docs/limits.md). */
@@ -62,7 +63,12 @@ export class ReplicaSessions {
   }
 
   private open(): PooledSession {
-    const session = connect(`http://${this.address}`, { settings: { enablePush: false } });
+    const url = new URL(`http://${this.address}`);
+    const session = connect(url, {
+      settings: { enablePush: false },
+      // A call's frames go out at once, not held back by Nagle's algorithm for the previous call's ACK.
+      createConnection: () => netConnect({ host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port), noDelay: true }),
+    });
     const pooled: PooledSession = { session, streams: 0, gone: false };
     this.sessions.push(pooled);
     const forget = (): void => {
