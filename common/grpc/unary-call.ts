@@ -1,7 +1,7 @@
 import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { Metadata, status } from '@grpc/grpc-js';
 import type { ModelmuxError } from '../errors.js';
-import { messagePrefix, UnaryMessageReader } from './grpc-frame.js';
+import { endWithMessage, PREFIX_BYTES, UnaryMessageReader } from './grpc-frame.js';
 import { grpcError } from './status.js';
 
 /** Request headers of HTTP/2 and of gRPC's transport, never a call's metadata. */
@@ -107,10 +107,9 @@ export class UnaryCall {
   answer(message: Buffer, headers?: Metadata, trailers?: Metadata): void {
     if (this.phase === 'done' || this.phase === 'writing') return;
     this.releaseHeld();
-    const prefix = messagePrefix(message.length);
     // Counted past the limit if need be: the answer exists either way; a client that does not
     // take it is cut by the write timeout and the bytes come back.
-    this.held = prefix.length + message.length;
+    this.held = PREFIX_BYTES + message.length;
     this.budget.add(this.held);
     this.phase = 'writing';
     this.movedAt = this.lastByteAt = Date.now();
@@ -124,8 +123,7 @@ export class UnaryCall {
           // The stream is gone: its close gives the bytes back.
         }
       });
-      s.write(prefix);
-      s.end(message);
+      endWithMessage(s, message);
     } catch {
       this.finish();
     }

@@ -1,7 +1,7 @@
 import { constants, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorCode } from '../../common/errors.js';
-import { messagePrefix, PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
+import { endWithMessage, PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
 import { scanRequest } from '../../common/grpc/message-scan.js';
 import { errorHeaders, grpcStatus } from '../../common/grpc/status.js';
 import type { CancelReason, UnaryCall } from '../../common/grpc/unary-call.js';
@@ -34,9 +34,6 @@ export interface GrpcContext {
   /** Largest answer message taken from a replica (--grpc-max-response-bytes). */
   maxResponseBytes: number;
 }
-
-/** A request message up to this size is sent with its prefix in one write (one copy). */
-const SMALL_MESSAGE_BYTES = 64 * 1024;
 
 /** The call's text metadata as HTTP's flat raw header list, where a split looks up its sticky header. */
 function metadataPairs(headers: IncomingHttpHeaders): string[] {
@@ -188,14 +185,7 @@ export class GrpcExchange extends TryAttempts {
     upstream.on('data', (chunk: Buffer) => this.onAnswerData(upstream, chunk));
     upstream.once('trailers', (trailers: IncomingHttpHeaders) => this.onUpstreamStatus(upstream, trailers));
     upstream.once('close', () => this.onUpstreamClose(upstream, failure));
-    const message = this.message as Buffer;
-    const prefix = messagePrefix(message.length);
-    // One DATA frame for a small message; a large one is not copied.
-    if (message.length <= SMALL_MESSAGE_BYTES) upstream.end(Buffer.concat([prefix, message], PREFIX_BYTES + message.length));
-    else {
-      upstream.write(prefix);
-      upstream.end(message);
-    }
+    endWithMessage(upstream, this.message as Buffer);
   }
 
   protected endTry(): void {
