@@ -307,7 +307,8 @@ export class UnaryServer {
   /** Progress is the connection's bytes moving while the answer is unwritten, as HTTP's write timeout (nginx's send_timeout). */
   private checkWrite(call: UnaryCall, state: SessionState, now: number): void {
     const written = state.socket.bytesWritten;
-    if (written !== call.movedBytes) {
+    // A relayed answer whose bytes the client has all taken waits on its replica, not on the client.
+    if (written !== call.movedBytes || call.heldBytes === 0) {
       call.movedBytes = written;
       call.movedAt = now;
       return;

@@ -262,7 +262,11 @@ export class GrpcExchange extends TryAttempts {
   private tooLarge(bytes: number): void {
     const replica = this.replica as string;
     (this.route as Route).balancer.reportTry(replica, this.model, 'answered');
-    this.fail(new ModelmuxError('upstream_unavailable', `replica ${replica} answered a message of ${bytes} bytes, larger than --grpc-max-response-bytes (${this.ctx.maxResponseBytes})`));
+    // RESOURCE_EXHAUSTED, as a gRPC client's own message bound answers.
+    this.fail(
+      new ModelmuxError('upstream_unavailable', `replica ${replica} answered a message of ${bytes} bytes, larger than --grpc-max-response-bytes (${this.ctx.maxResponseBytes})`),
+      GrpcStatus.RESOURCE_EXHAUSTED,
+    );
   }
 
   /** The replica's status (trailers, or trailers-only headers): the try's outcome, and the call's answer. */
@@ -384,7 +388,7 @@ export class GrpcExchange extends TryAttempts {
   };
 
   /** Answers the router's own error with its gRPC status and code trailer (ending an answer under way so), stops any wait or try. */
-  protected fail(err: unknown): void {
+  protected fail(err: unknown, code?: GrpcStatus): void {
     if (this.phase === 'done') return;
     const was = this.markDone();
     const e = toModelmuxError(err);
@@ -393,7 +397,7 @@ export class GrpcExchange extends TryAttempts {
     const upstream = this.upstream;
     this.endTry();
     if (upstream !== undefined && !upstream.destroyed) upstream.close(constants.NGHTTP2_CANCEL);
-    this.grpcCode = grpcStatus(e.code);
+    this.grpcCode = code ?? grpcStatus(e.code);
     if (e.code === 'internal') this.router.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
     const own: OutgoingHttpHeaders = { [HEADER_REQUEST_ID]: this.requestId, ...errorHeaders(e) };
     if (this.routed !== undefined) own[HEADER_BACKEND] = this.routed.backend;

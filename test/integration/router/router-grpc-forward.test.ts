@@ -20,6 +20,7 @@ jest.setTimeout(120_000);
 const OK = 0;
 const UNAVAILABLE = 14;
 const DEADLINE_EXCEEDED = 4;
+const RESOURCE_EXHAUSTED = 8;
 
 let models: string;
 const started: { stop(graceMs?: number): Promise<number | null> }[] = [];
@@ -100,9 +101,10 @@ describe('the router’s gRPC forwarder, against replica connections that fail',
     expect(await metric(rt, 'modelmux_router_buffered_bytes')).toBe(0);
   });
 
-  it('relays the first bytes of an answer that stalls half-way, and ends it at the call’s deadline', async () => {
+  it('relays the first bytes of an answer that stalls half-way, and ends it at the call’s deadline, not at the client’s write timeout', async () => {
     const faults = new Faults();
-    const { rt, relays: rl } = await pool(1, faults);
+    // The client takes every byte it gets: the stall is the replica's, which the write timeout does not judge.
+    const { rt, relays: rl } = await pool(1, faults, ['--write-timeout-ms', '1000']);
     const c = await connect(rt.grpcAddress as string);
     faults.next('stall');
     const call = c.call('ModelInfer', framed(identityInfer(4)), { metadata: { 'grpc-timeout': '2500m' } });
@@ -117,6 +119,19 @@ describe('the router’s gRPC forwarder, against replica connections that fail',
     expect(a.code).toBe('timeout');
     expect(rl[0]?.calls).toHaveLength(1);
     await eventually(async () => expect(await metric(rt, 'modelmux_router_buffered_bytes')).toBe(0), 5000, 50);
+  });
+
+  it('refuses an answer larger than --grpc-max-response-bytes from its prefix, before any byte of it goes out', async () => {
+    const faults = new Faults();
+    const { rt, relays: rl } = await pool(2, faults, ['--grpc-max-response-bytes', '1Ki']);
+    const c = await connect(rt.grpcAddress as string);
+    expect((await c.call('ModelInfer', framed(identityInfer(4))).answer).grpcStatus).toBe(OK);
+    const before = callsSeen(rl);
+    const a = await c.call('ModelInfer', framed(identityInfer(200))).answer;
+    expect(a.body.length).toBe(0);
+    expect(a.grpcStatus).toBe(RESOURCE_EXHAUSTED);
+    expect(a.grpcMessage).toMatch(/larger than --grpc-max-response-bytes/);
+    expect(callsSeen(rl) - before).toBe(1);
   });
 
   it('opens a new connection to a replica that sent its connection away, and loses no call', async () => {
