@@ -45,14 +45,14 @@ function metadataPairs(headers: IncomingHttpHeaders): string[] {
 /**
  * One forwarded gRPC call, placed exactly as an HTTP request is (route, model key, the route's
  * balancer: holders, loads, hot copies, matching timeout, queue bound, outlier detection, retry
- * budget) and forwarded as the bytes it came in, as one stream of a pooled HTTP/2
- * connection to the replica (grpc-sessions.ts); the answer's headers, message bytes and trailers
- * go back as they come (ADR 0037, ADR 0049), so the router never holds a whole answer. Its request and try deadlines are one entry of the shared
- * deadline sweep, as an HTTP exchange's (ADR 0014). A try is retried on another replica only
- * where HTTP retries: the replica could not be reached or broke off before answering
- * (UNAVAILABLE without an error code of the replica's), refused it at once (overloaded,
- * shutting_down), outlived its adaptive timeout, or was marked down while it waited — and only
- * while no byte of its answer has gone to the client.
+ * budget) and forwarded as the bytes it came in, as one stream of a pooled HTTP/2 connection to
+ * the replica (grpc-sessions.ts); the answer's headers, message bytes and trailers go back as
+ * they come (ADR 0037, ADR 0049), so the router never holds a whole answer. Its request and try
+ * deadlines are one entry of the shared deadline sweep, as an HTTP exchange's (ADR 0014). A try
+ * is retried on another replica only where HTTP retries: the replica could not be reached or
+ * broke off before answering (UNAVAILABLE without an error code of the replica's), refused it at
+ * once (overloaded, shutting_down), outlived its adaptive timeout, or was marked down while it
+ * waited — and only while no byte of its answer has gone to the client.
  */
 export class GrpcExchange extends TryAttempts {
   private requestId = '';
@@ -183,7 +183,15 @@ export class GrpcExchange extends TryAttempts {
     });
     upstream.once('response', (headers: IncomingHttpHeaders) => this.onResponse(upstream, headers));
     upstream.on('data', (chunk: Buffer) => this.onAnswerData(upstream, chunk));
-    upstream.once('trailers', (trailers: IncomingHttpHeaders) => this.onUpstreamStatus(upstream, trailers));
+    // The trailers can come while message bytes still wait in the paused stream: the status is
+    // taken once the last of them has been read ('end').
+    let trailers: IncomingHttpHeaders | undefined;
+    upstream.once('trailers', (t: IncomingHttpHeaders) => {
+      trailers = t;
+    });
+    upstream.once('end', () => {
+      if (trailers !== undefined) this.onUpstreamStatus(upstream, trailers);
+    });
     upstream.once('close', () => this.onUpstreamClose(upstream, failure));
     endWithMessage(upstream, this.message as Buffer);
   }

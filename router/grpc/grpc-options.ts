@@ -17,15 +17,14 @@ export const KEEPALIVE_TIME_MS = 60_000;
 export const KEEPALIVE_TIMEOUT_MS = 20_000;
 
 /** A connection to a replica not established this long is given up (its tries fail over, the next call dials anew). */
-export const UPSTREAM_CONNECT_TIMEOUT_MS = 5000;
+const UPSTREAM_CONNECT_TIMEOUT_MS = 5000;
 /** Calls the router opens at once on one connection to a replica before it opens another, and connections per replica. */
-export const UPSTREAM_STREAMS_PER_SESSION = 100;
-export const UPSTREAM_SESSIONS = 8;
+const UPSTREAM_STREAMS_PER_SESSION = 100;
+const UPSTREAM_SESSIONS = 8;
 
 /** The router's flags that bound its gRPC port (router/config.ts), HTTP's where both have the bound. */
 export interface GrpcFlags {
   maxBodyBytes: number;
-  grpcMaxResponseBytes: number;
   grpcMaxConcurrentStreams: number;
   grpcMaxConnectionAgeMs: number;
   grpcMaxResetsPerClient: number;
