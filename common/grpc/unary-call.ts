@@ -46,7 +46,6 @@ export class UnaryCall {
   movedBytes = 0;
   private held = 0;
   private cancelListeners: ((why: CancelReason) => void)[] = [];
-  private meta: Metadata | undefined;
   private cancelledFlag = false;
 
   constructor(
@@ -65,15 +64,6 @@ export class UnaryCall {
     this.openedAt = now;
     this.lastByteAt = now;
     this.reader = new UnaryMessageReader(maxMessageBytes);
-  }
-
-  /** The call's metadata as grpc-js reads it: custom headers, `-bin` ones decoded; not the transport's. */
-  metadata(): Metadata {
-    if (this.meta === undefined) {
-      this.meta = Metadata.fromHttp2Headers(this.headers);
-      for (const key of TRANSPORT_HEADERS) this.meta.remove(key);
-    }
-    return this.meta;
   }
 
   /** The first text value of a metadata key, read from the request headers as they came (no Metadata built). */
