@@ -169,6 +169,8 @@ function report(o: Options, windows: readonly Window[]): BenchReport {
   ]);
   const total = (p: Protocol, f: (w: Window) => number): number => windows.filter((w) => w.protocol === p).reduce((s, w) => s + f(w), 0);
   const ratio = (f: (w: Window) => number): number => total('grpc', (w) => w.ok) / total('grpc', f) / (total('http', (w) => w.ok) / total('http', f));
+  // The issue's target reads as CPU per request, and the p99 of each protocol's worst window.
+  const worstP99 = (p: Protocol): number => Math.max(...windows.filter((w) => w.protocol === p).map((w) => w.latency.p99Ms));
   return {
     title: 'V2 inference over HTTP/JSON and over gRPC, through the router',
     setup:
@@ -191,7 +193,8 @@ function report(o: Options, windows: readonly Window[]): BenchReport {
             ratio((w) => w.replicaCpuSeconds),
             2,
           )}×** ` +
-          `(over all windows of each protocol).${
+          `(over all windows of each protocol); router CPU per request gRPC / HTTP ${fmt(1 / ratio((w) => w.routerCpuSeconds), 2)}×; ` +
+          `p99 of the worst window: gRPC ${fmt(worstP99('grpc'), 2)} ms, HTTP ${fmt(worstP99('http'), 2)} ms.${
             windows.some((w) => w.firstFailure)
               ? ` First failures: ${windows
                   .filter((w) => w.firstFailure)

@@ -5,9 +5,9 @@ import { AdminServer } from './http1/admin-server.js';
 import { systemSetTimer } from './placement/balancer.js';
 import { parseRouterConfig } from './config.js';
 import type { Discovery } from './discovery/discovery.js';
-import { grpcUpstreamOptions } from './grpc/grpc-options.js';
+import { grpcSessionLimits } from './grpc/grpc-options.js';
 import { RouterGrpcServer } from './grpc/grpc-server.js';
-import { GrpcUpstreams } from './grpc/grpc-upstreams.js';
+import { GrpcSessions } from './grpc/grpc-sessions.js';
 import { KubeDiscovery } from './discovery/kube-discovery.js';
 import { KubeRoutes } from './discovery/kube-model-routes.js';
 import { RouterMetrics } from './metrics.js';
@@ -78,9 +78,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   );
   const server = new RouterServer(dispatcher, publicRepositoryAccess(config.repositoryApiToken, config.adminPort), routes, metrics, log, config);
   const admin = config.adminPort === -1 ? undefined : new AdminServer(server, dispatcher, metrics, log, config);
-  const upstreams = new GrpcUpstreams(grpcUpstreamOptions(config));
+  const upstreams = new GrpcSessions(grpcSessionLimits());
   let ready = false;
-  const grpc = config.grpcPort === -1 ? undefined : new RouterGrpcServer({ router: dispatcher.context, composites: dispatcher.composites, upstreams }, config, () => ready, log);
+  const grpc =
+    config.grpcPort === -1
+      ? undefined
+      : new RouterGrpcServer({ router: dispatcher.context, composites: dispatcher.composites, upstreams, maxResponseBytes: config.grpcMaxResponseBytes }, config, () => ready, log);
   const discovery: Discovery =
     config.discovery === 'kube'
       ? new KubeDiscovery(config.namespace, log)

@@ -62,3 +62,17 @@ export function messagePrefix(length: number): Buffer {
   prefix.writeUInt32BE(length, 1);
   return prefix;
 }
+
+/** A message up to this size goes out with its prefix in one write (one DATA frame), copied once. */
+const ONE_WRITE_BYTES = 64 * 1024;
+
+/** Writes `message` framed (uncompressed) to `stream` and ends it; a large message is not copied. */
+export function endWithMessage(stream: { write(chunk: Buffer): boolean; end(chunk: Buffer): unknown }, message: Buffer): void {
+  const prefix = messagePrefix(message.length);
+  if (message.length <= ONE_WRITE_BYTES) {
+    stream.end(Buffer.concat([prefix, message], PREFIX_BYTES + message.length));
+    return;
+  }
+  stream.write(prefix);
+  stream.end(message);
+}

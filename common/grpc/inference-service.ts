@@ -152,3 +152,14 @@ export interface ServerMetadataResponse {
 
 /** The trailer that carries the modelmux error code (docs/errors.md) of a failed call. */
 export const ERROR_CODE_TRAILER = 'x-modelmux-error-code';
+
+/**
+ * Methods of the service that neither the router nor the replicas serve, with the reason their
+ * UNIMPLEMENTED answer gives, at once, from the call's headers (ADR 0049).
+ */
+export const UNSERVED_METHODS: ReadonlyMap<string, string> = new Map([
+  [
+    '/inference.GRPCInferenceService/ModelStreamInfer',
+    'ModelStreamInfer (the streaming call) is not served: every model here answers exactly one response per request, so ModelInfer carries the same calls; see docs/grpc.md',
+  ],
+]);

@@ -59,8 +59,14 @@ export function grpcStatusName(code: status): string {
 
 /** A catalogue error as a gRPC call's error: its status and message, its code in `metadata` (sent as trailers). */
 export function grpcError(err: ModelmuxError, metadata: Metadata = new Metadata()): { code: status; details: string; metadata: Metadata } {
-  metadata.set(ERROR_CODE_TRAILER, err.code);
-  // Refused before any work: a router may send the call to another replica (as for HTTP).
-  if (refusedBeforeWork(err.code)) metadata.set(HEADER_OVERLOADED, 'true');
+  for (const [key, value] of Object.entries(errorHeaders(err))) metadata.set(key, value);
   return { code: grpcStatus(err.code), details: err.message, metadata };
+}
+
+/** The trailers of a catalogue error: its code, and whether it was refused before any work. */
+export function errorHeaders(err: ModelmuxError): Record<string, string> {
+  const out: Record<string, string> = { [ERROR_CODE_TRAILER]: err.code };
+  // Refused before any work: a router may send the call to another replica (as for HTTP).
+  if (refusedBeforeWork(err.code)) out[HEADER_OVERLOADED] = 'true';
+  return out;
 }

@@ -1,7 +1,7 @@
 import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { Metadata, status } from '@grpc/grpc-js';
 import type { ModelmuxError } from '../errors.js';
-import { messagePrefix, UnaryMessageReader } from './grpc-frame.js';
+import { endWithMessage, PREFIX_BYTES, UnaryMessageReader } from './grpc-frame.js';
 import { grpcError } from './status.js';
 
 /** Request headers of HTTP/2 and of gRPC's transport, never a call's metadata. */
@@ -46,7 +46,6 @@ export class UnaryCall {
   movedBytes = 0;
   private held = 0;
   private cancelListeners: ((why: CancelReason) => void)[] = [];
-  private meta: Metadata | undefined;
   private cancelledFlag = false;
 
   constructor(
@@ -67,19 +66,18 @@ export class UnaryCall {
     this.reader = new UnaryMessageReader(maxMessageBytes);
   }
 
-  /** The call's metadata as grpc-js reads it: custom headers, `-bin` ones decoded; not the transport's. */
-  metadata(): Metadata {
-    if (this.meta === undefined) {
-      this.meta = Metadata.fromHttp2Headers(this.headers);
-      for (const key of TRANSPORT_HEADERS) this.meta.remove(key);
-    }
-    return this.meta;
+  /** The first text value of a metadata key, read from the request headers as they came (no Metadata built). */
+  metadataValue(key: string): string | undefined {
+    if (key.endsWith('-bin') || TRANSPORT_HEADERS.includes(key)) return undefined;
+    const v = this.headers[key];
+    return typeof v === 'string' ? v : v?.[0];
   }
 
-  /** The first text value of a metadata key. */
-  metadataValue(key: string): string | undefined {
-    const v = this.metadata().get(key)[0];
-    return typeof v === 'string' ? v : undefined;
+  /** The call's text metadata as a flat list of keys and values, as HTTP's raw headers (no Metadata built); transport and binary headers left out. */
+  textMetadata(): string[] {
+    const out: string[] = [];
+    for (const [key, value] of Object.entries(this.headers)) if (typeof value === 'string' && !key.startsWith(':') && !key.endsWith('-bin') && !TRANSPORT_HEADERS.includes(key)) out.push(key, value);
+    return out;
   }
 
   get cancelled(): boolean {
@@ -106,10 +104,9 @@ export class UnaryCall {
   answer(message: Buffer, headers?: Metadata, trailers?: Metadata): void {
     if (this.phase === 'done' || this.phase === 'writing') return;
     this.releaseHeld();
-    const prefix = messagePrefix(message.length);
     // Counted past the limit if need be: the answer exists either way; a client that does not
     // take it is cut by the write timeout and the bytes come back.
-    this.held = prefix.length + message.length;
+    this.held = PREFIX_BYTES + message.length;
     this.budget.add(this.held);
     this.phase = 'writing';
     this.movedAt = this.lastByteAt = Date.now();
@@ -123,15 +120,65 @@ export class UnaryCall {
           // The stream is gone: its close gives the bytes back.
         }
       });
-      s.write(prefix);
-      s.end(message);
+      endWithMessage(s, message);
     } catch {
       this.finish();
     }
   }
 
+  /**
+   * Starts an answer relayed as it comes (the router's forwarder): `headers` go out now, then
+   * `relay` each piece of the message, then `end` with the trailers. Each piece counts in the
+   * byte budget until the stream has taken it, and the write timeout watches the whole answer.
+   */
+  startAnswer(headers: OutgoingHttpHeaders): boolean {
+    if (this.phase === 'done' || this.phase === 'writing') return false;
+    this.releaseHeld();
+    this.phase = 'writing';
+    this.movedAt = this.lastByteAt = Date.now();
+    try {
+      this.stream.respond({ ...ownHeaders(headers), ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      return true;
+    } catch {
+      this.finish();
+      return false;
+    }
+  }
+
+  /** Writes one piece of a started answer; false when the stream's buffer is full (wait for its `drain`). */
+  relay(chunk: Buffer): boolean {
+    if (this.phase !== 'writing' || this.stream.destroyed) return true;
+    this.held += chunk.length;
+    this.budget.add(chunk.length);
+    return this.stream.write(chunk, () => {
+      // After the stream's close the bytes were given back with the rest.
+      if (this.held < chunk.length) return;
+      this.held -= chunk.length;
+      this.budget.release(chunk.length);
+    });
+  }
+
+  /** Ends a started answer with `trailers` (its grpc-status among them). */
+  end(trailers: OutgoingHttpHeaders): void {
+    const s = this.stream;
+    if (this.phase !== 'writing' || s.destroyed || s.writableEnded) return;
+    s.once('wantTrailers', () => {
+      try {
+        s.sendTrailers(trailers);
+      } catch {
+        // The stream is gone: its close gives the bytes back.
+      }
+    });
+    s.end();
+  }
+
   /** Ends the call with a status and no message (trailers-only), its `metadata` in the same frame. */
   fail(code: status, details: string, metadata?: Metadata, headers?: Metadata): void {
+    this.failWithHeaders(code, details, { ...responseHeaders(headers), ...responseHeaders(metadata) });
+  }
+
+  /** `fail` with the metadata as HTTP/2 headers, as a forwarder has them. */
+  failWithHeaders(code: status, details: string, headers: OutgoingHttpHeaders): void {
     if (this.phase === 'done' || this.phase === 'writing') return;
     const unread = this.phase === 'message';
     this.phase = 'done';
@@ -139,10 +186,7 @@ export class UnaryCall {
     const s = this.stream;
     try {
       if (!s.headersSent && !s.destroyed) {
-        s.respond(
-          { ...responseHeaders(headers), ...responseHeaders(metadata), ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(code), 'grpc-message': encodeURI(details) },
-          { endStream: true },
-        );
+        s.respond({ ...ownHeaders(headers), ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(code), 'grpc-message': encodeURI(details) }, { endStream: true });
       }
       // The rest of a message the call will not read: the client is asked to stop sending (RFC 9113
       // §8.1), once the status has gone out: a reset submitted with it can overtake it.
@@ -189,8 +233,12 @@ export class UnaryCall {
 }
 
 function responseHeaders(md: Metadata | undefined): OutgoingHttpHeaders {
-  if (md === undefined) return {};
+  return md === undefined ? {} : ownHeaders(md.toHttp2Headers());
+}
+
+/** `headers` without the ones the server writes itself. */
+function ownHeaders(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
-  for (const [key, value] of Object.entries(md.toHttp2Headers())) if (!key.startsWith(':') && !OWN_RESPONSE_HEADERS.has(key)) out[key] = value;
+  for (const [key, value] of Object.entries(headers)) if (!key.startsWith(':') && !OWN_RESPONSE_HEADERS.has(key)) out[key] = value;
   return out;
 }

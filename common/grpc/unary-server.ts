@@ -4,6 +4,7 @@ import { status } from '@grpc/grpc-js';
 import { refusal, type RefusalReason } from '../connection-limits.js';
 import { ModelmuxError } from '../errors.js';
 import { grpcTimeoutMs } from './grpc-timeout.js';
+import { UNSERVED_METHODS } from './inference-service.js';
 import { grpcStatus } from './status.js';
 import { ResetBudget, type ResetPolicy } from './reset-budget.js';
 import { UnaryCall, type CallBudget } from './unary-call.js';
@@ -199,7 +200,7 @@ export class UnaryServer {
     stream.once('close', () => this.onClose(call, state));
     if (timeoutMs === undefined) return this.refuse(call, new ModelmuxError('invalid_request', `the grpc-timeout header "${String(timeout)}" is malformed`));
     const handler = this.opts.methods.get(path);
-    if (handler === undefined) return this.refuse(call, status.UNIMPLEMENTED, `the server does not implement ${path}`);
+    if (handler === undefined) return this.refuse(call, status.UNIMPLEMENTED, UNSERVED_METHODS.get(path) ?? `the server does not implement ${path}`);
     stream.on('data', (chunk: Buffer) => this.onData(call, chunk));
     stream.once('end', () => this.onEnd(call, handler));
   }
@@ -306,7 +307,8 @@ export class UnaryServer {
   /** Progress is the connection's bytes moving while the answer is unwritten, as HTTP's write timeout (nginx's send_timeout). */
   private checkWrite(call: UnaryCall, state: SessionState, now: number): void {
     const written = state.socket.bytesWritten;
-    if (written !== call.movedBytes) {
+    // A relayed answer whose bytes the client has all taken waits on its replica, not on the client.
+    if (written !== call.movedBytes || call.heldBytes === 0) {
       call.movedBytes = written;
       call.movedAt = now;
       return;

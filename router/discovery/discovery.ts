@@ -9,7 +9,7 @@ export interface ReplicaEndpoint {
   name: string;
   /** `http://host:port` of the replica. */
   url: string;
-  /** `host:port` of the replica's gRPC service, when it serves one (router/grpc/grpc-upstreams.ts). */
+  /** `host:port` of the replica's gRPC service, when it serves one (router/grpc/grpc-sessions.ts). */
   grpc?: string | undefined;
   /** The replica's model table, when known and valid. */
   table: ModelTable | undefined;

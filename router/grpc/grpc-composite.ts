@@ -17,7 +17,7 @@ import type { Route } from '../routes/route-table.js';
 export type CompositeMethod = 'ModelInfer' | 'ModelMetadata' | 'ModelReady';
 
 /** What a composite reads of a gRPC call: its whole message, its client, its metadata; and how it is answered. */
-export type CompositeCall = Pick<UnaryCall, 'message' | 'client' | 'metadata' | 'onCancel' | 'answer' | 'fail'>;
+export type CompositeCall = Pick<UnaryCall, 'message' | 'client' | 'textMetadata' | 'onCancel' | 'answer' | 'fail'>;
 
 /**
  * Serves a gRPC call to an ensemble or a sequence route (ADR 0050) as the composite of its HTTP
@@ -31,8 +31,9 @@ export type CompositeCall = Pick<UnaryCall, 'message' | 'client' | 'metadata' | 
 export function serveGrpcComposite(ctx: CompositeContext, call: CompositeCall, method: CompositeMethod, route: Route, modelRoute: ModelRoute, requestId: string): void {
   const name = publicName(modelRoute);
   const base = `${route.prefix}/v2/models/${name}`;
+  const metadata = call.textMetadata();
   const headers: string[] = [];
-  for (const [key, value] of Object.entries(call.metadata().getMap())) if (typeof value === 'string' && key !== HEADER_REQUEST_ID) headers.push(key, value);
+  for (let i = 0; i < metadata.length; i += 2) if (metadata[i] !== HEADER_REQUEST_ID) headers.push(metadata[i] as string, metadata[i + 1] as string);
   headers.push(HEADER_REQUEST_ID, requestId);
   const infer = method === 'ModelInfer';
   if (infer) headers.push('content-type', 'application/grpc', 'content-length', String(call.message.length));

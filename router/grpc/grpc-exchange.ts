@@ -1,8 +1,9 @@
-import { Metadata, status as GrpcStatus, type ClientUnaryCall, type ServiceError, type StatusObject } from '@grpc/grpc-js';
+import { constants, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
+import { status as GrpcStatus } from '@grpc/grpc-js';
 import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorCode } from '../../common/errors.js';
-import { ERROR_CODE_TRAILER } from '../../common/grpc/inference-service.js';
+import { endWithMessage, PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
 import { scanRequest } from '../../common/grpc/message-scan.js';
-import { grpcError, grpcStatus } from '../../common/grpc/status.js';
+import { errorHeaders, grpcStatus } from '../../common/grpc/status.js';
 import type { CancelReason, UnaryCall } from '../../common/grpc/unary-call.js';
 import { HEADER_BACKEND, HEADER_CACHE, HEADER_OVERLOADED, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../../common/names.js';
 import { versionedModel } from '../../common/request-grammar.js';
@@ -10,7 +11,8 @@ import type { Lease } from '../placement/balancer.js';
 import { addressedTo } from './grpc-head.js';
 import { serveGrpcComposite } from './grpc-composite.js';
 import type { CompositeContext } from '../composite/composite-route.js';
-import type { GrpcUpstreams } from './grpc-upstreams.js';
+import { answerHeaders, forwardedHeaders, headerText, passedTrailers, statusOf, tryHeaders, upstreamError, type UpstreamStatus } from './grpc-forward-headers.js';
+import type { GrpcSessions } from './grpc-sessions.js';
 import type { RetryReason, RouteMetrics } from '../metrics.js';
 import type { RouterContext } from '../exchange/context.js';
 import { acceptedRequestId } from '../../common/request-id.js';
@@ -27,64 +29,43 @@ export type ForwardedMethod = 'ModelInfer' | 'ModelMetadata' | 'ModelReady' | 'S
  */
 export const GRPC_ROUTE_METADATA = 'x-modelmux-route';
 
-/** What every gRPC exchange of one server shares: the HTTP side's routes, limits and metrics, and the replicas' channels. */
+/** What every gRPC exchange of one server shares: the HTTP side's routes, limits and metrics, and the replicas' connections. */
 export interface GrpcContext {
   router: RouterContext;
-  upstreams: GrpcUpstreams;
+  upstreams: GrpcSessions;
+  /** Largest answer message taken from a replica (--grpc-max-response-bytes). */
+  maxResponseBytes: number;
   /** Where calls to ensembles and sequences go (grpc-composite.ts). */
   composites: CompositeContext;
-}
-
-/** The (de)serializer of bytes the router forwards as they are. */
-const passThrough = (bytes: Buffer): Buffer => bytes;
-
-/** Request metadata the forwarded call gets anew: grpc-js writes its user-agent, the router the other two. */
-const OWN_METADATA = ['user-agent', HEADER_REQUEST_ID, 'x-forwarded-for'];
-
-/** Response headers of the replica's connection, not of its answer: the router's server writes its own. */
-const TRANSPORT_METADATA = ['content-type', 'date', 'grpc-encoding', 'grpc-accept-encoding'];
-
-/** A catalogue code read from a trailer, when it is one. */
-function catalogueCode(value: unknown): ErrorCode | undefined {
-  return typeof value === 'string' && Object.hasOwn(ERROR_CATALOGUE, value) ? (value as ErrorCode) : undefined;
-}
-
-/** The replica's error code of a failed try, and whether nothing listened there (outlier detection ejects at once). */
-function upstreamError(err: ServiceError | StatusObject): { code: ErrorCode | undefined; refused: boolean } {
-  const code = catalogueCode(err.metadata?.get(ERROR_CODE_TRAILER)[0]);
-  return { code, refused: code === undefined && /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH/.test(err.details) };
-}
-
-function firstString(md: Metadata | undefined, key: string): string | undefined {
-  const v = md?.get(key)[0];
-  return typeof v === 'string' ? v : undefined;
-}
-
-/** The call's text metadata as HTTP's flat raw header list, where a split looks up its sticky header. */
-function metadataPairs(md: Metadata): string[] {
-  const out: string[] = [];
-  for (const [key, value] of Object.entries(md.getMap())) if (typeof value === 'string') out.push(key, value);
-  return out;
 }
 
 /**
  * One forwarded gRPC call, placed exactly as an HTTP request is (route, model key, the route's
  * balancer: holders, loads, hot copies, matching timeout, queue bound, outlier detection, retry
- * budget) and forwarded as the bytes it came in, over the replica's channel; the answer's
- * bytes go back unchanged (ADR 0037). Its request and try deadlines are one entry of the shared
- * deadline sweep, as an HTTP exchange's (ADR 0014). A try is retried on another replica only
- * where HTTP retries: the replica could not be reached or broke off before answering
- * (UNAVAILABLE without an error code of the replica's), refused it at once (overloaded,
- * shutting_down), outlived its adaptive timeout, or was marked down while it waited.
+ * budget) and forwarded as the bytes it came in, as one stream of a pooled HTTP/2 connection to
+ * the replica (grpc-sessions.ts); the answer's headers, message bytes and trailers go back as
+ * they come (ADR 0037, ADR 0049), so the router never holds a whole answer. Its request and try
+ * deadlines are one entry of the shared deadline sweep, as an HTTP exchange's (ADR 0014). A try
+ * is retried on another replica only where HTTP retries: the replica could not be reached or
+ * broke off before answering (UNAVAILABLE without an error code of the replica's), refused it at
+ * once (overloaded, shutting_down), outlived its adaptive timeout, or was marked down while it
+ * waited — and only while no byte of its answer has gone to the client.
  */
 export class GrpcExchange extends TryAttempts {
   private requestId = '';
-  private metadata: Metadata | undefined;
+  /** The request headers every try sends, but for its grpc-timeout. */
+  private forwarded: OutgoingHttpHeaders = {};
   /** The request message forwarded: as received (the server holds it in the byte budget), or renamed for a ModelRoute's backend. */
   private message: Buffer | undefined;
   /** Bytes of the renamed copy, which this exchange holds in the byte budget. */
   private budgeted = 0;
-  private upstream: ClientUnaryCall | undefined;
+  /** The try in flight: its stream to the replica. */
+  private upstream: ClientHttp2Stream | undefined;
+  /** The answer's response headers, until its first message bytes commit the call to it. */
+  private head: IncomingHttpHeaders | undefined;
+  /** Answer bytes received before the 5-byte prefix was whole (nothing has gone out yet). */
+  private pending: Buffer[] = [];
+  private answerBytes = 0;
   private grpcCode: GrpcStatus = GrpcStatus.OK;
   private httpStatus = 200;
   private error: ErrorCode | undefined;
@@ -125,12 +106,7 @@ export class GrpcExchange extends TryAttempts {
         this.budgeted = message.length;
       }
       this.message = message;
-      const md = call.metadata().clone();
-      for (const key of OWN_METADATA) md.remove(key);
-      md.set(HEADER_REQUEST_ID, this.requestId);
-      const forwardedFor = call.metadataValue('x-forwarded-for');
-      md.set('x-forwarded-for', forwardedFor === undefined ? call.client : `${forwardedFor}, ${call.client}`);
-      this.metadata = md;
+      this.forwarded = forwardedHeaders(call.headers, this.method, this.requestId, call.client);
       const now = router.clock.now();
       this.requestDeadline = now + Math.min(router.limits.requestTimeoutMs, Math.max(0, call.deadlineAt - Date.now()));
       this.deadlineAt = this.requestDeadline;
@@ -149,7 +125,7 @@ export class GrpcExchange extends TryAttempts {
    */
   private resolveRoute(route: Route, raw: Buffer): Buffer | undefined {
     const model = this.model as string;
-    const r = route.models.resolve(model, metadataPairs(this.call.metadata()));
+    const r = route.models.resolve(model, this.call.textMetadata());
     if (r.kind !== 'model') {
       this.markDone();
       if (this.method !== 'ServerMetadata') serveGrpcComposite(this.ctx.composites, this.call, this.method, route, r.route, this.requestId);
@@ -181,42 +157,44 @@ export class GrpcExchange extends TryAttempts {
     this.beginTry(lease);
     this.phase = 'upstream';
     this.timeTry(lease);
-    const now = this.tryStart;
-    const client = this.ctx.upstreams.get(lease.replica);
-    if (client === undefined) {
+    const sessions = this.ctx.upstreams.get(lease.replica);
+    if (sessions === undefined) {
       // A replica that serves no gRPC (an older image, or its port unknown) is no place for the call.
       return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${lease.replica} serves no gRPC port`), 'refused');
     }
     route.balancer.watch(lease, this);
-    // grpc-js ends the call itself at the earlier of the request deadline and the try's cap;
-    // the adaptive timeout, earlier, is the sweep's (it may retry rather than fail).
-    const deadline = new Date(Date.now() + Math.max(0, Math.min(this.requestDeadline, this.tryCapAt) - now));
-    let message: Buffer | undefined;
-    let upstream: ClientUnaryCall;
+    // The replica ends the call at the earlier of the request deadline and the try's cap too; the
+    // sweep's deadlines (the adaptive one first) are the router's, which may retry rather than fail.
+    const remainingMs = Math.max(0, Math.min(this.requestDeadline, this.tryCapAt) - this.tryStart);
+    let upstream: ClientHttp2Stream;
     try {
-      upstream = client.makeUnaryRequest<Buffer, Buffer>(
-        `/inference.GRPCInferenceService/${this.method}`,
-        passThrough,
-        passThrough,
-        this.message as Buffer,
-        this.metadata as Metadata,
-        { deadline },
-        (_err, value) => {
-          message = value;
-        },
-      );
+      upstream = sessions.request(tryHeaders(this.forwarded, sessions.address, remainingMs));
     } catch (err) {
-      // The channel was closed under the lease (the replica just left the route): as a refused connection.
+      // The replica just left the route under the lease: as a refused connection.
       route.balancer.unwatch(lease, this);
       return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${lease.replica}: ${err instanceof Error ? err.message : String(err)}`), 'failed');
     }
-    let head: Metadata | undefined;
-    upstream.on('metadata', (md: Metadata) => {
-      head = md;
-    });
-    // grpc-js emits the status right after the callback, with the trailers of an OK answer too.
-    upstream.on('status', (s: StatusObject) => this.onUpstreamEnd(upstream, s, head, message));
     this.upstream = upstream;
+    this.head = undefined;
+    this.pending = [];
+    this.answerBytes = 0;
+    let failure: Error | undefined;
+    upstream.on('error', (err: Error) => {
+      failure = err;
+    });
+    upstream.once('response', (headers: IncomingHttpHeaders) => this.onResponse(upstream, headers));
+    upstream.on('data', (chunk: Buffer) => this.onAnswerData(upstream, chunk));
+    // The trailers can come while message bytes still wait in the paused stream: the status is
+    // taken once the last of them has been read ('end').
+    let trailers: IncomingHttpHeaders | undefined;
+    upstream.once('trailers', (t: IncomingHttpHeaders) => {
+      trailers = t;
+    });
+    upstream.once('end', () => {
+      if (trailers !== undefined) this.onUpstreamStatus(upstream, trailers);
+    });
+    upstream.once('close', () => this.onUpstreamClose(upstream, failure));
+    endWithMessage(upstream, this.message as Buffer);
   }
 
   protected endTry(): void {
@@ -239,64 +217,149 @@ export class GrpcExchange extends TryAttempts {
 
   protected abandon(reason: RetryReason): void {
     this.abandoning = reason;
-    // The call ends with CANCELLED, and its status retries.
-    this.upstream?.cancel();
+    // The stream's close retries.
+    this.upstream?.close(constants.NGHTTP2_CANCEL);
   }
 
-  private onUpstreamEnd(upstream: ClientUnaryCall, s: StatusObject, head: Metadata | undefined, message: Buffer | undefined): void {
+  /** Response headers: trailers-only (a status, no message: the replica's errors) end the try here. */
+  private onResponse(upstream: ClientHttp2Stream, headers: IncomingHttpHeaders): void {
+    if (upstream !== this.upstream) return;
+    if (Number(headers[':status']) !== 200) return void upstream.close(constants.NGHTTP2_CANCEL);
+    if (headers['grpc-status'] !== undefined) return this.onUpstreamStatus(upstream, headers);
+    this.head = headers;
+  }
+
+  /**
+   * Answer bytes: held until the message's 5-byte prefix is in and its length within
+   * --grpc-max-response-bytes, then the call is committed to this answer (no retry from here on)
+   * and every byte is relayed as it comes, the replica's stream paused while the client's is full.
+   */
+  private onAnswerData(upstream: ClientHttp2Stream, chunk: Buffer): void {
+    if (upstream !== this.upstream) return;
+    this.answerBytes += chunk.length;
+    if (this.phase === 'responding') return this.relay(upstream, chunk);
+    if (this.phase !== 'upstream' || this.head === undefined) return;
+    this.pending.push(chunk);
+    if (this.answerBytes < PREFIX_BYTES) return;
+    const first = this.pending.length === 1 ? (this.pending[0] as Buffer) : Buffer.concat(this.pending);
+    const announced = first.readUInt32BE(1);
+    if (announced > this.ctx.maxResponseBytes) return this.tooLarge(announced);
+    this.commit();
+    this.pending = [];
+    this.relay(upstream, first);
+  }
+
+  private relay(upstream: ClientHttp2Stream, chunk: Buffer): void {
+    if (this.answerBytes > PREFIX_BYTES + this.ctx.maxResponseBytes) return this.tooLarge(this.answerBytes - PREFIX_BYTES);
+    if (this.call.relay(chunk)) return;
+    upstream.pause();
+    this.call.stream.once('drain', () => upstream.resume());
+  }
+
+  /** The first byte of the answer goes out: the try's clocks stop, the request deadline goes on. */
+  private commit(): void {
+    this.phase = 'responding';
+    this.adaptivePending = false;
+    this.deadlineAt = this.requestDeadline;
+    this.router.deadlines.add(this);
+    this.call.stream.once('close', () => {
+      if (this.phase === 'responding') this.fail(new ModelmuxError('client_closed', 'the client went away during the answer'));
+    });
+    this.call.startAnswer(answerHeaders(this.head ?? {}, this.requestId, this.routed?.backend));
+  }
+
+  private tooLarge(bytes: number): void {
+    const replica = this.replica as string;
+    (this.route as Route).balancer.reportTry(replica, this.model, 'answered');
+    // RESOURCE_EXHAUSTED, as a gRPC client's own message bound answers.
+    this.fail(
+      new ModelmuxError('upstream_unavailable', `replica ${replica} answered a message of ${bytes} bytes, larger than --grpc-max-response-bytes (${this.ctx.maxResponseBytes})`),
+      GrpcStatus.RESOURCE_EXHAUSTED,
+    );
+  }
+
+  /** The replica's status (trailers, or trailers-only headers): the try's outcome, and the call's answer. */
+  private onUpstreamStatus(upstream: ClientHttp2Stream, trailers: IncomingHttpHeaders): void {
     if (upstream !== this.upstream) return;
     const replica = this.replica as string;
     const balancer = (this.route as Route).balancer;
     // Told before outlier detection hears of this try, so an ejection it causes does not abandon it too.
     balancer.unwatch(this.lease as Lease, this);
     try {
-      if (this.phase !== 'upstream') return this.endTry();
-      if (this.abandoning !== undefined) return this.retry(this.abandoning);
-      const ms = this.router.clock.now() - this.tryStart;
-      if (s.code === GrpcStatus.UNAVAILABLE) {
-        const { code, refused } = upstreamError(s);
-        if (code === undefined) return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${replica} failed: ${s.details}`), refused ? 'refused' : 'failed');
-        balancer.reportTry(replica, this.model, 'answered');
-        // Refused before any work (overloaded, shutting down), as HTTP's 503 with x-modelmux-overloaded.
-        if (s.metadata.get(HEADER_OVERLOADED).length > 0 && this.mayRetry()) return this.retry('overloaded');
-      } else if (s.code === GrpcStatus.DEADLINE_EXCEEDED && catalogueCode(s.metadata.get(ERROR_CODE_TRAILER)[0]) === undefined) {
-        // grpc-js ended the try at its deadline (the sweep had not yet): the replica did not answer in time.
-        this.report('failed');
-        this.router.metrics.timedOut(this.tryCapAt < this.requestDeadline ? 'upstream' : 'request');
-        this.endTry();
-        return this.fail(new ModelmuxError('timeout', `replica ${replica} did not answer in time`));
-      } else {
-        (this.routeMetrics as RouteMetrics).upstreamLatency(ms / 1000);
-        // The replica says whether it had the model in its trailers (replica/grpc/grpc-server.ts).
-        const cache = firstString(s.metadata, HEADER_CACHE) ?? firstString(head, HEADER_CACHE);
-        const warm = s.code === GrpcStatus.OK && (this.model === undefined || cache === 'hit');
-        balancer.reportTry(replica, this.model, 'answered', warm ? ms : undefined);
-        if (this.model !== undefined && s.code === GrpcStatus.OK && cache !== undefined) {
-          const version = Number(firstString(s.metadata, HEADER_TABLE_VERSION) ?? firstString(head, HEADER_TABLE_VERSION));
-          balancer.observe(replica, this.model, Number.isSafeInteger(version) ? version : undefined);
+      if (this.phase !== 'upstream' && this.phase !== 'responding') return this.endTry();
+      const s = statusOf(trailers);
+      if (this.phase === 'upstream') {
+        if (this.abandoning !== undefined) return this.retry(this.abandoning);
+        if (s.code === GrpcStatus.UNAVAILABLE) {
+          const { code, refused } = upstreamError(trailers, s.details);
+          if (code === undefined) return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${replica} failed: ${s.details}`), refused ? 'refused' : 'failed');
+          balancer.reportTry(replica, this.model, 'answered');
+          // Refused before any work (overloaded, shutting down), as HTTP's 503 with x-modelmux-overloaded.
+          if (trailers[HEADER_OVERLOADED] !== undefined && this.mayRetry()) return this.retry('overloaded');
+          return this.respond(s, trailers);
+        }
+        if (s.code === GrpcStatus.DEADLINE_EXCEEDED && s.errorCode === undefined) {
+          // The replica ended the try at the deadline the router sent (the sweep had not yet): it did not answer in time.
+          this.report('failed');
+          this.router.metrics.timedOut(this.tryCapAt < this.requestDeadline ? 'upstream' : 'request');
+          this.endTry();
+          return this.fail(new ModelmuxError('timeout', `replica ${replica} did not answer in time`));
         }
       }
-      this.endTry();
-      this.respond(s, head, message);
+      const ms = this.router.clock.now() - this.tryStart;
+      (this.routeMetrics as RouteMetrics).upstreamLatency(ms / 1000);
+      // The replica says whether it had the model in its trailers (replica/grpc/grpc-server.ts).
+      const head = this.head ?? {};
+      const cache = headerText(trailers, HEADER_CACHE) ?? headerText(head, HEADER_CACHE);
+      const ok = s.code === GrpcStatus.OK;
+      balancer.reportTry(replica, this.model, 'answered', ok && (this.model === undefined || cache === 'hit') ? ms : undefined);
+      if (this.model !== undefined && ok && cache !== undefined) {
+        const version = Number(headerText(trailers, HEADER_TABLE_VERSION) ?? headerText(head, HEADER_TABLE_VERSION));
+        balancer.observe(replica, this.model, Number.isSafeInteger(version) ? version : undefined);
+      }
+      this.respond(s, trailers);
     } catch (err) {
       this.endTry();
       this.fail(err);
     }
   }
 
-  /** The replica's answer, as it gave it: its message bytes, or its status and trailers. */
-  private respond(s: StatusObject, head: Metadata | undefined, message: Buffer | undefined): void {
-    this.phase = 'done';
-    const md = head ?? new Metadata();
-    for (const key of TRANSPORT_METADATA) md.remove(key);
-    md.set(HEADER_REQUEST_ID, this.requestId);
-    if (this.routed !== undefined) md.set(HEADER_BACKEND, this.routed.backend);
+  /** The replica's answer, as it gave it: its message and trailers, or its status with its metadata. */
+  private respond(s: UpstreamStatus, trailers: IncomingHttpHeaders): void {
+    this.endTry();
     this.grpcCode = s.code;
-    const code = catalogueCode(s.metadata.get(ERROR_CODE_TRAILER)[0]);
-    this.httpStatus = s.code === GrpcStatus.OK ? 200 : code !== undefined ? ERROR_CATALOGUE[code].status : 502;
-    if (s.code === GrpcStatus.OK && message !== undefined) this.call.answer(message, md, s.metadata);
-    else this.call.fail(s.code, s.details, s.metadata, md);
+    this.httpStatus = s.code === GrpcStatus.OK ? 200 : s.errorCode !== undefined ? ERROR_CATALOGUE[s.errorCode].status : 502;
+    if (this.phase === 'upstream' && this.pending.length > 0) this.commit();
+    if (this.phase === 'responding') {
+      for (const chunk of this.pending) this.call.relay(chunk);
+      this.pending = [];
+      this.call.end(passedTrailers(trailers));
+    } else {
+      this.call.failWithHeaders(s.code, s.details, { ...answerHeaders(this.head ?? {}, this.requestId, this.routed?.backend), ...passedTrailers(trailers) });
+    }
+    this.phase = 'done';
     this.finish();
+  }
+
+  /** The replica's stream closed: after its status nothing more; before it, the try broke off. */
+  private onUpstreamClose(upstream: ClientHttp2Stream, failure: Error | undefined): void {
+    if (upstream !== this.upstream) return;
+    const balancer = (this.route as Route).balancer;
+    balancer.unwatch(this.lease as Lease, this);
+    try {
+      if (this.phase === 'responding') {
+        this.report('failed');
+        return this.fail(new ModelmuxError('upstream_unavailable', `replica ${this.replica ?? '?'} broke off its answer`));
+      }
+      if (this.phase !== 'upstream') return this.endTry();
+      if (this.abandoning !== undefined) return this.retry(this.abandoning);
+      const reason = failure?.message ?? `the stream closed (${upstream.rstCode ?? 0}) before its status`;
+      const refused = /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH/.test(reason);
+      this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${this.replica ?? '?'} failed: ${reason}`), refused ? 'refused' : 'failed');
+    } catch (err) {
+      this.endTry();
+      this.fail(err);
+    }
   }
 
   protected guard(err: unknown): void {
@@ -313,6 +376,10 @@ export class GrpcExchange extends TryAttempts {
         return this.fail(new ModelmuxError('timeout', 'no replica slot freed up before the request deadline'));
       }
       if (this.phase === 'upstream' && this.adaptivePending && this.tryDeadline < this.requestDeadline && now < this.tryCapAt) return this.tryTimedOut();
+      if (this.phase === 'responding') {
+        this.router.metrics.timedOut('request');
+        return this.fail(new ModelmuxError('timeout', `replica ${this.replica ?? '?'} did not finish its answer in time`));
+      }
       if (this.phase !== 'upstream') return;
       this.router.metrics.timedOut(this.deadlineAt < this.requestDeadline ? 'upstream' : 'request');
       this.fail(new ModelmuxError('timeout', `replica ${this.replica ?? '?'} did not answer in time`));
@@ -329,28 +396,27 @@ export class GrpcExchange extends TryAttempts {
     );
   };
 
-  /** Answers the router's own error with its gRPC status and code trailer, stops any wait or try. */
-  protected fail(err: unknown): void {
+  /** Answers the router's own error with its gRPC status and code trailer (ending an answer under way so), stops any wait or try. */
+  protected fail(err: unknown, code?: GrpcStatus): void {
     if (this.phase === 'done') return;
-    this.markDone();
+    const was = this.markDone();
     const e = toModelmuxError(err);
     this.error = e.code;
     this.httpStatus = e.status;
     const upstream = this.upstream;
     this.endTry();
-    upstream?.cancel();
-    this.grpcCode = grpcStatus(e.code);
+    if (upstream !== undefined && !upstream.destroyed) upstream.close(constants.NGHTTP2_CANCEL);
+    this.grpcCode = code ?? grpcStatus(e.code);
     if (e.code === 'internal') this.router.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
+    const own: OutgoingHttpHeaders = { [HEADER_REQUEST_ID]: this.requestId, ...errorHeaders(e) };
+    if (this.routed !== undefined) own[HEADER_BACKEND] = this.routed.backend;
     try {
-      const trailers = new Metadata();
-      trailers.set(HEADER_REQUEST_ID, this.requestId);
-      if (this.routed !== undefined) trailers.set(HEADER_BACKEND, this.routed.backend);
-      const g = grpcError(e, trailers);
-      this.call.fail(g.code, g.details, g.metadata);
+      if (was === 'responding') this.call.end({ ...own, 'grpc-status': String(this.grpcCode), 'grpc-message': encodeURI(e.message) });
+      else this.call.failWithHeaders(this.grpcCode, e.message, own);
     } catch (again) {
       // The last guard: the call is answered whatever broke, never left to its deadline.
       this.router.log.error('unhandled gRPC call error', { requestId: this.requestId, reason: again instanceof Error ? again.message : String(again) });
-      this.call.fail(GrpcStatus.INTERNAL, 'unexpected router error');
+      this.call.failWithHeaders(GrpcStatus.INTERNAL, 'unexpected router error', {});
     }
     this.finish();
   }

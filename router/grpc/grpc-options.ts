@@ -1,5 +1,5 @@
-import type { ChannelOptions } from '@grpc/grpc-js';
 import type { UnaryServerLimits } from '../../common/grpc/unary-server.js';
+import type { GrpcSessionLimits } from './grpc-sessions.js';
 
 /** Triton's gRPC port, so a Triton client's default reaches the router. */
 export const DEFAULT_GRPC_PORT = 8001;
@@ -16,14 +16,15 @@ export const RESET_WINDOW_MS = 10_000;
 export const KEEPALIVE_TIME_MS = 60_000;
 export const KEEPALIVE_TIMEOUT_MS = 20_000;
 
-/** A replica channel that lost its connection tries again soon: discovery, not backoff, says when a replica is gone. */
-const RECONNECT_MIN_MS = 100;
-const RECONNECT_MAX_MS = 2000;
+/** A connection to a replica not established this long is given up (its tries fail over, the next call dials anew). */
+const UPSTREAM_CONNECT_TIMEOUT_MS = 5000;
+/** Calls the router opens at once on one connection to a replica before it opens another, and connections per replica. */
+const UPSTREAM_STREAMS_PER_SESSION = 100;
+const UPSTREAM_SESSIONS = 8;
 
 /** The router's flags that bound its gRPC port (router/config.ts), HTTP's where both have the bound. */
 export interface GrpcFlags {
   maxBodyBytes: number;
-  grpcMaxResponseBytes: number;
   grpcMaxConcurrentStreams: number;
   grpcMaxConnectionAgeMs: number;
   grpcMaxResetsPerClient: number;
@@ -55,16 +56,7 @@ export function grpcServerLimits(f: GrpcFlags): UnaryServerLimits {
   };
 }
 
-/**
- * grpc-js options of the channel to one replica: the same message bounds, and no retries of
- * grpc-js's own, so that the router's retry rules (ADR 0030) are the only ones.
- */
-export function grpcUpstreamOptions(f: GrpcFlags): ChannelOptions {
-  return {
-    'grpc.max_send_message_length': f.maxBodyBytes,
-    'grpc.max_receive_message_length': f.grpcMaxResponseBytes,
-    'grpc.enable_retries': 0,
-    'grpc.initial_reconnect_backoff_ms': RECONNECT_MIN_MS,
-    'grpc.max_reconnect_backoff_ms': RECONNECT_MAX_MS,
-  };
+/** The bounds of the router's connections to the replicas' gRPC ports (grpc-sessions.ts). */
+export function grpcSessionLimits(): GrpcSessionLimits {
+  return { connectTimeoutMs: UPSTREAM_CONNECT_TIMEOUT_MS, maxStreamsPerSession: UPSTREAM_STREAMS_PER_SESSION, maxSessions: UPSTREAM_SESSIONS };
 }

@@ -1,0 +1,94 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+import { status } from '@grpc/grpc-js';
+import { ERROR_CATALOGUE, type ErrorCode } from '../../common/errors.js';
+import { ERROR_CODE_TRAILER } from '../../common/grpc/inference-service.js';
+import { HEADER_BACKEND, HEADER_REQUEST_ID } from '../../common/names.js';
+
+/**
+ * The headers of a forwarded gRPC call and of its answer, as HTTP/2 header objects (node:http2's
+ * own): the router passes metadata on without building grpc-js Metadata (ADR 0049). Pure.
+ */
+
+/** Request headers of HTTP/2 and of gRPC's transport, and the ones the router writes anew: never passed on. */
+const NOT_FORWARDED = new Set(['content-type', 'te', 'grpc-timeout', 'grpc-encoding', 'grpc-accept-encoding', 'accept-encoding', 'content-length', 'user-agent', HEADER_REQUEST_ID, 'x-forwarded-for']);
+
+/** Response headers of the replica's connection, not of its answer: the router's server writes its own. */
+const NOT_ANSWERED = new Set(['content-type', 'date', 'grpc-encoding', 'grpc-accept-encoding', 'grpc-status', 'grpc-message', 'content-length']);
+
+/** The largest value grpc-timeout's 8 digits hold in milliseconds. */
+const MAX_TIMEOUT_MS = 99_999_999;
+
+/** What every try of a call sends: the method, the call's metadata, the router's request id and the client's address appended to x-forwarded-for. */
+export function forwardedHeaders(incoming: IncomingHttpHeaders, method: string, requestId: string, client: string): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {
+    ':method': 'POST',
+    ':path': `/inference.GRPCInferenceService/${method}`,
+    ':scheme': 'http',
+    'content-type': 'application/grpc',
+    te: 'trailers',
+  };
+  for (const [key, value] of Object.entries(incoming)) if (value !== undefined && !key.startsWith(':') && !NOT_FORWARDED.has(key)) out[key] = value;
+  out[HEADER_REQUEST_ID] = requestId;
+  const forwardedFor = incoming['x-forwarded-for'];
+  out['x-forwarded-for'] = typeof forwardedFor === 'string' ? `${forwardedFor}, ${client}` : client;
+  return out;
+}
+
+/** One try's headers: the call's, to `authority`, with what is left of its deadline. */
+export function tryHeaders(base: OutgoingHttpHeaders, authority: string, remainingMs: number): OutgoingHttpHeaders {
+  const ms = Math.min(MAX_TIMEOUT_MS, Math.max(1, Math.ceil(remainingMs)));
+  return { ...base, ':authority': authority, 'grpc-timeout': `${ms}m` };
+}
+
+/** The answer's response headers the client gets: the replica's metadata, the request id and a split's backend. */
+export function answerHeaders(head: IncomingHttpHeaders, requestId: string, backend: string | undefined): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [key, value] of Object.entries(head)) if (value !== undefined && !key.startsWith(':') && !NOT_ANSWERED.has(key)) out[key] = value;
+  out[HEADER_REQUEST_ID] = requestId;
+  if (backend !== undefined) out[HEADER_BACKEND] = backend;
+  return out;
+}
+
+/** The replica's trailers as the client gets them: all but HTTP/2's pseudo-headers and the transport's. */
+export function passedTrailers(trailers: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [key, value] of Object.entries(trailers)) if (value !== undefined && !key.startsWith(':') && key !== 'content-type' && key !== 'date') out[key] = value;
+  return out;
+}
+
+/** The first text value of a header. */
+export function headerText(h: IncomingHttpHeaders, key: string): string | undefined {
+  const v = h[key];
+  return typeof v === 'string' ? v : v?.[0];
+}
+
+/** A catalogue code read from a trailer, when it is one. */
+function catalogueCode(value: string | undefined): ErrorCode | undefined {
+  return value !== undefined && Object.hasOwn(ERROR_CATALOGUE, value) ? (value as ErrorCode) : undefined;
+}
+
+/** The gRPC status of a replica's answer, its message, and the catalogue code of its trailers. */
+export interface UpstreamStatus {
+  code: status;
+  details: string;
+  errorCode: ErrorCode | undefined;
+}
+
+/** A replica's status, read from its trailers (or trailers-only headers). */
+export function statusOf(trailers: IncomingHttpHeaders): UpstreamStatus {
+  const code = Number(headerText(trailers, 'grpc-status'));
+  const message = headerText(trailers, 'grpc-message') ?? '';
+  let details = message;
+  try {
+    details = decodeURIComponent(message);
+  } catch {
+    // Not percent-encoded as gRPC asks: shown as it came.
+  }
+  return { code: Number.isInteger(code) && code >= 0 ? code : status.UNKNOWN, details, errorCode: catalogueCode(headerText(trailers, ERROR_CODE_TRAILER)) };
+}
+
+/** The replica's error code of a failed try, and whether nothing listened there (outlier detection ejects at once). */
+export function upstreamError(trailers: IncomingHttpHeaders, details: string): { code: ErrorCode | undefined; refused: boolean } {
+  const code = catalogueCode(headerText(trailers, ERROR_CODE_TRAILER));
+  return { code, refused: code === undefined && /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH/.test(details) };
+}
