@@ -111,6 +111,19 @@ describe('a binary tensor', () => {
   });
 });
 
+describe('a body without a Content-Length', () => {
+  it('is refused with 413 body_too_large once it grows past --max-body-bytes (8Mi)', async () => {
+    const a = await inferBinary(
+      `${r.url}/v2/models/identity-float32/infer`,
+      { inputs: [{ name: 'x', datatype: 'FP32', shape: [750_000, 3], parameters: { binary_data_size: 9_000_000 } }] },
+      Buffer.alloc(9_000_000),
+      true,
+    );
+    expect(a.status).toBe(413);
+    expect(a.json['error']).toBe('body_too_large');
+  });
+});
+
 describe('request buffers, reused', () => {
   /** Rows of three float32s, different for every `seed`. */
   const tensor = (seed: number, rows: number): Buffer => bytesOf(Float32Array.from({ length: rows * 3 }, (_, i) => seed * 1e6 + i));
