@@ -1,145 +1,255 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
+import { Pool } from 'undici';
 import { z } from 'zod';
+import ort from 'onnxruntime-node';
+import { freePorts } from '../cli/local-processes.js';
 import { intString, type OptionSpecs } from '../common/config.js';
-import { encodeOnnxModel, type OnnxGraph, type OnnxTensor } from '../common/onnx-writer.js';
 import { createSession } from '../replica/onnx/onnx-runtime.js';
-import { startChild } from './lib/child.js';
+import { BusyMachineError, busyReason } from './lib/busy-machine.js';
+import { startChild, type Child } from './lib/child.js';
 import { runBench, type BenchRun } from './lib/cli-options.js';
+import { CNN, gflop, imageModelBytes, inputDims, inputImage, LARGE_INPUT, type ImageModel } from './lib/image-models.js';
 import { fmt } from './lib/markdown.js';
+import { routerUrl, startBenchRouter } from './lib/proxy-targets.js';
 import { REPLICA_TUNING } from './lib/replica-tuning.js';
 import { repoRoot, writeReport } from './lib/report.js';
-import { median, percentile } from './lib/stats.js';
-import ort from 'onnxruntime-node';
+import { median, percentile, rotated } from './lib/stats.js';
 
 /**
- * `npm run bench:threads`: a real-size CNN (three 3×3 convolutions on a 224×224 image, then a
- * 1000-way classifier: about 5.5 GFLOP a run) at one client, served by a replica process with
- * `--intra-op-threads N` against onnxruntime in this process with the same session options and
- * threads. The two take turns, request by request, so the machine's noise falls on both alike.
- * The replica's p50 should be at most 1.1× the in-process one: what HTTP, the binary tensor
- * extension and the replica's path add to a large model. Writes bench/results/threads.{json,md}.
+ * `npm run bench:threads`: real-size image models at one client, run by onnxruntime in this
+ * process and, with the same session options and threads, by a replica process over HTTP, directly
+ * and through a router: what HTTP, the request's decoding and the replica's path add to a large
+ * model. A CNN (1×3×224×224 FP32 in, 602 KB binary, about 5.5 GFLOP) in binary tensors and in
+ * JSON, and a 4 MiB one-channel image through one light convolution, where the per-byte costs
+ * show. The ways take turns request by request, in an order rotated every round, and the rounds
+ * are apart (`--pause-ms`), so the machine's noise falls on all alike; a p50 is the median of the
+ * rounds' p50s, with their spread. Refuses to start on a busy machine (`--max-load`). Writes
+ * bench/results/threads.{json,md}.
  */
 
 const schema = z.object({
   threads: intString(1, 256).default(2),
-  requests: intString(5, 10_000).default(40),
+  requests: intString(3, 10_000).default(20),
+  rounds: intString(1, 100).default(5),
+  pauseMs: intString(0, 600_000).default(2_000),
   warmup: intString(0, 100).default(3),
+  maxLoad: z.coerce.number().min(0).max(64).default(0.25),
 });
 type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
-  threads: { flag: 'threads', help: 'Intra-op threads of both sessions (default 2).' },
-  requests: { flag: 'requests', help: 'Measured runs of each (default 40).' },
-  warmup: { flag: 'warmup', help: 'Runs of each before measuring (default 3).' },
+  threads: { flag: 'threads', help: 'Intra-op threads of every session, in process and in the replica (default 2).' },
+  requests: { flag: 'requests', help: 'Measured runs of each way in each round (default 20).' },
+  rounds: { flag: 'rounds', help: 'Rounds; each way is reported by the median of its rounds’ p50s and their spread (default 5).' },
+  pauseMs: { flag: 'pause-ms', help: 'Idle time between rounds, so that no round follows on the one before (default 2000).' },
+  warmup: { flag: 'warmup', help: 'Runs of each way before the first round, not measured (default 3).' },
+  maxLoad: { flag: 'max-load', help: 'Refuse to start when the 1-minute load average per core is above this; 0 does not check (default 0.25).' },
 };
 
-const SIZE = 224;
-const CLASSES = 1000;
-/** Multiply-adds ×2 of the three convolutions (224→222→220→218) and the classifier. */
-const GFLOP = (2 * (32 * 3 * 9 * 222 ** 2 + 64 * 32 * 9 * 220 ** 2 + 64 * 64 * 9 * 218 ** 2 + CLASSES * 64)) / 1e9;
+type Form = 'binary' | 'json';
 
-/** Deterministic weights in [-0.05, 0.05). */
-function weights(name: string, dims: number[], seed: number): OnnxTensor {
-  const n = dims.reduce((a, b) => a * b, 1);
-  const data = new Float32Array(n);
-  let s = seed;
-  for (let i = 0; i < n; i++) {
-    s = (s * 1103515245 + 12345) >>> 0;
-    data[i] = (s / 2 ** 32 - 0.5) * 0.1;
-  }
-  return { name, dims, data };
+interface Case {
+  model: ImageModel;
+  form: Form;
 }
 
-function cnn(): Uint8Array {
-  const channels = [3, 32, 64, 64];
-  const g: OnnxGraph = { name: 'cnn', nodes: [], initializers: [], inputs: [{ name: 'image', shape: [1, 3, SIZE, SIZE] }], outputs: [{ name: 'logits', shape: [1, CLASSES] }], opset: 17 };
-  let x = 'image';
-  for (let l = 1; l < channels.length; l++) {
-    g.initializers.push(weights(`w${l}`, [channels[l]!, channels[l - 1]!, 3, 3], l), weights(`b${l}`, [channels[l]!], 10 + l));
-    g.nodes.push({ opType: 'Conv', inputs: [x, `w${l}`, `b${l}`], outputs: [`c${l}`] }, { opType: 'Relu', inputs: [`c${l}`], outputs: [`r${l}`] });
-    x = `r${l}`;
+const CASES: Case[] = [
+  { model: CNN, form: 'binary' },
+  { model: CNN, form: 'json' },
+  { model: LARGE_INPUT, form: 'binary' },
+];
+
+const IN_PROCESS = 'onnxruntime in process';
+const WAYS = [IN_PROCESS, 'replica, shared graph (the default)', 'replica, own session (config.json shareGraph: false)', 'router → replica, shared graph'] as const;
+type Way = (typeof WAYS)[number];
+
+/** The request body of a case, as tritonclient sends it: binary tensors answered in binary, or JSON. */
+function request(c: Case): { body: Buffer; headers: Record<string, string> } {
+  const image = inputImage(c.model);
+  const shape = inputDims(c.model);
+  if (c.form === 'json') {
+    return { body: Buffer.from(JSON.stringify({ inputs: [{ name: 'image', shape, datatype: 'FP32', data: Array.from(image) }] })), headers: { 'content-type': 'application/json' } };
   }
-  g.initializers.push(weights('fc', [CLASSES, 64], 99), weights('fcb', [CLASSES], 100));
-  g.nodes.push(
-    { opType: 'GlobalAveragePool', inputs: [x], outputs: ['pooled'] },
-    { opType: 'Flatten', inputs: ['pooled'], outputs: ['flat'] },
-    { opType: 'Gemm', inputs: ['flat', 'fc', 'fcb'], outputs: ['logits'], intAttributes: { transB: 1 } },
-  );
-  return encodeOnnxModel(g);
+  const bytes = Buffer.from(image.buffer, image.byteOffset, image.byteLength);
+  const head = Buffer.from(JSON.stringify({ inputs: [{ name: 'image', shape, datatype: 'FP32', parameters: { binary_data_size: bytes.length } }], parameters: { binary_data_output: true } }));
+  return { body: Buffer.concat([head, bytes]), headers: { 'inference-header-content-length': String(head.length), 'content-type': 'application/octet-stream' } };
+}
+
+/** The logits of an answer in either form. */
+function logits(status: number, headers: Record<string, string | string[] | undefined>, all: Buffer, form: Form): Float32Array {
+  if (status !== 200) throw new Error(`answered ${status}: ${all.subarray(0, 500).toString()}`);
+  if (form === 'binary') return new Float32Array(new Uint8Array(all.subarray(Number(headers['inference-header-content-length']))).buffer);
+  const body = JSON.parse(all.toString()) as { outputs: { data: number[] }[] };
+  return Float32Array.from(body.outputs[0]?.data ?? []);
+}
+
+/**
+ * One kept-alive connection to `origin`, written with undici's own API: fetch copies a request
+ * body and streams it in pieces (about 10 ms more for 4 MiB here), a cost of the client that
+ * would be counted as the replica's.
+ */
+function poster(origin: string, form: Form, headers: Record<string, string>, body: Buffer): { post: (path: string) => Promise<Float32Array>; close: () => Promise<void> } {
+  const pool = new Pool(origin, { connections: 1, pipelining: 1, keepAliveTimeout: 60_000 });
+  return {
+    post: async (path) => {
+      const res = await pool.request({ method: 'POST', path, headers, body, headersTimeout: 120_000, bodyTimeout: 120_000 });
+      const all = Buffer.from(await res.body.arrayBuffer());
+      return logits(res.statusCode, res.headers, all, form);
+    },
+    close: () => pool.close(),
+  };
+}
+
+interface Row {
+  model: string;
+  form: Form;
+  way: Way;
+  /** Median of the rounds' p50s. */
+  p50: number;
+  /** The lowest and highest of the rounds' p50s. */
+  spread: [number, number];
+  p90: number;
+  /** p50 / the in-process p50 of the same model. */
+  ratio: number;
+  /** The lowest and highest of the rounds' own ratios. */
+  ratioSpread: [number, number];
+}
+
+/** Per case and way, the samples of each round. */
+type Samples = Map<string, number[][]>;
+const key = (c: Case, way: Way): string => `${c.model.id} ${c.form} ${way}`;
+
+function rows(samples: Samples): Row[] {
+  return CASES.flatMap((c) => {
+    const p50s = (way: Way): number[] => (samples.get(key(c, way)) ?? []).map(median);
+    const base = p50s(IN_PROCESS);
+    return WAYS.map((way) => {
+      const own = p50s(way);
+      const ratios = own.map((p, r) => p / (base[r] ?? NaN));
+      const all = (samples.get(key(c, way)) ?? []).flat().sort((a, b) => a - b);
+      return {
+        model: c.model.id,
+        form: c.form,
+        way,
+        p50: median(own),
+        spread: [Math.min(...own), Math.max(...own)],
+        p90: percentile(all, 90),
+        ratio: median(own) / median(base),
+        ratioSpread: [Math.min(...ratios), Math.max(...ratios)],
+      };
+    });
+  });
+}
+
+/**
+ * One round of a case: `warm` unmeasured then `requests` measured runs of each way, the ways in
+ * turn; `check` compares the first answers with onnxruntime's in process.
+ */
+async function oneRound(c: Case, run: Record<Way, () => Promise<Float32Array>>, ways: readonly Way[], warm: number, requests: number, check: boolean): Promise<Map<Way, number[]>> {
+  const got = new Map<Way, number[]>(ways.map((w) => [w, []]));
+  for (let i = 0; i < warm + requests; i++) {
+    const answers = new Map<Way, Float32Array>();
+    for (const way of ways) {
+      const t = performance.now();
+      answers.set(way, await run[way]());
+      if (i >= warm) got.get(way)?.push(performance.now() - t);
+    }
+    const want = answers.get(IN_PROCESS) ?? new Float32Array(0);
+    const differs = (b: Float32Array): boolean => b.length !== c.model.classes || want.some((v, j) => Math.abs(v - (b[j] ?? NaN)) > 1e-4);
+    if (check && i === 0 && [...answers.values()].some(differs)) throw new Error(`the ways disagree on the logits of ${c.model.id} (${c.form})`);
+  }
+  return got;
+}
+
+/** The replica's `<id>` and `<id>-own` for every model, the second in a session of its own. */
+async function writeModels(dir: string): Promise<void> {
+  for (const m of [CNN, LARGE_INPUT]) {
+    const bytes = imageModelBytes(m);
+    for (const id of [m.id, `${m.id}-own`]) {
+      await mkdir(join(dir, id));
+      await writeFile(join(dir, id, 'model.onnx'), bytes);
+    }
+    await writeFile(join(dir, `${m.id}-own`, 'config.json'), JSON.stringify({ shareGraph: false }));
+  }
 }
 
 async function main(bench: BenchRun<Options>): Promise<void> {
   const o = bench.options;
+  const busy = busyReason(bench.machine.loadAverage1m, bench.machine.nproc, o.maxLoad);
+  if (busy !== undefined) throw new BusyMachineError(busy);
+  const cli = join(repoRoot(), 'dist/cli/main.js');
   const dir = await mkdtemp(join(tmpdir(), 'modelmux-bench-threads-'));
-  const replica = await startChild(
-    process.execPath,
-    [join(repoRoot(), 'dist/cli/main.js'), 'replica', '--host', '127.0.0.1', '--port', '0', '--model-source', pathToFileURL(dir).href, '--intra-op-threads', String(o.threads)],
-    {
-      ready: /"event":"listening"[^\n]*"port":(\d+)/,
-      readyTimeoutMs: 30_000,
-    },
-  );
-  const model = cnn();
-  for (const id of ['cnn', 'cnn-own']) {
-    await mkdir(join(dir, id));
-    await writeFile(join(dir, id, 'model.onnx'), model);
-  }
-  // The same model in a session of its own, as a model whose config.json says so gets it.
-  await writeFile(join(dir, 'cnn-own', 'config.json'), JSON.stringify({ shareGraph: false }));
-  const session = await createSession(join(dir, 'cnn', 'model.onnx'), 'cpu', { ...REPLICA_TUNING, intraOpThreads: o.threads });
+  await writeModels(dir);
+  const children: Child[] = [];
+  const sessions = new Map<string, ort.InferenceSession>();
+  const clients: { close: () => Promise<void> }[] = [];
   try {
-    const base = `http://127.0.0.1:${replica.ready[1]}/v2/models`;
-    const image = weights('image', [1, 3, SIZE, SIZE], 7).data;
-    const bytes = Buffer.from(image.buffer, image.byteOffset, image.byteLength);
-    const head = Buffer.from(
-      JSON.stringify({ inputs: [{ name: 'image', shape: [1, 3, SIZE, SIZE], datatype: 'FP32', parameters: { binary_data_size: bytes.length } }], parameters: { binary_data_output: true } }),
+    const replica = await startChild(
+      process.execPath,
+      [cli, 'replica', '--host', '127.0.0.1', '--port', '0', '--model-source', pathToFileURL(dir).href, '--intra-op-threads', String(o.threads), '--max-models', '8'],
+      { ready: /"event":"listening"[^\n]*"port":(\d+)/, readyTimeoutMs: 30_000 },
     );
-    const body = Buffer.concat([head, bytes]);
-    const viaReplica = async (id: string): Promise<Float32Array> => {
-      const res = await fetch(`${base}/${id}/infer`, { method: 'POST', headers: { 'inference-header-content-length': String(head.length), 'content-type': 'application/octet-stream' }, body });
-      const all = Buffer.from(await res.arrayBuffer());
-      if (res.status !== 200) throw new Error(`replica answered ${res.status}: ${all.toString()}`);
-      const json = Number(res.headers.get('inference-header-content-length'));
-      return new Float32Array(new Uint8Array(all.subarray(json)).buffer);
+    children.push(replica);
+    const replicaUrl = `http://127.0.0.1:${replica.ready[1]}`;
+    const [routerPort] = await freePorts(1);
+    children.push(await startBenchRouter(cli, routerPort ?? 0, replicaUrl));
+    for (const m of [CNN, LARGE_INPUT]) sessions.set(m.id, await createSession(join(dir, m.id, 'model.onnx'), 'cpu', { ...REPLICA_TUNING, intraOpThreads: o.threads }));
+
+    const runs = (c: Case): Record<Way, () => Promise<Float32Array>> => {
+      const { body, headers } = request(c);
+      const direct = poster(replicaUrl, c.form, headers, body);
+      const routed = poster(new URL(routerUrl(routerPort ?? 0)).origin, c.form, headers, body);
+      clients.push(direct, routed);
+      const image = inputImage(c.model);
+      const session = sessions.get(c.model.id) as ort.InferenceSession;
+      return {
+        [IN_PROCESS]: async () => (await session.run({ image: new ort.Tensor('float32', image, inputDims(c.model)) }))['logits']!.data as Float32Array,
+        'replica, shared graph (the default)': () => direct.post(`/v2/models/${c.model.id}/infer`),
+        'replica, own session (config.json shareGraph: false)': () => direct.post(`/v2/models/${c.model.id}-own/infer`),
+        'router → replica, shared graph': () => routed.post(`${new URL(routerUrl(routerPort ?? 0)).pathname}v2/models/${c.model.id}/infer`),
+      };
     };
-    const inProcess = async (): Promise<Float32Array> => (await session.run({ image: new ort.Tensor('float32', image, [1, 3, SIZE, SIZE]) }))['logits']!.data as Float32Array;
-    const ways: [string, () => Promise<Float32Array>][] = [
-      ['onnxruntime in process', inProcess],
-      ['replica, own session (config.json shareGraph: false)', () => viaReplica('cnn-own')],
-      ['replica, shared graph (the default)', () => viaReplica('cnn')],
-    ];
-    const samples = ways.map((): number[] => []);
-    for (let i = 0; i < o.warmup + o.requests; i++) {
-      const answers: Float32Array[] = [];
-      for (const [k, [, run]] of ways.entries()) {
-        const t = performance.now();
-        answers.push(await run());
-        if (i >= o.warmup) samples[k]!.push(performance.now() - t);
+
+    const byCase = CASES.map(runs);
+    const samples: Samples = new Map();
+    for (let round = 0; round < o.rounds; round++) {
+      if (round > 0) await sleep(o.pauseMs);
+      for (const [k, c] of CASES.entries()) {
+        const got = await oneRound(c, byCase[k]!, rotated(WAYS, round), round === 0 ? o.warmup : 0, o.requests, round === 0);
+        for (const [way, times] of got) samples.set(key(c, way), [...(samples.get(key(c, way)) ?? []), times]);
       }
-      const [want, ...got] = answers;
-      if (i === 0 && got.some((b) => want!.length !== CLASSES || want!.some((v, k) => Math.abs(v - (b[k] ?? NaN)) > 1e-4))) throw new Error('the replica and onnxruntime disagree on the logits');
     }
-    for (const s of samples) s.sort((a, b) => a - b);
-    const rows = ways.map(([name], k) => ({ name, p50: median(samples[k]!), p90: percentile(samples[k]!, 90), ratio: median(samples[k]!) / median(samples[0]!) }));
+
+    const table = rows(samples);
+    const range = (r: [number, number], digits?: number): string => `${fmt(r[0], digits)}–${fmt(r[1], digits)}`;
     await writeReport(bench, {
-      title: 'Threads: a real-size CNN at one client',
-      setup: `${o.requests} runs each, taking turns, ${o.threads} intra-op thread(s) in both; the replica over HTTP with binary tensors; ${fmt(GFLOP, 1)} GFLOP a run.`,
+      title: 'Threads: real-size image models at one client',
+      setup:
+        `${o.rounds} rounds ${o.pauseMs} ms apart, ${o.requests} runs of each way a round, taking turns in an order rotated each round; ${o.threads} intra-op thread(s) everywhere. ` +
+        `${CNN.id}: 1×3×224×224 FP32 in (602 KB), ${fmt(gflop(CNN), 1)} GFLOP a run; ${LARGE_INPUT.id}: 1×1×1024×1024 FP32 in (4 MiB), ${fmt(gflop(LARGE_INPUT), 2)} GFLOP. ` +
+        `Started at a 1-minute load average of ${bench.machine.loadAverage1m} on ${bench.machine.nproc} cores (refused above ${o.maxLoad} per core).`,
       sections: [
         {
           headline: true,
-          table: { header: ['', 'p50 ms', 'p90 ms', 'p50 / in process'], rows: rows.map((r) => [r.name, fmt(r.p50), fmt(r.p90), fmt(r.ratio, 3)]) },
-          after: 'Goal: the replica at most 1.1× onnxruntime in process at p50.',
+          table: {
+            header: ['model', 'body', '', 'p50 ms', 'round p50s', 'p90 ms', 'p50 / in process', 'rounds’ ratios'],
+            rows: table.map((r) => [r.model, r.form, r.way, fmt(r.p50), range(r.spread), fmt(r.p90), fmt(r.ratio, 3), range(r.ratioSpread, 3)]),
+          },
+          after:
+            'Goal: the replica at most 1.05× onnxruntime in process at p50 with binary tensors, and at most 1.1× through the router (docs/adr/0051-replica-request-path.md). JSON rows show what decoding a body of numbers costs.',
         },
       ],
-      data: { gflopPerRun: GFLOP, rows },
+      data: { gflopPerRun: { [CNN.id]: gflop(CNN), [LARGE_INPUT.id]: gflop(LARGE_INPUT) }, rows: table },
     });
   } finally {
-    await session.release();
-    await replica.stop();
+    for (const client of clients) await client.close();
+    for (const s of sessions.values()) await s.release();
+    for (const c of children.reverse()) await c.stop();
     await rm(dir, { recursive: true, force: true });
   }
 }
 
-await runBench({ name: 'threads', summary: 'A real-size CNN at one client: a replica against onnxruntime in process, same threads.', schema, specs }, main);
+await runBench({ name: 'threads', summary: 'Real-size image models at one client: a replica, directly and through a router, against onnxruntime in process, same threads.', schema, specs }, main);

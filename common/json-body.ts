@@ -12,32 +12,43 @@ export const MAX_JSON_NESTING = MAX_TENSOR_RANK + 8;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
-const OPEN_ARRAY = 0x5b;
-const CLOSE_ARRAY = 0x5d;
-const OPEN_OBJECT = 0x7b;
-const CLOSE_OBJECT = 0x7d;
+
+/** What a byte is to the nesting scan: most bytes of a body (digits, commas) are nothing to it. */
+const OTHER = 0;
+const STRING = 1;
+const OPEN = 2;
+const CLOSE = 3;
+const BYTE_CLASS = new Uint8Array(256);
+BYTE_CLASS[QUOTE] = STRING;
+BYTE_CLASS[0x5b] = OPEN; // [
+BYTE_CLASS[0x7b] = OPEN; // {
+BYTE_CLASS[0x5d] = CLOSE; // ]
+BYTE_CLASS[0x7d] = CLOSE; // }
 
 /**
  * The offset of the first bracket that opens level `limit + 1` of `bytes` (JSON text), or -1
  * when it nests no deeper than `limit`. Brackets inside strings do not count; invalid JSON is
- * left to the parser. A step per byte, about 1 ns: a fifth to a third of what the parse of a
- * body of numbers costs, 0.2 µs for a one-row request. Jumping between brackets with `indexOf`
- * was faster on flat data only, and ten times slower on bodies dense with brackets.
+ * left to the parser. A step per byte, one table look-up and one test for the bytes that are
+ * none of these (a quarter faster than testing each byte against five values: 64 against 84 ms
+ * on 22 MB of floats, docs/adr/0051-replica-request-path.md); still about what the parse of
+ * a body of numbers costs. Jumping between brackets with `indexOf` was faster on flat data only,
+ * and ten times slower on bodies dense with brackets.
  */
 export function nestingPastLimit(bytes: Uint8Array, limit: number): number {
   let depth = 0;
   const n = bytes.length;
   for (let i = 0; i < n; i++) {
-    const b = bytes[i];
-    if (b === QUOTE) {
+    const k = BYTE_CLASS[bytes[i] as number];
+    if (k === OTHER) continue;
+    if (k === STRING) {
       for (i++; i < n; i++) {
         const c = bytes[i];
         if (c === QUOTE) break;
         if (c === BACKSLASH) i++;
       }
-    } else if (b === OPEN_ARRAY || b === OPEN_OBJECT) {
+    } else if (k === OPEN) {
       if (++depth > limit) return i;
-    } else if (b === CLOSE_ARRAY || b === CLOSE_OBJECT) depth--;
+    } else depth--;
   }
   return -1;
 }

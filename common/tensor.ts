@@ -191,33 +191,28 @@ function describe(v: unknown): string {
   return typeof v === 'string' ? `the string ${JSON.stringify(v.slice(0, 32))}` : typeof v;
 }
 
+type NumericData = Exclude<TensorData, string[]>;
+
+/** The typed array of each numeric datatype, made with a length or over existing memory. */
+const TYPED_ARRAY: Record<Exclude<V2Datatype, 'BYTES'>, { new (n: number): NumericData; new (buffer: ArrayBufferLike, byteOffset: number, length: number): NumericData }> = {
+  BOOL: Uint8Array,
+  UINT8: Uint8Array,
+  UINT16: Uint16Array,
+  UINT32: Uint32Array,
+  UINT64: BigUint64Array,
+  INT8: Int8Array,
+  INT16: Int16Array,
+  INT32: Int32Array,
+  INT64: BigInt64Array,
+  FP16: Uint16Array,
+  BF16: Uint16Array,
+  FP32: Float32Array,
+  FP64: Float64Array,
+};
+
 /** A numeric tensor's storage; BYTES tensors are string arrays, not allocated here. */
-export function allocate(datatype: Exclude<V2Datatype, 'BYTES'>, n: number): Exclude<TensorData, string[]> {
-  switch (datatype) {
-    case 'BOOL':
-    case 'UINT8':
-      return new Uint8Array(n);
-    case 'UINT16':
-    case 'FP16':
-    case 'BF16':
-      return new Uint16Array(n);
-    case 'UINT32':
-      return new Uint32Array(n);
-    case 'UINT64':
-      return new BigUint64Array(n);
-    case 'INT8':
-      return new Int8Array(n);
-    case 'INT16':
-      return new Int16Array(n);
-    case 'INT32':
-      return new Int32Array(n);
-    case 'INT64':
-      return new BigInt64Array(n);
-    case 'FP32':
-      return new Float32Array(n);
-    case 'FP64':
-      return new Float64Array(n);
-  }
+export function allocate(datatype: Exclude<V2Datatype, 'BYTES'>, n: number): NumericData {
+  return new TYPED_ARRAY[datatype](n);
 }
 
 /** Bytes per element in the binary tensor extension of the Open Inference Protocol (BYTES varies). */
@@ -259,9 +254,26 @@ export function stringsFromBytes(bytes: Uint8Array, count: number): string[] | s
   return out;
 }
 
-/** A typed array over a copy of little-endian `bytes` (the copy also aligns it). */
+/**
+ * Whether a typed array of `datatype` can be a view on `bytes` in place: its elements must start
+ * at a multiple of their size (typed arrays cannot be misaligned), and BOOL bytes must already
+ * be 0 or 1 (anything else is true, and is written as 1 into a copy). Little-endian hosts only,
+ * which are all that onnxruntime-node ships for.
+ */
+export function viewsInPlace(datatype: Exclude<V2Datatype, 'BYTES'>, bytes: Uint8Array): boolean {
+  if (bytes.byteOffset % ELEMENT_BYTES[datatype] !== 0) return false;
+  if (datatype !== 'BOOL') return true;
+  for (let i = 0; i < bytes.length; i++) if ((bytes[i] ?? 0) > 1) return false;
+  return true;
+}
+
+/**
+ * A typed array of little-endian `bytes`: a view on them where `viewsInPlace` allows (the caller
+ * then must not reuse `bytes` while the tensor lives), else a copy, which also aligns them.
+ */
 export function typedArrayFromBytes(datatype: Exclude<V2Datatype, 'BYTES'>, bytes: Uint8Array): TensorData {
   const n = bytes.length / ELEMENT_BYTES[datatype];
+  if (viewsInPlace(datatype, bytes)) return new TYPED_ARRAY[datatype](bytes.buffer, bytes.byteOffset, n);
   const out = allocate(datatype, n);
   new Uint8Array(out.buffer, out.byteOffset, out.byteLength).set(bytes);
   if (datatype === 'BOOL') for (let i = 0; i < n; i++) out[i] = out[i] ? 1 : 0;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { join } from 'node:path';
 import { booleanString, ConfigError, HelpRequested, helpText, parseConfig, type OptionSpecs } from '../../common/config.js';
+import { BusyMachineError } from './busy-machine.js';
 import { DEV_RESULTS_DIR, DirtyTreeError } from './clean-tree.js';
 import { machineInfo, type MachineInfo } from './machine.js';
 import { refuseDirtyTree } from './report.js';
@@ -68,7 +69,8 @@ export function parseBenchOptions<T extends z.ZodRawShape>(p: BenchProgram<T>, a
 /**
  * Runs a bench program with the command line: `--help` prints, a bad flag exits 2 with its
  * message (as the modelmux CLI does), a dirty tree exits 1 before anything is measured (and
- * writeReport checks again at the end), any other failure exits 1 with its stack.
+ * writeReport checks again at the end), as does a busy machine where a bench checks for one,
+ * any other failure exits 1 with its stack.
  */
 export async function runBench<T extends z.ZodRawShape>(p: BenchProgram<T>, main: (run: BenchRun<z.infer<z.ZodObject<T>>>) => Promise<void>): Promise<void> {
   try {
@@ -80,7 +82,7 @@ export async function runBench<T extends z.ZodRawShape>(p: BenchProgram<T>, main
     else if (err instanceof ConfigError) {
       process.stderr.write(`${err.message}\n`);
       process.exitCode = 2;
-    } else if (err instanceof DirtyTreeError) {
+    } else if (err instanceof DirtyTreeError || err instanceof BusyMachineError) {
       process.stderr.write(`${err.message}\n`);
       process.exitCode = 1;
     } else {

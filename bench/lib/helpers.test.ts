@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ConfigError } from '../../common/config.js';
+import { busyReason } from './busy-machine.js';
 import { commaList } from './comma-list.js';
 import { globalLruMisses } from './global-lru.js';
 import { machineLine, type MachineInfo } from './machine.js';
@@ -203,5 +204,17 @@ describe('comma lists of known names (--patterns, --systems)', () => {
     };
     assert.match(message('uniform,bogus'), /^modelmux bench x: .*\n.*unknown pattern: bogus \(known: uniform, one-hot, zipf\)/);
     assert.match(message('zipf,uniform,zipf'), /pattern listed more than once: zipf/);
+  });
+});
+
+describe('the busy-machine check of a latency benchmark', () => {
+  it('lets a run start at or below the load per core it allows, and refuses one above, saying both', () => {
+    assert.equal(busyReason(0.5, 2, 0.25), undefined);
+    assert.equal(busyReason(0, 16, 0.25), undefined);
+    assert.match(busyReason(0.6, 2, 0.25) ?? '', /load average is 0\.60 on 2 cores, above --max-load 0\.25 per core \(0\.50\)/);
+  });
+
+  it('does not check with a limit of 0', () => {
+    assert.equal(busyReason(17.6, 2, 0), undefined);
   });
 });

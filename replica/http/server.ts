@@ -10,9 +10,8 @@ import { parseJsonBody } from '../../common/json-body.js';
 import { repositoryIndex } from '../cache/repository-index.js';
 import type { ReplicaMetrics } from '../metrics.js';
 import type { ServingBackend } from '../serving/serving-backend.js';
-
-/** Open Inference Protocol binary tensor data extension: length of the JSON part of the body. */
-export const HEADER_INFERENCE_HEADER_LENGTH = 'inference-header-content-length';
+import { HEADER_INFERENCE_HEADER_LENGTH } from './body-layout.js';
+import { bodyHold, inferenceBody } from './body-reader.js';
 
 /** Tests only (with MODELMUX_TEST_HOOKS): hold the model this many ms before running. */
 export const HEADER_TEST_DELAY = 'x-modelmux-test-delay-ms';
@@ -126,8 +125,10 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
     };
 
   // Raw bytes: the body is JSON, or JSON followed by binary tensor data when the request carries
-  // Inference-Header-Content-Length (the V2 binary extension tritonclient uses by default).
+  // Inference-Header-Content-Length (the V2 binary extension tritonclient uses by default). An
+  // inference body is read into memory its tensors are then views of (body-reader.ts).
   const raw = express.raw({ limit: opts.maxBodyBytes, type: () => true });
+  const inferBody = inferenceBody(opts.maxBodyBytes);
 
   const readBody = (req: Request): { json: unknown; binary: Uint8Array } => {
     const buf: unknown = req.body;
@@ -143,7 +144,21 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
     return { json: parseJsonBody(buf.subarray(0, jsonLength)), binary: buf.subarray(jsonLength) };
   };
 
+  /** The JSON, then each binary output from its own memory: no copy into one buffer. */
+  const sendBinary = (res: Response, json: unknown, parts: readonly Uint8Array[]): void => {
+    const head = Buffer.from(JSON.stringify(json));
+    res.setHeader(HEADER_TABLE_VERSION, String(service.cache.version));
+    res.setHeader(HEADER_INFERENCE_HEADER_LENGTH, String(head.length));
+    res.setHeader('content-length', String(parts.reduce((n, p) => n + p.length, head.length)));
+    res.status(200).type('application/octet-stream');
+    res.write(head);
+    for (const p of parts) res.write(p);
+    res.end();
+  };
+
   const infer = async (req: Request, res: Response): Promise<void> => {
+    // The run may outlive its deadline, reading the body's tensors still: that body is not reused.
+    let reusable = true;
     try {
       const id = modelOf(res);
       const { json, binary } = readBody(req);
@@ -153,19 +168,13 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
       opts.onServed();
       res.setHeader(HEADER_CACHE, outcome.hit ? 'hit' : 'miss');
       const { binary: parts } = outcome.body;
-      if (parts === undefined) {
-        send(res, 200, outcome.body.json);
-        return;
-      }
-      const head = Buffer.from(JSON.stringify(outcome.body.json));
-      res.setHeader(HEADER_TABLE_VERSION, String(service.cache.version));
-      res.setHeader(HEADER_INFERENCE_HEADER_LENGTH, String(head.length));
-      res
-        .status(200)
-        .type('application/octet-stream')
-        .send(Buffer.concat([head, ...parts]));
+      if (parts === undefined) send(res, 200, outcome.body.json);
+      else sendBinary(res, outcome.body.json, parts);
     } catch (err) {
+      reusable = toModelmuxError(err).code !== 'timeout';
       fail(res, err);
+    } finally {
+      bodyHold(res).settled(reusable);
     }
   };
 
@@ -202,7 +211,7 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
       fail(res, err);
     }
   });
-  app.post(['/v2/models/:id/infer', '/v2/models/:id/versions/:version/infer'], admit('v2'), raw, infer);
+  app.post(['/v2/models/:id/infer', '/v2/models/:id/versions/:version/infer'], admit('v2'), inferBody, infer);
   // The model repository extension: pre-warm a model (loaded as a request would load it) and drain one.
   app.post('/v2/repository/index', raw, (req, res) => {
     try {
@@ -227,8 +236,8 @@ export function createReplicaApp(opts: ServerOptions): { app: express.Express; s
     service.cache.evict(modelOf(res));
     send(res, 200, {});
   });
-  app.post('/', admit('ray'), raw, infer);
-  app.post('/invocations', admit('sagemaker'), raw, infer);
+  app.post('/', admit('ray'), inferBody, infer);
+  app.post('/invocations', admit('sagemaker'), inferBody, infer);
 
   app.use((_req, res) => fail(res, new ModelmuxError('not_found', 'no such path')));
   // Body-parser and any other thrown error: always a catalogue code, never a stack to the client.

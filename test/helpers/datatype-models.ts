@@ -41,6 +41,27 @@ export function passThroughModel(type: OnnxElemType): Uint8Array {
   });
 }
 
+/** Two inputs of two element types, `a` and `b` [batch,3], each answered as it came: `ya` and `yb`. */
+export function pairModel(a: OnnxElemType, b: OnnxElemType): Uint8Array {
+  return encodeOnnxModel({
+    name: `pair_${a}_${b}`,
+    nodes: [
+      { opType: 'Identity', inputs: ['a'], outputs: ['ya'] },
+      { opType: 'Identity', inputs: ['b'], outputs: ['yb'] },
+    ],
+    initializers: [],
+    inputs: [
+      { name: 'a', shape: ['batch', 3], elemType: a },
+      { name: 'b', shape: ['batch', 3], elemType: b },
+    ],
+    outputs: [
+      { name: 'ya', shape: ['batch', 3], elemType: a },
+      { name: 'yb', shape: ['batch', 3], elemType: b },
+    ],
+    opset: 17,
+  });
+}
+
 /**
  * Two outputs of `x` (float): `y` its copy and `label` a string tensor, as a scikit-learn
  * classifier with string labels has. `label` is Cast(x → string).
