@@ -9,7 +9,8 @@ import type { ModelId } from '../../../common/model-id.js';
 import { extractFolder, extractModel } from '../../../replica/store/archive-extract.js';
 import { modelFolders } from '../../../replica/store/model-folders.js';
 import { archiveBounds, chooseModel, DEFAULT_ARCHIVE_BOUNDS, entryDecision, type ArchiveBounds } from '../../../replica/store/archive-policy.js';
-import { isArchiveId, modelKey } from '../../../replica/store/model-store.js';
+import { isArchiveId } from '../../../common/model-id.js';
+import { modelKey } from '../../../replica/store/model-store.js';
 import { tarBytes, tarGz, type TarEntry } from '../../../common/tar-gz.js';
 
 const MODEL = new Uint8Array([8, 7, 18, 4, 116, 101, 115, 116]);
