@@ -131,7 +131,7 @@ describe('the SageMaker runtime API, driven by boto3 against a local pool over 1
     const v2 = await fetch(`${local?.route() ?? ''}/v2/models/eu%2Fwest%2F1%2Fm.tgz/infer`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(v2Body([SAMPLE_WINE])),
+      body: JSON.stringify(v2Body([[...SAMPLE_WINE]])),
     });
     const answered = (await v2.json()) as { model_name?: string; outputs?: { data: number[] }[] };
     expect(answered.model_name).toBe('eu/west/1/m.tgz');
