@@ -213,4 +213,16 @@ describe('model archives for a sidecar runtime: the whole folder, by the same ru
     expect(readFileSync(join(dir, 'models', 'm.tar.gz', 'model-settings.json'), 'utf8')).toContain('SKLearnModel');
     await expect(folders.fetch('none.tar.gz' as ModelId)).rejects.toMatchObject({ code: 'model_not_found' });
   });
+
+  it("unpacks an archive whose key holds slashes into one folder named by the key with '/' as %2F, and removes that folder", async () => {
+    const store = join(dir, 'store');
+    mkdirSync(join(store, 'tenant', '7'), { recursive: true });
+    writeFileSync(join(store, 'tenant', '7', 'm.tar.gz'), await mlserverArchive());
+    const folders = modelFolders({ uri: `file://${store}`, modelsDir: join(dir, 'models') });
+    await folders.fetch('tenant/7/m.tar.gz' as ModelId);
+    expect(readdirSync(join(dir, 'models'))).toEqual(['tenant%2F7%2Fm.tar.gz']);
+    expect(readFileSync(join(dir, 'models', 'tenant%2F7%2Fm.tar.gz', 'model-settings.json'), 'utf8')).toContain('SKLearnModel');
+    await folders.remove('tenant/7/m.tar.gz' as ModelId);
+    expect(readdirSync(join(dir, 'models'))).toEqual([]);
+  });
 });
