@@ -4,7 +4,7 @@
  * docs/errors.md (a unit test checks it).
  */
 export const ERROR_CATALOGUE = {
-  invalid_model_id: { status: 400, summary: 'The model id is malformed (empty, too long, a "/", "..", or a control character).' },
+  invalid_model_id: { status: 400, summary: 'The model id is malformed (empty, too long, a "/" outside an archive key, "..", or a control character).' },
   missing_model_id: { status: 400, summary: 'The request form needs a model id and none was given.' },
   invalid_request: { status: 400, summary: 'The body is not valid JSON or not a valid inference request.' },
   input_mismatch: { status: 400, summary: "An input's name, shape or datatype does not match the model's inputs." },

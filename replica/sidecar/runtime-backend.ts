@@ -1,7 +1,7 @@
 import type { Clock } from '../../common/clock.js';
 import { ModelmuxError } from '../../common/errors.js';
 import type { Logger } from '../../common/log.js';
-import type { ModelId } from '../../common/model-id.js';
+import { idSegment, type ModelId } from '../../common/model-id.js';
 import type { ModelTable } from '../../common/model-table.js';
 import type { CachePolicy } from '../../common/resource.js';
 import { cacheTable, failure, reasonOf, setCacheGauges } from '../cache/cache-report.js';
@@ -50,11 +50,11 @@ export function slowProbeStreak(streak: number, slow: boolean): { streak: number
 /**
  * Which loaded models the runtime no longer holds: those loaded before the index was asked for
  * (a load that ended after it is not in it yet) and missing from it. `undefined` index: the
- * runtime is not ready, so it holds none.
+ * runtime is not ready, so it holds none. The runtime names a model by its folder: idSegment(id).
  */
 export function lostModels(loadedAt: ReadonlyMap<string, number>, askedAt: number, index: ReadonlySet<string> | undefined): string[] {
   const lost: string[] = [];
-  for (const [id, at] of loadedAt) if (at <= askedAt && index?.has(id) !== true) lost.push(id);
+  for (const [id, at] of loadedAt) if (at <= askedAt && index?.has(idSegment(id)) !== true) lost.push(id);
   return lost;
 }
 
@@ -110,7 +110,7 @@ export class SidecarService implements ServingBackend {
     return this.withModel(id, async () => {
       const head = Buffer.from(JSON.stringify(body));
       const answer = await this.opts.runtime.forward(
-        `/v2/models/${encodeURIComponent(id)}/infer`,
+        `/v2/models/${encodeURIComponent(idSegment(id))}/infer`,
         binary.length > 0 ? Buffer.concat([head, binary]) : head,
         binary.length > 0 ? String(head.length) : undefined,
         this.opts.requestTimeoutMs,
@@ -124,7 +124,7 @@ export class SidecarService implements ServingBackend {
 
   async metadata(id: ModelId): Promise<{ body: unknown; hit: boolean }> {
     const r = await this.withModel(id, async () => {
-      const answer = await this.opts.runtime.forward(`/v2/models/${encodeURIComponent(id)}`, undefined, undefined, this.opts.requestTimeoutMs);
+      const answer = await this.opts.runtime.forward(`/v2/models/${encodeURIComponent(idSegment(id))}`, undefined, undefined, this.opts.requestTimeoutMs);
       if (answer.status !== 200) throw this.refused(id, answer);
       return JSON.parse(answer.body.toString('utf8')) as unknown;
     });
@@ -164,7 +164,7 @@ export class SidecarService implements ServingBackend {
     const bytes = await folders.fetch(id);
     const downloaded = clock.now();
     try {
-      await runtime.load(id);
+      await runtime.load(idSegment(id));
     } catch (err) {
       await folders.remove(id);
       throw err;
@@ -177,7 +177,7 @@ export class SidecarService implements ServingBackend {
         release: () => {
           this.loadedAt.delete(id);
           const unload = runtime
-            .unload(id)
+            .unload(idSegment(id))
             .finally(() => folders.remove(id))
             .finally(() => this.unloading.delete(id));
           this.unloading.set(

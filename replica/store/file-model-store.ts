@@ -2,12 +2,12 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ModelmuxError } from '../../common/errors.js';
-import type { ModelId } from '../../common/model-id.js';
+import { isArchiveId, type ModelId } from '../../common/model-id.js';
 import { isModelVersion, splitModelId } from '../../common/model-version.js';
 import type { Clock } from '../../common/clock.js';
 import { folderBytes } from './folder-bytes.js';
 import { MODEL_CONFIG_FILE } from './model-config.js';
-import { isArchiveId, MAX_LISTED_VERSIONS, MODEL_FILE, modelFolder, type LocalModelFile, type VersionedStore } from './model-store.js';
+import { MAX_LISTED_VERSIONS, MODEL_FILE, modelFolder, type LocalModelFile, type VersionedStore } from './model-store.js';
 
 /**
  * `file:///dir`: models are read in place, no copy (local mode and tests). A file's version is

@@ -6,10 +6,10 @@ import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { ModelmuxError } from '../../common/errors.js';
-import type { ModelId } from '../../common/model-id.js';
+import { idSegment, isArchiveId, type ModelId } from '../../common/model-id.js';
 import { extractFolder } from './archive-extract.js';
 import { archiveBounds } from './archive-policy.js';
-import { folderKey, isArchiveId, modelFolder } from './model-store.js';
+import { folderKey, modelFolder } from './model-store.js';
 
 /**
  * Sidecar mode's store: a model is the whole folder `<source>/<ID>/` (a runtime's layout, e.g.
@@ -59,12 +59,12 @@ abstract class Folders implements ModelFolders {
   abstract fetch(id: ModelId): Promise<number>;
 
   async remove(id: ModelId): Promise<void> {
-    await rm(join(this.opts.modelsDir, id), { recursive: true, force: true });
+    await rm(join(this.opts.modelsDir, idSegment(id)), { recursive: true, force: true });
   }
 
   /** Unpacks the archive `body` of model `id` into its folder; answers the bytes written. */
   protected async unpackInto(id: ModelId, body: Readable): Promise<number> {
-    const dest = join(this.opts.modelsDir, id);
+    const dest = join(this.opts.modelsDir, idSegment(id));
     await rm(dest, { recursive: true, force: true });
     const isSettings = (path: string): boolean => SETTINGS_FILES.has(path.split('/').pop() ?? '');
     try {
@@ -86,7 +86,7 @@ abstract class Folders implements ModelFolders {
 
   /** Writes each file of the folder through `write(relativePath, tempPath)`, settings files last. */
   protected async copyInto(id: ModelId, paths: readonly string[], write: (path: string, temp: string) => Promise<void>): Promise<void> {
-    const dest = join(this.opts.modelsDir, id);
+    const dest = join(this.opts.modelsDir, idSegment(id));
     await rm(dest, { recursive: true, force: true });
     try {
       for (const path of writeOrder(paths)) {

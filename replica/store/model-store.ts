@@ -1,4 +1,4 @@
-import type { ModelId } from '../../common/model-id.js';
+import { isArchiveId, type ModelId } from '../../common/model-id.js';
 import { splitModelId } from '../../common/model-version.js';
 
 /**
@@ -77,14 +77,6 @@ export function modelFolder(id: ModelId): string {
 export function folderKey(prefix: string, id: ModelId): string {
   const p = prefix.replace(/^\/+|\/+$/g, '');
   return p === '' ? modelFolder(id) : `${p}/${modelFolder(id)}`;
-}
-
-/**
- * A model id that names an archive object in the store (`wine-3.tar.gz`, SageMaker's
- * model.tar.gz artifact) rather than a model folder; never a versioned id.
- */
-export function isArchiveId(id: string): boolean {
-  return !id.includes('@') && (id.endsWith('.tar.gz') || id.endsWith('.tgz'));
 }
 
 /** Joins the store's prefix and the id into the object key or relative path: the model file's, or the archive's own. */

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { ModelId } from '../../common/model-id.js';
+import { idSegment, type ModelId } from '../../common/model-id.js';
 import type { CachedFile } from './disk-file-cache.js';
 
 /** A record another process wrote: parsed like any other input before it is trusted. */
@@ -53,7 +53,7 @@ export class PeerFiles {
   publish(id: ModelId, file: CachedFile): void {
     if (file.etag === '') return; // without a version a borrower could never revalidate it
     const record = JSON.stringify({ path: file.path, bytes: file.bytes, etag: file.etag, checkedAt: file.checkedAt });
-    const tmp = join(this.dir, `.${id}.${randomBytes(6).toString('hex')}.tmp`);
+    const tmp = join(this.dir, `.${idSegment(id)}.${randomBytes(6).toString('hex')}.tmp`);
     try {
       writeFileSync(tmp, record, { mode: 0o600 });
       renameSync(tmp, this.recordPath(id));
@@ -92,6 +92,6 @@ export class PeerFiles {
   }
 
   private recordPath(id: ModelId): string {
-    return join(this.dir, `${id}.json`);
+    return join(this.dir, `${idSegment(id)}.json`);
   }
 }

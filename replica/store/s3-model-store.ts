@@ -7,14 +7,14 @@ import { pipeline } from 'node:stream/promises';
 import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { ModelmuxError } from '../../common/errors.js';
 import type { Clock } from '../../common/clock.js';
-import type { ModelId } from '../../common/model-id.js';
+import { idSegment, isArchiveId, type ModelId } from '../../common/model-id.js';
 import { isModelVersion } from '../../common/model-version.js';
 import { DiskFileCache, type CachedFile } from './disk-file-cache.js';
 import { externalDataFiles, relocateExternalData } from '../onnx/external-data.js';
 import { MAX_MODEL_CONFIG_BYTES, MODEL_CONFIG_FILE } from './model-config.js';
 import { archiveBounds } from './archive-policy.js';
 import { extractModel } from './archive-extract.js';
-import { folderKey, isArchiveId, MAX_LISTED_VERSIONS, modelKey, type FetchSource, type LocalModelFile, type VersionedStore } from './model-store.js';
+import { folderKey, MAX_LISTED_VERSIONS, modelKey, type FetchSource, type LocalModelFile, type VersionedStore } from './model-store.js';
 import type { PeerFiles } from './peer-files.js';
 
 export interface S3StoreOptions {
@@ -193,7 +193,7 @@ export class S3ModelStore implements VersionedStore {
 
   /** A name of its own per file: deleting an old version can never hit a newer one. */
   private newPath(id: ModelId): string {
-    return join(this.dir, `${id}.${randomBytes(6).toString('hex')}.onnx`);
+    return join(this.dir, `${idSegment(id)}.${randomBytes(6).toString('hex')}.onnx`);
   }
 
   /** The models whose files are on disk, most recently used first, at most `limit`. */

@@ -1,4 +1,5 @@
 import { ModelmuxError } from '../../common/errors.js';
+import { idSegment } from '../../common/model-id.js';
 import { HEADER_REQUEST_ID } from '../../common/names.js';
 import { MODEL_HEADERS } from '../../common/request-grammar.js';
 import type { CompositeTicket } from './composite-admission.js';
@@ -80,7 +81,7 @@ const NOT_INHERITED: ReadonlySet<string> = new Set([
  * `done` is not called.
  */
 export function sendMember(send: RequestSender, maxAnswerBytes: number, call: MemberCall, done: (a: MemberAnswer) => void): () => void {
-  const path = `${call.prefix}/v2/models/${call.model}${call.action === 'metadata' ? '' : `/${call.action}`}`;
+  const path = `${call.prefix}/v2/models/${idSegment(call.model)}${call.action === 'metadata' ? '' : `/${call.action}`}`;
   const headers: string[] = [];
   for (let i = 0; i + 1 < call.clientHeaders.length; i += 2) {
     const name = call.clientHeaders[i] as string;

@@ -1,3 +1,4 @@
+import { idSegment } from '../../common/model-id.js';
 import { MODEL_HEADERS } from '../../common/request-grammar.js';
 import type { RequestForm } from '../../common/request-grammar.js';
 
@@ -13,12 +14,12 @@ const V2_MODELS = '/v2/models/';
 /**
  * `/v2/models/{public}[/versions/{v}][/infer|/ready]` with the id (and version: a backend names
  * its own, `id@v`) replaced by `backend`. Model id characters are all path characters (RFC
- * 3986 pchar), so the backend goes in unencoded.
+ * 3986 pchar) but an archive key's `/`, written `%2F` (idSegment), which the replica decodes.
  */
 export function rewriteV2Path(rest: string, backend: string): string {
   const parts = rest.slice(V2_MODELS.length).split('/');
   const tail = parts[1] === 'versions' ? parts.slice(3) : parts.slice(1);
-  return `${V2_MODELS}${backend}${tail.length === 0 ? '' : `/${tail.join('/')}`}`;
+  return `${V2_MODELS}${idSegment(backend)}${tail.length === 0 ? '' : `/${tail.join('/')}`}`;
 }
 
 /** Headers (flat `[name, value, …]`, forwarded or raw) with every model header naming `backend`. */

@@ -5,6 +5,7 @@ import { tarGz } from '../../common/tar-gz.js';
 import { SAMPLE_WINE, wineForward, wineModelBytes, wineWeights } from '../../common/wine-model.js';
 import { startLocal, type LocalProcess } from '../helpers/local-process.js';
 import { startS3Server, type S3Server } from '../../harness/s3-server.js';
+import { v2Body } from '../../harness/wine-requests.js';
 
 const run = promisify(execFile);
 const MAIN = join(process.cwd(), 'dist/cli/main.js');
@@ -37,6 +38,9 @@ async function clientsBin(): Promise<string> {
 const ROW = JSON.stringify({ instances: [SAMPLE_WINE] });
 /** Every archive is a copy of the one holding model wine-0. */
 const EXPECTED = wineForward(wineWeights('wine-0'), [SAMPLE_WINE])[0] ?? NaN;
+/** Archives by keys with slashes, as MME allows; each holds a model of its own weights (named by its key). */
+const NESTED = ['tenant/7/model.tar.gz', 'tenant/8/model.tar.gz', 'eu/west/1/m.tgz'];
+const expectedOf = (key: string): number => wineForward(wineWeights(key), [SAMPLE_WINE])[0] ?? NaN;
 
 describe('the SageMaker runtime API, driven by boto3 against a local pool over 1,000 model.tar.gz archives in S3', () => {
   let s3: S3Server;
@@ -57,6 +61,7 @@ describe('the SageMaker runtime API, driven by boto3 against a local pool over 1
     const env = { ...process.env, ...s3.awsEnv, MODELMUX_S3_ENDPOINT: s3.endpoint };
     await run(process.execPath, [MAIN, 'models', '--out', `s3://${s3.bucket}/mme`, '--count', String(ARCHIVES), '--archives'], { env });
     await s3.put('mme/broken.tar.gz', new TextEncoder().encode('not a gzip stream'));
+    for (const key of NESTED) await s3.put(`mme/${key}`, await tarGz([{ name: 'model.onnx', body: wineModelBytes(key) }]));
     await s3.put('mme/escape.tar.gz', await tarGz([{ name: '../model.onnx', body: wineModelBytes('wine-0') }]));
     local = await startLocal(['--port', '0', '--replicas', '2', '--model-source', `s3://${s3.bucket}/mme`], env, 150_000);
   }, 900_000);
@@ -101,6 +106,47 @@ describe('the SageMaker runtime API, driven by boto3 against a local pool over 1
     expect(messages[0]).toContain('X-Amzn-SageMaker-Target-Model');
     expect(messages[1]).toContain('invalid_model_id');
     expect(messages[3]).toContain('model_not_found');
+  }, 60_000);
+
+  it('answers invoke_endpoint for archives whose keys hold slashes, each with its own model', async () => {
+    const targets = [...NESTED, 'tenant/7/model.tar.gz'];
+    const out = await invoke(
+      root(),
+      targets.map((target) => ({ endpoint: 'wine', target, body: ROW })),
+    );
+    expect(out.map((o) => ('ok' in o ? 'ok' : o.error.message))).toEqual(targets.map(() => 'ok'));
+    out.forEach((o, i) => expect(prediction(o)).toBeCloseTo(expectedOf(targets[i] ?? ''), 4));
+    // Different weights per key: the answers tell the models apart.
+    expect(prediction(out[0])).not.toBeCloseTo(prediction(out[1]), 4);
+  }, 60_000);
+
+  it("serves the same keys by the container-side POST /invocations and by the V2 path with the key's slashes as %2F", async () => {
+    const invocation = await fetch(`${local?.route() ?? ''}/invocations`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-amzn-sagemaker-target-model': 'tenant/8/model.tar.gz' },
+      body: ROW,
+    });
+    const predicted = (await invocation.json()) as { predictions?: number[][] };
+    expect(predicted.predictions?.[0]?.[0]).toBeCloseTo(expectedOf('tenant/8/model.tar.gz'), 4);
+    const v2 = await fetch(`${local?.route() ?? ''}/v2/models/eu%2Fwest%2F1%2Fm.tgz/infer`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(v2Body([[...SAMPLE_WINE]])),
+    });
+    const answered = (await v2.json()) as { model_name?: string; outputs?: { data: number[] }[] };
+    expect(answered.model_name).toBe('eu/west/1/m.tgz');
+    expect(answered.outputs?.[0]?.data[0]).toBeCloseTo(expectedOf('eu/west/1/m.tgz'), 4);
+  }, 60_000);
+
+  it('refuses a TargetModel whose slashes would leave the store prefix or name no archive with ValidationError, saying why', async () => {
+    const targets = ['tenant/../x.tar.gz', '/abs.tar.gz', 'a//b.tar.gz', 'tenant/7/model'];
+    const out = await invoke(
+      root(),
+      targets.map((target) => ({ endpoint: 'wine', target, body: ROW })),
+    );
+    expect(out.map((o) => ('error' in o ? [o.error.raised, o.error.status] : 'ok'))).toEqual(targets.map(() => ['ValidationError', 400]));
+    const messages = out.map((o) => ('error' in o ? o.error.message : ''));
+    expect(messages).toEqual([expect.stringContaining('".."'), expect.stringContaining('start or end with "/"'), expect.stringContaining('"//"'), expect.stringContaining('only an archive key')]);
   }, 60_000);
 
   it("refuses a call whose endpoint name is not the prefix's under that prefix, rather than serve another pool", async () => {

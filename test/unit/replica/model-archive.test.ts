@@ -9,7 +9,8 @@ import type { ModelId } from '../../../common/model-id.js';
 import { extractFolder, extractModel } from '../../../replica/store/archive-extract.js';
 import { modelFolders } from '../../../replica/store/model-folders.js';
 import { archiveBounds, chooseModel, DEFAULT_ARCHIVE_BOUNDS, entryDecision, type ArchiveBounds } from '../../../replica/store/archive-policy.js';
-import { isArchiveId, modelKey } from '../../../replica/store/model-store.js';
+import { isArchiveId } from '../../../common/model-id.js';
+import { modelKey } from '../../../replica/store/model-store.js';
 import { tarBytes, tarGz, type TarEntry } from '../../../common/tar-gz.js';
 
 const MODEL = new Uint8Array([8, 7, 18, 4, 116, 101, 115, 116]);
@@ -211,5 +212,17 @@ describe('model archives for a sidecar runtime: the whole folder, by the same ru
     expect(await folders.fetch('m.tar.gz' as ModelId)).toBe(total);
     expect(readFileSync(join(dir, 'models', 'm.tar.gz', 'model-settings.json'), 'utf8')).toContain('SKLearnModel');
     await expect(folders.fetch('none.tar.gz' as ModelId)).rejects.toMatchObject({ code: 'model_not_found' });
+  });
+
+  it("unpacks an archive whose key holds slashes into one folder named by the key with '/' as %2F, and removes that folder", async () => {
+    const store = join(dir, 'store');
+    mkdirSync(join(store, 'tenant', '7'), { recursive: true });
+    writeFileSync(join(store, 'tenant', '7', 'm.tar.gz'), await mlserverArchive());
+    const folders = modelFolders({ uri: `file://${store}`, modelsDir: join(dir, 'models') });
+    await folders.fetch('tenant/7/m.tar.gz' as ModelId);
+    expect(readdirSync(join(dir, 'models'))).toEqual(['tenant%2F7%2Fm.tar.gz']);
+    expect(readFileSync(join(dir, 'models', 'tenant%2F7%2Fm.tar.gz', 'model-settings.json'), 'utf8')).toContain('SKLearnModel');
+    await folders.remove('tenant/7/m.tar.gz' as ModelId);
+    expect(readdirSync(join(dir, 'models'))).toEqual([]);
   });
 });

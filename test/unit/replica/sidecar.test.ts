@@ -22,6 +22,12 @@ describe('sidecar mode, pure parts', () => {
     expect(lostModels(loadedAt, 300, new Set(['a', 'b', 'late']))).toEqual([]);
   });
 
+  it('reads an archive key in the runtime index by its folder name, the key with its slashes as %2F', () => {
+    const loadedAt = new Map([['tenant/7/model.tar.gz', 100]]);
+    expect(lostModels(loadedAt, 200, new Set(['tenant%2F7%2Fmodel.tar.gz']))).toEqual([]);
+    expect(lostModels(loadedAt, 200, new Set(['tenant/7/model.tar.gz']))).toEqual(['tenant/7/model.tar.gz']);
+  });
+
   it("maps a runtime's refusals to the catalogue", () => {
     const answer = (status: number) => ({ status, body: Buffer.from('{"error":"x"}') });
     expect(inferenceError('m', answer(400)).code).toBe('invalid_request');

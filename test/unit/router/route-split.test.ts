@@ -65,6 +65,10 @@ describe('rewriting a request for its backend', () => {
     expect(rewriteV2Path('/v2/models/wine-7', 'x')).toBe('/v2/models/x');
   });
 
+  it('writes a backend that is an archive key with its slashes as %2F, one path segment the replica decodes back', () => {
+    expect(rewriteV2Path('/v2/models/wine/infer', 'tenant/7/model.tar.gz')).toBe('/v2/models/tenant%2F7%2Fmodel.tar.gz/infer');
+  });
+
   it('replaces every model header, whatever its case, and nothing else', () => {
     const h = ['Serve_Multiplexed_Model_Id', 'wine-7', 'x-amzn-sagemaker-target-model', 'wine-7', 'x-user-id', 'wine-7'];
     rewriteModelHeaders(h, 'wine-7@2');
