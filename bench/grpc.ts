@@ -13,14 +13,19 @@ import { totalCpuSeconds } from './lib/proc-cpu.js';
 import { writeReport, type BenchReport } from './lib/report.js';
 import { summarize, type LatencySummary } from './lib/stats.js';
 import { modelIds } from './lib/traffic.js';
+import { rawGrpcSenders, type Send } from './lib/raw-grpc-senders.js';
 
 /**
  * `npm run bench:grpc`: the Open Inference Protocol's HTTP/JSON and gRPC forms through the same
  * router to the same replicas, the same models and the same number of closed-loop clients: what
  * each costs the router and the replicas per request (requests per CPU-second from /proc), and
  * its p50 and p99. HTTP: `POST /<route>/v2/models/<id>/infer` with a JSON body, one keep-alive
- * connection per client. gRPC: ModelInfer with the rows in `fp32_contents`, one channel (HTTP/2
- * connection) per client. Not part of any test run. Writes bench/results/grpc.{json,md}.
+ * connection per client. gRPC: ModelInfer with the rows in `fp32_contents`, one HTTP/2 connection
+ * per client: by default a lean node:http2 client (lib/raw-grpc-senders.ts), as lean as the
+ * HTTP one, so that the clients' CPU on the same cores weighs on both alike; `--grpc-client
+ * grpc-js` for grpc-js channels, what most gRPC users run. The benchmark process's own CPU per
+ * request is reported beside the router's and the replicas'. Not part of any test run. Writes
+ * bench/results/grpc.{json,md}.
  */
 
 const schema = z.object({
@@ -31,6 +36,7 @@ const schema = z.object({
   durationSeconds: z.coerce.number().min(1).max(3600).default(10),
   warmupSeconds: z.coerce.number().min(0).max(600).default(3),
   rounds: intString(1, 20).default(1),
+  grpcClient: z.enum(['raw', 'grpc-js']).default('raw'),
 });
 type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
@@ -41,6 +47,7 @@ const specs: OptionSpecs<typeof schema.shape> = {
   durationSeconds: { flag: 'duration-seconds', help: 'Measured seconds per protocol and round (default 10).' },
   warmupSeconds: { flag: 'warmup-seconds', help: 'Unmeasured seconds of each protocol before the first round (default 3).' },
   rounds: { flag: 'rounds', help: 'Rounds of one window per protocol, the order alternating (default 1).' },
+  grpcClient: { flag: 'grpc-client', help: 'gRPC clients: raw (one node:http2 session each, messages encoded once, as lean as the HTTP clients) or grpc-js (one channel each) (default raw).' },
 };
 
 type Protocol = 'http' | 'grpc';
@@ -55,10 +62,9 @@ interface Window {
   latency: LatencySummary;
   routerCpuSeconds: number;
   replicaCpuSeconds: number;
+  /** The benchmark process's, where the clients run. */
+  benchCpuSeconds: number;
 }
-
-/** Sends one request for `model` and resolves with its first output value, or throws. */
-type Send = (model: string) => Promise<number>;
 
 function rowsOf(n: number): number[][] {
   return Array.from({ length: n }, () => [...SAMPLE_WINE]);
@@ -80,7 +86,7 @@ function httpSender(routeUrl: string, concurrency: number, rows: number): { send
 type Unary = (req: unknown, md: Metadata, cb: (err: ServiceError | null, res: { outputs: { contents?: { fp32_contents?: number[] } }[] }) => void) => void;
 
 /** One channel per client: grpc-js would otherwise share one connection among channels to the same address. */
-function grpcSenders(address: string, concurrency: number, rows: number): { sends: Send[]; close(): void } {
+function grpcJsSenders(address: string, concurrency: number, rows: number): { sends: Send[]; check: Send; close(): void } {
   const Ctor = inferenceClient();
   const clients = Array.from({ length: concurrency }, () => new Ctor(address, credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }) as unknown as Client & { ModelInfer: Unary });
   const data = rowsOf(rows).flat();
@@ -93,13 +99,19 @@ function grpcSenders(address: string, concurrency: number, rows: number): { send
           ),
         ),
   );
-  return { sends, close: () => clients.forEach((c) => c.close()) };
+  return { sends, check: sends[0] as Send, close: () => clients.forEach((c) => c.close()) };
 }
 
-/** `concurrency` closed-loop clients for `ms`, models in turn; CPU of the router and replicas across the window. */
+const ownCpuSeconds = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
+
+/** `concurrency` closed-loop clients for `ms`, models in turn; CPU of the router, the replicas and this process across the window. */
 async function measure(pool: ModelmuxLocal, protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number): Promise<Window> {
   const pids = { router: pool.routerPid === undefined ? [] : [pool.routerPid], replicas: pool.replicaPids };
   const cpu0 = await Promise.all([totalCpuSeconds(pids.router), totalCpuSeconds(pids.replicas)]);
+  const own0 = ownCpuSeconds();
   const latencies: number[] = [];
   let requests = 0;
   let ok = 0;
@@ -123,6 +135,7 @@ async function measure(pool: ModelmuxLocal, protocol: Protocol, round: number, s
     }),
   );
   const seconds = (performance.now() - start) / 1000;
+  const own1 = ownCpuSeconds();
   const cpu1 = await Promise.all([totalCpuSeconds(pids.router), totalCpuSeconds(pids.replicas)]);
   return {
     protocol,
@@ -134,6 +147,7 @@ async function measure(pool: ModelmuxLocal, protocol: Protocol, round: number, s
     latency: summarize(latencies),
     routerCpuSeconds: cpu1[0] - cpu0[0],
     replicaCpuSeconds: cpu1[1] - cpu0[1],
+    benchCpuSeconds: own1 - own0,
   };
 }
 
@@ -165,24 +179,28 @@ function report(o: Options, windows: readonly Window[]): BenchReport {
     fmt((w.routerCpuSeconds * 1e6) / w.ok, 0),
     fmt(perCpuSecond(w.ok, w.replicaCpuSeconds), 0),
     fmt((w.replicaCpuSeconds * 1e6) / w.ok, 0),
+    fmt((w.benchCpuSeconds * 1e6) / w.ok, 0),
     String(w.requests - w.ok),
   ]);
   const total = (p: Protocol, f: (w: Window) => number): number => windows.filter((w) => w.protocol === p).reduce((s, w) => s + f(w), 0);
   const ratio = (f: (w: Window) => number): number => total('grpc', (w) => w.ok) / total('grpc', f) / (total('http', (w) => w.ok) / total('http', f));
   // The issue's target reads as CPU per request, and the p99 of each protocol's worst window.
+  const perRequest = (p: Protocol, f: (w: Window) => number): number => (total(p, f) * 1e6) / total(p, (w) => w.ok);
   const worstP99 = (p: Protocol): number => Math.max(...windows.filter((w) => w.protocol === p).map((w) => w.latency.p99Ms));
   return {
     title: 'V2 inference over HTTP/JSON and over gRPC, through the router',
     setup:
       `\`modelmux local\` with ${o.replicas} replicas and ${o.models} small example models, all loaded; ${o.concurrency} closed-loop clients per protocol, ` +
       `models in turn, ${o.rows} row${o.rows === 1 ? '' : 's'} of ${WINE_FEATURES} FP32 features per request, ${o.durationSeconds} s per window after ${o.warmupSeconds} s unmeasured per protocol. ` +
-      "HTTP: `POST /wine/v2/models/<id>/infer` with a JSON body over keep-alive connections (one per client); gRPC: `ModelInfer` with `fp32_contents` to the router's gRPC port, one channel per client. " +
-      'CPU seconds of the router process and of the replica processes from /proc across each window; the clients run in the benchmark process, not counted.',
+      "HTTP: `POST /wine/v2/models/<id>/infer` with a JSON body over keep-alive connections (one per client); gRPC: `ModelInfer` with `fp32_contents` to the router's gRPC port, " +
+      (o.grpcClient === 'raw' ? 'one node:http2 session per client, each message encoded once up front' : 'one grpc-js channel per client') +
+      ` (\`--grpc-client ${o.grpcClient}\`). ` +
+      'CPU seconds of the router process and of the replica processes from /proc across each window, and of the benchmark process, where the clients run (client µs/req): on a machine with few cores the clients compete with the router and replicas, and their cost weighs on the latency.',
     sections: [
       {
         headline: true,
         table: {
-          header: ['round', 'protocol', 'req/s', 'p50 ms', 'p99 ms', 'router req/CPU-s', 'router µs/req', 'replicas req/CPU-s', 'replicas µs/req', 'errors'],
+          header: ['round', 'protocol', 'req/s', 'p50 ms', 'p99 ms', 'router req/CPU-s', 'router µs/req', 'replicas req/CPU-s', 'replicas µs/req', 'client µs/req', 'errors'],
           rows,
         },
         after:
@@ -194,6 +212,13 @@ function report(o: Options, windows: readonly Window[]): BenchReport {
             2,
           )}×** ` +
           `(over all windows of each protocol); router CPU per request gRPC / HTTP ${fmt(1 / ratio((w) => w.routerCpuSeconds), 2)}×; ` +
+          `the clients' CPU per request (${o.grpcClient} gRPC clients): gRPC ${fmt(
+            perRequest('grpc', (w) => w.benchCpuSeconds),
+            0,
+          )} µs, HTTP ${fmt(
+            perRequest('http', (w) => w.benchCpuSeconds),
+            0,
+          )} µs; ` +
           `p99 of the worst window: gRPC ${fmt(worstP99('grpc'), 2)} ms, HTTP ${fmt(worstP99('http'), 2)} ms.${
             windows.some((w) => w.firstFailure)
               ? ` First failures: ${windows
@@ -229,10 +254,11 @@ async function main(run: BenchRun<Options>): Promise<void> {
   const address = /^\s+grpc\s+(\S+)$/m.exec(pool.child.output())?.[1];
   const routeUrl = pool.url.replace(/\/$/, '');
   const http = httpSender(routeUrl, o.concurrency, o.rows);
-  const grpc = address === undefined ? undefined : grpcSenders(address, o.concurrency, o.rows);
+  let grpc: { sends: Send[]; check: Send; close(): void } | undefined;
   try {
-    if (grpc === undefined) throw new Error(`modelmux local printed no gRPC address:\n${pool.child.output()}`);
-    await checkAnswers(ids, http.send, grpc.sends[0] as Send);
+    if (address === undefined) throw new Error(`modelmux local printed no gRPC address:\n${pool.child.output()}`);
+    grpc = o.grpcClient === 'raw' ? await rawGrpcSenders(address, o.concurrency, ids, o.rows) : grpcJsSenders(address, o.concurrency, o.rows);
+    await checkAnswers(ids, http.send, grpc.check);
     const senders: Record<Protocol, Send[]> = { http: Array.from({ length: o.concurrency }, () => http.send), grpc: grpc.sends };
     for (const p of ['http', 'grpc'] as const) if (o.warmupSeconds > 0) await measure(pool, p, -1, senders[p], ids, o.warmupSeconds * 1000);
     for (let round = 0; round < o.rounds; round++) {

@@ -1,0 +1,58 @@
+import { PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
+import { inferenceServiceDefinition, type ModelInferResponse } from '../../common/grpc/inference-service.js';
+import { SAMPLE_WINE, WINE_FEATURES, WINE_INPUT } from '../../common/wine-model.js';
+import { framed, RawGrpcConnection } from '../../harness/raw-grpc-client.js';
+
+/** Sends one request for `model` and resolves with its first output value (NaN where the answer is not decoded), or throws. */
+export type Send = (model: string) => Promise<number>;
+
+const modelInfer = (): { requestSerialize(v: unknown): Buffer; responseDeserialize(b: Buffer): unknown } =>
+  inferenceServiceDefinition()['ModelInfer'] as { requestSerialize(v: unknown): Buffer; responseDeserialize(b: Buffer): unknown };
+
+function firstValue(res: ModelInferResponse): number {
+  const raw = res.raw_output_contents[0];
+  if (raw !== undefined && raw.byteLength >= 4) return Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).readFloatLE(0);
+  return res.outputs[0]?.contents?.fp32_contents?.[0] ?? Number.NaN;
+}
+
+/**
+ * bench:grpc's lean gRPC clients, the counterpart of its HTTP clients (one undici keep-alive
+ * connection each, one JSON body built up front): one node:http2 session per client and each
+ * model's ModelInfer message encoded and framed once. An answer counts when its grpc-status is
+ * 0 and its bytes are one length-prefixed message; each client decodes its first answer as a
+ * ModelInferResponse, and `check` decodes every answer (the bench compares its values with the
+ * reference forward pass). A client whose connection the router has closed (idle past its
+ * keep-alive timeout during the other protocol's long windows, a GOAWAY) opens a new one, as
+ * undici's and grpc-js's do. What grpc-js would add per call (Metadata, call objects, decoding every
+ * answer into objects) would be the bench process's CPU competing with the router's on the same cores.
+ */
+export async function rawGrpcSenders(address: string, concurrency: number, ids: readonly string[], rows: number): Promise<{ sends: Send[]; check: Send; close(): void }> {
+  const infer = modelInfer();
+  const data = Array.from({ length: rows }, () => SAMPLE_WINE).flat();
+  const messages = new Map(
+    ids.map((id) => [id, framed(infer.requestSerialize({ model_name: id, inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [rows, WINE_FEATURES], contents: { fp32_contents: data } }] }))]),
+  );
+  const connections = await Promise.all(Array.from({ length: concurrency }, () => RawGrpcConnection.open(address)));
+  const call = async (i: number, model: string, decode: boolean): Promise<number> => {
+    const message = messages.get(model);
+    if (message === undefined) throw new Error(`no message encoded for ${model}`);
+    let connection = connections[i] as RawGrpcConnection;
+    if (connection.session.closed || connection.session.destroyed || connection.goawayCode !== undefined) {
+      connection.close();
+      connection = connections[i] = await RawGrpcConnection.open(address);
+    }
+    const a = await connection.call('ModelInfer', message).answer;
+    if (a.grpcStatus !== 0) throw new Error(`gRPC status ${a.grpcStatus ?? 'none'} (${a.code ?? a.grpcMessage ?? `RST_STREAM ${a.rstCode ?? '?'}`})`);
+    if (a.body.length < PREFIX_BYTES || a.body.readUInt32BE(1) !== a.body.length - PREFIX_BYTES) throw new Error(`the answer is not one gRPC message (${a.body.length} bytes)`);
+    return decode ? firstValue(infer.responseDeserialize(a.body.subarray(PREFIX_BYTES)) as ModelInferResponse) : Number.NaN;
+  };
+  const sends = connections.map((_, i): Send => {
+    let decoded = false;
+    return async (model) => {
+      const value = await call(i, model, !decoded);
+      decoded = true;
+      return value;
+    };
+  });
+  return { sends, check: (model) => call(0, model, true), close: () => connections.forEach((c) => c.close()) };
+}
