@@ -1,8 +1,11 @@
+/** Request bodies of at least this many bytes are read into pooled buffers (replica and router alike). */
+export const POOLED_BODY_BYTES = 64 * 1024;
+
 /**
- * Reuses the large buffers that hold model files. A multiplexing replica reads a file of about
+ * Reuses large buffers: a replica's model files and request bodies, the router's request bodies. A multiplexing replica reads a file of about
  * the same size on every load and drops one on every eviction; fresh buffers of megabytes cost
  * page faults and, being memory V8 accounts for, full garbage collections — together more than
- * the read itself (docs/adr/0016-shared-graph-sessions.md).
+ * the read itself (docs/adr/0016-shared-graph-sessions.md, docs/adr/0051-replica-request-path.md).
  */
 export class BufferPool {
   private readonly free: Buffer[] = [];

@@ -1,4 +1,4 @@
-import { BufferPool } from '../../../replica/onnx/buffer-pool.js';
+import { BufferPool } from '../../../common/buffer-pool.js';
 
 describe('BufferPool', () => {
   it('hands back a given buffer for a file of about its size, not for a much smaller one', () => {
