@@ -11,6 +11,14 @@ describe('BufferPool', () => {
     expect(pool.freeCount).toBe(0);
   });
 
+  it('hands back the buffer it allocated for a size even when rounding made it more than a quarter larger', () => {
+    const pool = new BufferPool(4, 1 << 30);
+    const a = pool.take(100_000);
+    expect(a.length).toBe(131_072);
+    pool.give(a);
+    expect(pool.take(100_000) === a).toBe(true);
+  });
+
   it('takes the smallest buffer that fits', () => {
     const pool = new BufferPool(4, 1 << 30);
     const big = pool.take(1_200_000);
