@@ -3,6 +3,7 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import { expect, jest } from '@jest/globals';
 import { eventually } from '../../../harness/eventually.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
+import { readRequests } from '../../helpers/raw-requests.js';
 
 jest.setTimeout(120_000);
 
@@ -39,35 +40,22 @@ interface BodyReplica {
 async function bodyReplica(pauseMs: number): Promise<BodyReplica> {
   const received = new Map<string, string>();
   const server = createServer((socket: Socket) => {
-    let buf = Buffer.alloc(0);
-    let answeredHead = false;
-    socket.on('error', () => undefined);
-    socket.on('data', (d: Buffer) => {
-      buf = Buffer.concat([buf, d]);
-      for (;;) {
-        const end = buf.indexOf('\r\n\r\n');
-        if (end === -1) return;
-        const head = buf.toString('latin1', 0, end);
-        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-        const model = /^\S+ \/v2\/models\/([^/]+)\/infer /.exec(head)?.[1];
-        if (model === 'early' && !answeredHead) {
-          answeredHead = true;
-          socket.write(answer('{}'));
-          socket.pause();
-          setTimeout(() => socket.resume(), pauseMs);
-        }
-        if (buf.length < end + 4 + length) return;
-        const body = buf.subarray(end + 4, end + 4 + length);
-        buf = buf.subarray(end + 4 + length);
-        answeredHead = false;
+    readRequests(socket, {
+      head: (head) => {
+        if (!/^\S+ \/v2\/models\/early\/infer /.test(head.text)) return;
+        socket.write(answer('{}'));
+        socket.pause();
+        setTimeout(() => socket.resume(), pauseMs);
+      },
+      request: (head, body) => {
+        const model = /^\S+ \/v2\/models\/([^/]+)\/infer /.exec(head.text)?.[1];
         if (model === undefined) {
           socket.write(TABLE);
-          continue;
+          return;
         }
-        const id = /\r\nx-request-id: *(\S+)/i.exec(head)?.[1] ?? '?';
-        received.set(id, digest(body));
+        received.set(/\r\nx-request-id: *(\S+)/i.exec(head.text)?.[1] ?? '?', digest(body));
         if (model === 'late') socket.write(answer(JSON.stringify({ digest: digest(body) })));
-      }
+      },
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
