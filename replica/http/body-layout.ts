@@ -13,9 +13,6 @@ export const HEADER_INFERENCE_HEADER_LENGTH = 'inference-header-content-length';
 /** The largest element size of a V2 datatype (INT64, UINT64, FP64). */
 export const TENSOR_ALIGNMENT = 8;
 
-/** Bodies of at least this many bytes are read into buffers reused from request to request. */
-export const POOLED_BODY_BYTES = 64 * 1024;
-
 /**
  * How many bytes into a buffer whose memory starts at `byteOffset` (of its ArrayBuffer) the body
  * goes, so that byte `jsonLength` of the body is aligned. `jsonLength` is the request's

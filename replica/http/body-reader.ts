@@ -1,7 +1,7 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { ModelmuxError } from '../../common/errors.js';
-import { BufferPool } from '../onnx/buffer-pool.js';
-import { bodyPad, HEADER_INFERENCE_HEADER_LENGTH, POOLED_BODY_BYTES, TENSOR_ALIGNMENT } from './body-layout.js';
+import { BufferPool, POOLED_BODY_BYTES } from '../../common/buffer-pool.js';
+import { bodyPad, HEADER_INFERENCE_HEADER_LENGTH, TENSOR_ALIGNMENT } from './body-layout.js';
 
 /**
  * Reads an inference request's body straight into one buffer sized by its Content-Length, placed

@@ -4,7 +4,7 @@ import { Tensor } from 'onnxruntime-node';
 import { ModelmuxError } from '../../common/errors.js';
 import { createSession, modelSession, openModel, type ExecutionProvider, type FedSession, type SessionTuning } from './onnx-runtime.js';
 import type { GraphWarmth, ModelSession } from './model-session.js';
-import { BufferPool } from './buffer-pool.js';
+import { BufferPool } from '../../common/buffer-pool.js';
 import { externalDataFiles } from './external-data.js';
 import type { FileMapper } from './file-map.js';
 import { splitWeights, type SplitModel, type WeightRef } from './shared-graph.js';

@@ -1,3 +1,4 @@
+import type { BufferPool } from '../../common/buffer-pool.js';
 import type { ByteBudget } from '../../common/byte-budget.js';
 import type { Clock } from '../../common/clock.js';
 import type { Logger } from '../../common/log.js';
@@ -55,6 +56,8 @@ export interface RouterContext {
   readonly deadlines: Deadlines;
   /** The bytes held for all requests at once, HTTP and gRPC (ADR 0026, ADR 0039). */
   readonly buffered: ByteBudget;
+  /** Buffers of large request bodies, reused from request to request (body-buffer.ts). */
+  readonly bodies: BufferPool;
   /** Ids for requests that come without a valid `x-request-id`. */
   readonly requestIds: RequestIds;
   readonly tryTimeouts: TryTimeoutPolicy;

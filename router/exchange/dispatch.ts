@@ -1,5 +1,7 @@
 import type { Clock } from '../../common/clock.js';
 import type { ModelmuxError } from '../../common/errors.js';
+import { BufferPool } from '../../common/buffer-pool.js';
+import { BODY_POOL_BUFFERS, BODY_POOL_BYTES } from './body-buffer.js';
 import { ByteBudget } from '../../common/byte-budget.js';
 import type { Logger } from '../../common/log.js';
 import { MODEL_HEADERS } from '../../common/request-grammar.js';
@@ -59,6 +61,7 @@ export class RequestDispatcher {
       access,
       deadlines,
       buffered: new ByteBudget(limits.maxBufferedBytes),
+      bodies: new BufferPool(BODY_POOL_BUFFERS, BODY_POOL_BYTES),
       requestIds: new RequestIds(),
       tryTimeouts: { floorMs: limits.tryTimeoutFloorMs, multiple: limits.tryTimeoutMultiple, capMs: limits.tryTimeoutMs },
     };

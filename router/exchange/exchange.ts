@@ -18,6 +18,8 @@ import type { Route } from '../routes/route-table.js';
 import { acceptedRequestId } from '../../common/request-id.js';
 import type { RequestForm } from '../../common/request-grammar.js';
 import { TryAttempts } from './try-attempts.js';
+import { BodyBuffer } from './body-buffer.js';
+import { POOLED_BODY_BYTES } from '../../common/buffer-pool.js';
 import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
 
 /** Socket failures before any byte of the response (UPSTREAM_CLOSED: upstream-pool.ts). */
@@ -60,7 +62,10 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   private upstreamPath = '/';
   private form: RequestForm | undefined;
   private headers: string[] = [];
+  /** A chunked or small body, as it comes. */
   private chunks: Buffer[] = [];
+  /** A large body with a Content-Length, read into one pooled buffer as it comes (body-buffer.ts). */
+  private pooled: BodyBuffer | undefined;
   private size = 0;
   private body: Buffer | null = null;
   /** Bytes of the body taken from the proxy's `ByteBudget`, given back when the request ends. */
@@ -100,6 +105,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   start(): void {
     const { req, res, target, scanned } = this;
     res.on('close', this.onClientClose);
+    const declared = Number(scanned.contentLength ?? '0');
     try {
       this.path = target.path;
       this.requestId = acceptedRequestId(scanned.requestId) ?? this.router.requestIds.next();
@@ -112,7 +118,6 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
       this.model = target.model;
       this.form = target.form;
       const limit = this.router.limits.maxBodyBytes;
-      const declared = Number(scanned.contentLength ?? '0');
       if (declared > limit) throw new ModelmuxError('body_too_large', `the body is ${declared} bytes; the limit is ${limit}`);
       if (declared > this.router.buffered.available) throw this.router.buffered.fullError();
       const rest = target.rest === '' ? '/' : target.rest;
@@ -134,6 +139,9 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     this.bodyAt = now;
     this.deadlineAt = now + Math.min(this.router.limits.bodyIdleTimeoutMs, this.router.limits.bodyTimeoutMs);
     this.router.deadlines.add(this);
+    // Gathering a large body from its pieces made a fresh buffer of megabytes per request, and
+    // V8 a full collection every few (docs/adr/0051-replica-request-path.md, "The router").
+    if (declared >= POOLED_BODY_BYTES) this.pooled = BodyBuffer.take(this.router.bodies, declared);
     req.on('data', this.onBodyData);
     req.on('end', this.onBodyEnd);
   }
@@ -181,13 +189,20 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     if (this.size > limits.maxBodyBytes) return this.fail(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
     if (!this.router.buffered.take(chunk.length)) return this.fail(this.router.buffered.fullError());
     this.budgeted += chunk.length;
-    this.chunks.push(chunk);
+    const pooled = this.pooled;
+    if (pooled === undefined) this.chunks.push(chunk);
+    else if (this.size > pooled.bytes.length) return this.fail(new ModelmuxError('invalid_request', 'the body is longer than its Content-Length'));
+    else chunk.copy(pooled.bytes, this.size - chunk.length);
   };
 
   private readonly onBodyEnd = (): void => {
     if (this.phase !== 'body') return;
+    // Mirrors copy the body as it is delivered to them, after placement, which may end the exchange.
+    const held = this.pooled;
+    held?.retain();
     try {
-      this.body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.size);
+      if (held !== undefined) this.body = held.bytes.subarray(0, this.size);
+      else this.body = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.size);
       this.chunks = [];
       // Like Envoy's route timeout, the request deadline starts once the request is in: the
       // body had its own.
@@ -197,6 +212,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
       if (this.mirrors !== undefined) this.sendMirrors();
     } catch (err) {
       this.guard(err);
+    } finally {
+      held?.release();
     }
   };
 
@@ -214,7 +231,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     route.balancer.watch(lease, this);
     const method = this.req.method ?? 'GET';
     this.dispatched = true;
-    pool.dispatch({ method, path: this.upstreamPath, headers: this.headers, body: method === 'GET' || method === 'HEAD' ? null : this.body }, this);
+    pool.dispatch({ method, path: this.upstreamPath, headers: this.headers, body: method === 'GET' || method === 'HEAD' ? null : this.body, bodyBuffer: this.pooled }, this);
   }
 
   /** The try is over (answered, failed or aborted): its slot goes back to the balancer. */
@@ -395,6 +412,10 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   private releaseBody(): void {
     this.router.buffered.release(this.budgeted);
     this.budgeted = 0;
+    // Tries whose write of the body is under way hold its buffer until the socket is done with it.
+    const pooled = this.pooled;
+    this.pooled = undefined;
+    pooled?.release();
   }
 
   /** The client went away before its answer was complete: no work for nobody. */

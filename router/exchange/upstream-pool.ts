@@ -2,6 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { ResponseParser, type ResponseHead, type ResponseSink } from './http1-response.js';
 import { READ_BUFFER, readBytes } from '../http1/socket-read.js';
 import { writeHeadAndBody } from '../http1/socket-write.js';
+import type { BodyBuffer } from './body-buffer.js';
 
 /** One try's request: the body is whole (the router buffers it so that a retry can resend it). */
 export interface UpstreamRequest {
@@ -11,6 +12,8 @@ export interface UpstreamRequest {
   /** Flat `[name, value, …]` list without host, content-length and hop-by-hop fields. */
   headers: readonly string[];
   body: Buffer | null;
+  /** Set when `body` lies in a pooled buffer: each write of it holds the buffer until the socket is done with it. */
+  bodyBuffer?: BodyBuffer | undefined;
 }
 
 /** Given to the handler with every call; stale once the response has ended or failed. */
@@ -246,7 +249,9 @@ class Connection implements ResponseSink {
     attempt.state = 'sent';
     const r = attempt.request;
     this.parser.reset(r.method === 'HEAD');
-    writeHeadAndBody(this.socket, this.pool.head(r), r.body);
+    const held = r.bodyBuffer;
+    held?.retain();
+    writeHeadAndBody(this.socket, this.pool.head(r), r.body, held === undefined ? undefined : () => held.release());
   }
 
   abort(attempt: Attempt, err: Error): void {

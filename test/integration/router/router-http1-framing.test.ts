@@ -2,6 +2,7 @@ import { expect, jest } from '@jest/globals';
 import { request } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { RawClient } from '../../helpers/raw-http-client.js';
+import { readRequests } from '../../helpers/raw-requests.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 
 jest.setTimeout(60_000);
@@ -25,20 +26,11 @@ const TABLE = 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-leng
 /** A replica that answers `GET /models` properly and each inference with `ANSWERS[model]`, keep-alive. */
 async function rawReplica(): Promise<{ url: string; server: Server }> {
   const server = createServer((socket: Socket) => {
-    let buf = Buffer.alloc(0);
-    socket.on('error', () => undefined);
-    socket.on('data', (d: Buffer) => {
-      buf = Buffer.concat([buf, d]);
-      for (;;) {
-        const end = buf.indexOf('\r\n\r\n');
-        if (end === -1) return;
-        const head = buf.toString('latin1', 0, end);
-        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-        if (buf.length < end + 4 + length) return;
-        buf = buf.subarray(end + 4 + length);
-        const model = /^\S+ \/v2\/models\/([^/]+)\/infer /.exec(head)?.[1];
+    readRequests(socket, {
+      request: (head) => {
+        const model = /^\S+ \/v2\/models\/([^/]+)\/infer /.exec(head.text)?.[1];
         socket.write(model === undefined ? TABLE : (ANSWERS[model] ?? TABLE));
-      }
+      },
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

@@ -1,4 +1,4 @@
-import { BufferPool } from '../../../replica/onnx/buffer-pool.js';
+import { BufferPool } from '../../../common/buffer-pool.js';
 
 describe('BufferPool', () => {
   it('hands back a given buffer for a file of about its size, not for a much smaller one', () => {
@@ -9,6 +9,14 @@ describe('BufferPool', () => {
     expect(pool.take(100_000)).not.toBe(a);
     expect(pool.take(999_000)).toBe(a);
     expect(pool.freeCount).toBe(0);
+  });
+
+  it('hands back the buffer it allocated for a size even when rounding made it more than a quarter larger', () => {
+    const pool = new BufferPool(4, 1 << 30);
+    const a = pool.take(100_000);
+    expect(a.length).toBe(131_072);
+    pool.give(a);
+    expect(pool.take(100_000) === a).toBe(true);
   });
 
   it('takes the smallest buffer that fits', () => {

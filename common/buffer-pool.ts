@@ -1,8 +1,11 @@
+/** Request bodies of at least this many bytes are read into pooled buffers (replica and router alike). */
+export const POOLED_BODY_BYTES = 64 * 1024;
+
 /**
- * Reuses the large buffers that hold model files. A multiplexing replica reads a file of about
+ * Reuses large buffers: a replica's model files and request bodies, the router's request bodies. A multiplexing replica reads a file of about
  * the same size on every load and drops one on every eviction; fresh buffers of megabytes cost
  * page faults and, being memory V8 accounts for, full garbage collections — together more than
- * the read itself (docs/adr/0016-shared-graph-sessions.md).
+ * the read itself (docs/adr/0016-shared-graph-sessions.md, docs/adr/0051-replica-request-path.md).
  */
 export class BufferPool {
   private readonly free: Buffer[] = [];
@@ -16,18 +19,20 @@ export class BufferPool {
 
   /** A buffer of at least `size` bytes, not zero-filled. */
   take(size: number): Buffer {
+    // Rounded up so files that differ by a few bytes (names, producer strings) reuse each other's.
+    const rounded = Math.ceil(size / 65536) * 65536;
     let best = -1;
     this.free.forEach((b, i) => {
-      // A much larger buffer is left for a larger file rather than pinned under a small one.
-      if (b.length >= size && b.length <= size * 1.25 && (best < 0 || b.length < (this.free[best] as Buffer).length)) best = i;
+      // A much larger buffer is left for a larger file rather than pinned under a small one; one
+      // this pool would allocate for `size` always fits.
+      if (b.length >= size && b.length <= rounded * 1.25 && (best < 0 || b.length < (this.free[best] as Buffer).length)) best = i;
     });
     if (best >= 0) {
       const b = this.free.splice(best, 1)[0] as Buffer;
       this.freeBytes -= b.length;
       return b;
     }
-    // Rounded up so files that differ by a few bytes (names, producer strings) reuse each other's.
-    return Buffer.allocUnsafeSlow(Math.ceil(size / 65536) * 65536);
+    return Buffer.allocUnsafeSlow(rounded);
   }
 
   /** Gives a buffer back; the caller must no longer read it, nor anything viewing it. */
