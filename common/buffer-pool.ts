@@ -1,6 +1,10 @@
 /** Request bodies of at least this many bytes are read into pooled buffers (replica and router alike). */
 export const POOLED_BODY_BYTES = 64 * 1024;
 
+/** Free body buffers a program keeps while idle: enough for a few large requests at once (docs/limits.md). */
+export const BODY_POOL_BUFFERS = 4;
+export const BODY_POOL_BYTES = 64 * 1024 ** 2;
+
 /**
  * Reuses large buffers: a replica's model files and request bodies, the router's request bodies. A multiplexing replica reads a file of about
  * the same size on every load and drops one on every eviction; fresh buffers of megabytes cost

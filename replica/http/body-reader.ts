@@ -1,6 +1,6 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { ModelmuxError } from '../../common/errors.js';
-import { BufferPool, POOLED_BODY_BYTES } from '../../common/buffer-pool.js';
+import { BODY_POOL_BUFFERS, BODY_POOL_BYTES, BufferPool, POOLED_BODY_BYTES } from '../../common/buffer-pool.js';
 import { bodyPad, HEADER_INFERENCE_HEADER_LENGTH, TENSOR_ALIGNMENT } from './body-layout.js';
 
 /**
@@ -12,10 +12,6 @@ import { bodyPad, HEADER_INFERENCE_HEADER_LENGTH, TENSOR_ALIGNMENT } from './bod
  * mark-compact (docs/adr/0051-replica-request-path.md). A compressed body (Content-Encoding) is
  * left to express.raw, which inflates it.
  */
-
-/** Buffers kept while no request holds them: enough for a few large requests at once. */
-const POOL_BUFFERS = 4;
-const POOL_BYTES = 64 * 1024 ** 2;
 
 /** Gives a request's pooled buffer back once both the response is closed and the work that may read it has settled. */
 export interface BodyHold {
@@ -36,7 +32,7 @@ function tooLarge(max: number): ModelmuxError {
 }
 
 export function inferenceBody(maxBodyBytes: number): RequestHandler {
-  const pool = new BufferPool(POOL_BUFFERS, POOL_BYTES);
+  const pool = new BufferPool(BODY_POOL_BUFFERS, BODY_POOL_BYTES);
   const inflating = express.raw({ limit: maxBodyBytes, type: () => true });
 
   /** A buffer with room for `length` bytes at any alignment; pooled when large. */

@@ -1,9 +1,5 @@
 import type { BufferPool } from '../../common/buffer-pool.js';
 
-/** Free body buffers a router keeps: enough for a few large requests at once (docs/limits.md). */
-export const BODY_POOL_BUFFERS = 4;
-export const BODY_POOL_BYTES = 64 * 1024 ** 2;
-
 /**
  * A request body's buffer taken from the router's pool, sized by its Content-Length, and the
  * count of those still reading it: the exchange until it has ended, and each try whose write of

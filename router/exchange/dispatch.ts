@@ -1,7 +1,6 @@
 import type { Clock } from '../../common/clock.js';
 import type { ModelmuxError } from '../../common/errors.js';
-import { BufferPool } from '../../common/buffer-pool.js';
-import { BODY_POOL_BUFFERS, BODY_POOL_BYTES } from './body-buffer.js';
+import { BODY_POOL_BUFFERS, BODY_POOL_BYTES, BufferPool } from '../../common/buffer-pool.js';
 import { ByteBudget } from '../../common/byte-budget.js';
 import type { Logger } from '../../common/log.js';
 import { MODEL_HEADERS } from '../../common/request-grammar.js';
