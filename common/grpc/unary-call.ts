@@ -5,7 +5,7 @@ import { endWithMessage, PREFIX_BYTES, UnaryMessageReader } from './grpc-frame.j
 import { grpcError } from './status.js';
 
 /** Request headers of HTTP/2 and of gRPC's transport, never a call's metadata. */
-const TRANSPORT_HEADERS = ['content-type', 'te', 'grpc-timeout', 'grpc-encoding', 'grpc-accept-encoding', 'accept-encoding', 'content-length'];
+export const TRANSPORT_HEADERS: readonly string[] = ['content-type', 'te', 'grpc-timeout', 'grpc-encoding', 'grpc-accept-encoding', 'accept-encoding', 'content-length'];
 
 /** Response headers the server writes itself, whatever metadata a handler passes. */
 const OWN_RESPONSE_HEADERS = new Set(['content-type', 'grpc-status', 'grpc-message', 'grpc-encoding', 'grpc-accept-encoding', 'date', 'content-length']);

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import { status } from '@grpc/grpc-js';
 import { ERROR_CATALOGUE, type ErrorCode } from '../../common/errors.js';
 import { ERROR_CODE_TRAILER } from '../../common/grpc/inference-service.js';
+import { TRANSPORT_HEADERS } from '../../common/grpc/unary-call.js';
 import { HEADER_BACKEND, HEADER_REQUEST_ID } from '../../common/names.js';
 
 /**
@@ -10,24 +11,32 @@ import { HEADER_BACKEND, HEADER_REQUEST_ID } from '../../common/names.js';
  */
 
 /** Request headers of HTTP/2 and of gRPC's transport, and the ones the router writes anew: never passed on. */
-const NOT_FORWARDED = new Set(['content-type', 'te', 'grpc-timeout', 'grpc-encoding', 'grpc-accept-encoding', 'accept-encoding', 'content-length', 'user-agent', HEADER_REQUEST_ID, 'x-forwarded-for']);
+const NOT_FORWARDED: ReadonlySet<string> = new Set([...TRANSPORT_HEADERS, 'user-agent', HEADER_REQUEST_ID, 'x-forwarded-for']);
 
 /** Response headers of the replica's connection, not of its answer: the router's server writes its own. */
-const NOT_ANSWERED = new Set(['content-type', 'date', 'grpc-encoding', 'grpc-accept-encoding', 'grpc-status', 'grpc-message', 'content-length']);
+const NOT_ANSWERED: ReadonlySet<string> = new Set(['content-type', 'date', 'grpc-encoding', 'grpc-accept-encoding', 'grpc-status', 'grpc-message', 'content-length']);
+
+/** Trailers of the replica's connection, not of its answer. */
+const NOT_PASSED: ReadonlySet<string> = new Set(['content-type', 'date']);
+
+/** `from`'s headers but HTTP/2's pseudo-headers and those in `skip`, added to `into`. */
+function copyHeaders(from: IncomingHttpHeaders, skip: ReadonlySet<string>, into: OutgoingHttpHeaders = {}): OutgoingHttpHeaders {
+  for (const [key, value] of Object.entries(from)) if (value !== undefined && !key.startsWith(':') && !skip.has(key)) into[key] = value;
+  return into;
+}
 
 /** The largest value grpc-timeout's 8 digits hold in milliseconds. */
 const MAX_TIMEOUT_MS = 99_999_999;
 
 /** What every try of a call sends: the method, the call's metadata, the router's request id and the client's address appended to x-forwarded-for. */
 export function forwardedHeaders(incoming: IncomingHttpHeaders, method: string, requestId: string, client: string): OutgoingHttpHeaders {
-  const out: OutgoingHttpHeaders = {
+  const out = copyHeaders(incoming, NOT_FORWARDED, {
     ':method': 'POST',
     ':path': `/inference.GRPCInferenceService/${method}`,
     ':scheme': 'http',
     'content-type': 'application/grpc',
     te: 'trailers',
-  };
-  for (const [key, value] of Object.entries(incoming)) if (value !== undefined && !key.startsWith(':') && !NOT_FORWARDED.has(key)) out[key] = value;
+  });
   out[HEADER_REQUEST_ID] = requestId;
   const forwardedFor = incoming['x-forwarded-for'];
   out['x-forwarded-for'] = typeof forwardedFor === 'string' ? `${forwardedFor}, ${client}` : client;
@@ -42,8 +51,7 @@ export function tryHeaders(base: OutgoingHttpHeaders, authority: string, remaini
 
 /** The answer's response headers the client gets: the replica's metadata, the request id and a split's backend. */
 export function answerHeaders(head: IncomingHttpHeaders, requestId: string, backend: string | undefined): OutgoingHttpHeaders {
-  const out: OutgoingHttpHeaders = {};
-  for (const [key, value] of Object.entries(head)) if (value !== undefined && !key.startsWith(':') && !NOT_ANSWERED.has(key)) out[key] = value;
+  const out = copyHeaders(head, NOT_ANSWERED);
   out[HEADER_REQUEST_ID] = requestId;
   if (backend !== undefined) out[HEADER_BACKEND] = backend;
   return out;
@@ -51,9 +59,7 @@ export function answerHeaders(head: IncomingHttpHeaders, requestId: string, back
 
 /** The replica's trailers as the client gets them: all but HTTP/2's pseudo-headers and the transport's. */
 export function passedTrailers(trailers: IncomingHttpHeaders): OutgoingHttpHeaders {
-  const out: OutgoingHttpHeaders = {};
-  for (const [key, value] of Object.entries(trailers)) if (value !== undefined && !key.startsWith(':') && key !== 'content-type' && key !== 'date') out[key] = value;
-  return out;
+  return copyHeaders(trailers, NOT_PASSED);
 }
 
 /** The first text value of a header. */
