@@ -20,6 +20,8 @@ let s3: S3Server;
 const started: { stop(graceMs?: number): Promise<number | null> }[] = [];
 const clients: Client[] = [];
 const WINES = ['m1', 'm2', 'm3', 'm4', 'm5', 'm6'];
+/** Served in one test by one replica only, apart from the load's models. */
+const HELD = 'm7';
 
 type Unary = (req: unknown, md: Metadata, options: { deadline?: Date }, cb: (err: ServiceError | null, res: unknown) => void) => unknown;
 
@@ -103,7 +105,7 @@ async function router(rs: readonly ReplicaProcess[], args: string[] = []): Promi
 
 beforeAll(async () => {
   s3 = await startS3Server();
-  for (const id of WINES) await s3.put(`grpc/${id}/model.onnx`, wineModelBytes(id));
+  for (const id of [...WINES, HELD]) await s3.put(`grpc/${id}/model.onnx`, wineModelBytes(id));
   await s3.put('grpc/int32/model.onnx', identityModel('int32'));
   await s3.put('grpc/text/model.onnx', identityModel('string'));
   // Version 2 of model `ver`: its own weights, at <id>/<version>/model.onnx.
@@ -295,9 +297,18 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     expect(await stopped).toBe(0);
   });
 
-  it('loses no call when a replica is killed under load from several clients', async () => {
-    const rs = await replicas(3);
-    const rt = await router(rs);
+  it('loses no call when a replica is killed under load from several clients, the call it held included', async () => {
+    const rs = await replicas(3, [], { MODELMUX_TEST_HOOKS: 'true' });
+    const victim = rs[0] as ReplicaProcess;
+    // `HELD` is held by the victim alone, so the slow call for it is in flight there when it goes.
+    expect((await post(`${victim.url}/v2/models/${HELD}/infer`, v2Body(wineRows(1)))).status).toBe(200);
+    // No adaptive try timeout under the slow call: only the kill may send it elsewhere.
+    const rt = await router(rs, ['--try-timeout-floor-ms', '30000']);
+    const slowRows = wineRows(2, 99);
+    const slow = call<ModelInferResponse>(grpcClient(rt.grpcAddress as string), 'ModelInfer', wineRequest(HELD, slowRows), { 'x-modelmux-test-delay-ms': '10000' }, 60_000);
+    let slowSettled = false;
+    void slow.then(() => (slowSettled = true));
+    await inFlightAt(victim, 1);
     const clientCount = 6;
     const served = new Map<string, number>();
     const results: { ok: number; failed: string[] } = { ok: 0, failed: [] };
@@ -324,10 +335,8 @@ describe('the router on its gRPC port, in front of replica processes', () => {
     try {
       // Every model loaded and served a while before one replica goes.
       await eventually(() => expect(results.ok).toBeGreaterThanOrEqual(10 * clientCount), 30_000, 100);
-      // The busiest replica: it holds models, and calls for them are on their way to it.
-      const busiest = [...served].sort((a, b) => b[1] - a[1])[0]?.[0];
-      const victim = rs.find((r) => replicaName(r) === busiest) as ReplicaProcess;
-      expect(victim).toBeDefined();
+      expect(served.get(replicaName(victim)) ?? 0).toBeGreaterThan(0);
+      expect(slowSettled).toBe(false);
       const before = results.ok;
       process.kill(victim.pid, 'SIGKILL');
       await victim.exited;
@@ -338,9 +347,13 @@ describe('the router on its gRPC port, in front of replica processes', () => {
       await load;
     }
     expect(results.failed).toEqual([]);
+    // The call the victim held went on to another replica, which answered it.
+    const held = await slow;
+    expect(held.err).toBeNull();
+    expectClose(held.res?.outputs[0]?.contents?.fp32_contents ?? [], expected(HELD, slowRows));
+    expect(trailer(held, 'x-modelmux-replica')).not.toBe(replicaName(victim));
     const m = await rt.metrics();
-    expect(m.get('modelmux_router_grpc_requests_total{route="/wine",method="ModelInfer",code="OK"}')).toBe(results.ok);
-    // Calls did meet the dead replica (in flight, or sent before it was known gone) and went on elsewhere.
+    expect(m.get('modelmux_router_grpc_requests_total{route="/wine",method="ModelInfer",code="OK"}')).toBe(results.ok + 1);
     expect(m.get('modelmux_router_retries_total') ?? 0).toBeGreaterThanOrEqual(1);
   });
 
