@@ -1,4 +1,5 @@
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +16,10 @@ import { alignFileWeights, loadFileMapper } from './onnx/file-map.js';
 import { IdleMappings } from './onnx/idle-mappings.js';
 import { FileModelStore } from './store/file-model-store.js';
 import { grpcServerLimits } from './grpc/grpc-options.js';
-import { grpcMethods, type GrpcServerOptions } from './grpc/grpc-server.js';
+import { grpcMethods } from './grpc/grpc-server.js';
+import { grpcHttp1Server } from './grpc/grpc-http1-server.js';
+import { isGrpcHttp1Request } from '../common/grpc/grpc-http1-form.js';
+import type { ServedHandler } from '../common/grpc/unary-call.js';
 import { HotnessMeter } from './publication/hotness.js';
 import { createReplicaMetrics, type ReplicaMetrics } from './metrics.js';
 import { LoadedRevalidator } from './cache/loaded-revalidation.js';
@@ -170,11 +174,10 @@ function publishOnPod(
 }
 
 /** The Open Inference Protocol's gRPC form (docs/grpc.md): same service, admission and codes; none with --grpc-port -1. */
-function grpcServer(config: ReplicaConfig, methods: GrpcServerOptions): UnaryServer | undefined {
+function grpcServer(config: ReplicaConfig, methods: ReadonlyMap<string, ServedHandler>, metrics: ReplicaMetrics): UnaryServer | undefined {
   if (config.grpcPort === -1) return undefined;
-  const { metrics } = methods;
   return new UnaryServer({
-    methods: grpcMethods(methods),
+    methods,
     limits: grpcServerLimits(config),
     budget: new ByteBudget(config.grpcMaxBufferedBytes, 'replica'),
     events: {
@@ -252,16 +255,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     onServed: () => hotness.hit(),
   });
 
-  const server = app.listen(config.port, config.host);
-  await new Promise<void>((resolve, reject) => {
-    server.once('listening', resolve);
-    server.once('error', reject);
-  });
-  server.keepAliveTimeout = 65_000;
-  const addr = server.address() as AddressInfo;
-  if (config.replicaName === undefined && config.podName === undefined) replicaName = `${addr.address}:${addr.port}`;
-  if (config.maxConnections > 0) server.maxConnections = config.maxConnections;
-  const grpc = grpcServer(config, {
+  const methods = grpcMethods({
     service,
     metrics,
     log: baseLog,
@@ -272,6 +266,25 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     onServed: () => hotness.hit(),
     binaryInputs: engine !== undefined,
   });
+  // The router's gRPC calls over this port (ADR 0054) reach the gRPC port's handlers; the rest is the HTTP API.
+  const grpcOverHttp1 = grpcHttp1Server({
+    methods,
+    maxMessageBytes: config.maxBodyBytes,
+    refused: (method, code) => metrics.grpcRequests.inc({ method, code: grpcStatusName(code) }),
+  });
+  const server = createServer((req, res) => {
+    if (isGrpcHttp1Request(req.method, req.url, req.headers['content-type'])) grpcOverHttp1(req, res);
+    else app(req, res);
+  }).listen(config.port, config.host);
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  server.keepAliveTimeout = 65_000;
+  const addr = server.address() as AddressInfo;
+  if (config.replicaName === undefined && config.podName === undefined) replicaName = `${addr.address}:${addr.port}`;
+  if (config.maxConnections > 0) server.maxConnections = config.maxConnections;
+  const grpc = grpcServer(config, methods, metrics);
   const grpcPort = grpc === undefined ? undefined : await grpc.listen(config.grpcPort, config.host);
   baseLog.info('replica listening', {
     event: 'listening',

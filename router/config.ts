@@ -34,6 +34,7 @@ export const routerConfigSchema = z.object({
   grpcMaxConcurrentStreams: positiveInt.default(256),
   grpcMaxConnectionAgeMs: intString(0, 2_147_483_647).default(0),
   grpcMaxResetsPerClient: intString(0, 1_000_000).default(DEFAULT_GRPC_MAX_RESETS),
+  grpcUpstream: z.enum(['http2', 'http1']).default('http2'),
   routes: z
     .string()
     .superRefine((v, ctx) => {
@@ -123,6 +124,11 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
     flag: 'grpc-max-resets-per-client',
     env: 'MODELMUX_GRPC_MAX_RESETS_PER_CLIENT',
     help: `gRPC calls one client address may cancel (RST_STREAM) before their answer within ${RESET_WINDOW_MS / 1000} s, when they are also more than half of its calls; past it its connections are closed (GOAWAY ENHANCE_YOUR_CALM) and new ones refused for ${RESET_WINDOW_MS / 1000} s (0: no budget). Default ${DEFAULT_GRPC_MAX_RESETS}.`,
+  },
+  grpcUpstream: {
+    flag: 'grpc-upstream',
+    env: 'MODELMUX_GRPC_UPSTREAM',
+    help: "How gRPC calls reach a replica: http2 (a stream to its gRPC port) or http1 (the router's internal gRPC form on its HTTP port's pooled connections; replicas of this version serve it). Default http2.",
   },
   routes: { flag: 'routes', env: 'MODELMUX_ROUTES', help: 'Static routes: "/wine=http://127.0.0.1:8081,http://127.0.0.1:8082;/beer=http://…". Required with --discovery static.' },
   routesFile: {

@@ -83,7 +83,12 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const grpc =
     config.grpcPort === -1
       ? undefined
-      : new RouterGrpcServer({ router: dispatcher.context, composites: dispatcher.composites, upstreams, maxResponseBytes: config.grpcMaxResponseBytes }, config, () => ready, log);
+      : new RouterGrpcServer(
+          { router: dispatcher.context, composites: dispatcher.composites, upstreams, maxResponseBytes: config.grpcMaxResponseBytes, upstream: config.grpcUpstream },
+          config,
+          () => ready,
+          log,
+        );
   const discovery: Discovery =
     config.discovery === 'kube'
       ? new KubeDiscovery(config.namespace, log)

@@ -7,6 +7,13 @@ import { grpcError } from './status.js';
 /** Request headers of HTTP/2 and of gRPC's transport, never a call's metadata. */
 export const TRANSPORT_HEADERS: readonly string[] = ['content-type', 'te', 'grpc-timeout', 'grpc-encoding', 'grpc-accept-encoding', 'accept-encoding', 'content-length'];
 
+/** The first text value of a metadata key in a call's request headers; transport and binary headers are no metadata. */
+export function metadataValueOf(headers: IncomingHttpHeaders | NodeJS.Dict<string | string[]>, key: string): string | undefined {
+  if (key.endsWith('-bin') || TRANSPORT_HEADERS.includes(key)) return undefined;
+  const v = headers[key];
+  return typeof v === 'string' ? v : v?.[0];
+}
+
 /** Response headers the server writes itself, whatever metadata a handler passes. */
 const OWN_RESPONSE_HEADERS = new Set(['content-type', 'grpc-status', 'grpc-message', 'grpc-encoding', 'grpc-accept-encoding', 'date', 'content-length']);
 
@@ -30,11 +37,27 @@ export interface CallBudget {
 }
 
 /**
+ * What a method's handler uses of a call, whichever transport brought it: a stream of the
+ * node:http2 server (UnaryCall) or the router's internal HTTP/1.1 form (grpc-http1-form.ts).
+ */
+export interface ServedCall {
+  readonly message: Buffer;
+  readonly cancelled: boolean;
+  metadataValue(key: string): string | undefined;
+  onCancel(f: (why: CancelReason) => void): void;
+  answer(message: Buffer, headers?: Metadata, trailers?: Metadata): void;
+  fail(code: status, details: string, metadata?: Metadata, headers?: Metadata): void;
+}
+
+/** A method's handler that needs no more of its call than ServedCall: it serves either transport. */
+export type ServedHandler = (call: ServedCall) => void;
+
+/**
  * One unary call of a gRPC server on node:http2 (unary-server.ts): its request headers and
  * message, its deadline, and the one answer it gets — a message with headers and trailers, or a
  * status (trailers-only). Every way it ends gives its bytes back to the budget once.
  */
-export class UnaryCall {
+export class UnaryCall implements ServedCall {
   phase: CallPhase = 'message';
   readonly openedAt: number;
   lastByteAt: number;
@@ -68,9 +91,7 @@ export class UnaryCall {
 
   /** The first text value of a metadata key, read from the request headers as they came (no Metadata built). */
   metadataValue(key: string): string | undefined {
-    if (key.endsWith('-bin') || TRANSPORT_HEADERS.includes(key)) return undefined;
-    const v = this.headers[key];
-    return typeof v === 'string' ? v : v?.[0];
+    return metadataValueOf(this.headers, key);
   }
 
   /** The call's text metadata as a flat list of keys and values, as HTTP's raw headers (no Metadata built); transport and binary headers left out. */
@@ -232,7 +253,8 @@ export class UnaryCall {
   }
 }
 
-function responseHeaders(md: Metadata | undefined): OutgoingHttpHeaders {
+/** A handler's metadata as HTTP headers, without the ones the server writes itself. */
+export function responseHeaders(md: Metadata | undefined): OutgoingHttpHeaders {
   return md === undefined ? {} : ownHeaders(md.toHttp2Headers());
 }
 

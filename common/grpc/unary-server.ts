@@ -79,6 +79,14 @@ interface SessionState {
   goawayAt: number | undefined;
 }
 
+/** What a message the reader refused is answered: a catalogue error, or a bare status. */
+export function frameRefusal(s: { reason: 'too_large' | 'compressed' | 'trailing_bytes'; length?: number }, maxMessageBytes: number): ModelmuxError | { code: status; details: string } {
+  if (s.reason === 'too_large') return new ModelmuxError('body_too_large', `the message is ${s.length ?? 0} bytes, larger than the limit of ${maxMessageBytes} (--max-body-bytes)`);
+  // gRPC's answer to a compression it does not take (the router forwards bytes it must read).
+  if (s.reason === 'compressed') return { code: status.UNIMPLEMENTED, details: 'the message is compressed; this server takes identity (uncompressed) messages only' };
+  return new ModelmuxError('invalid_request', 'a unary call carries one message; more bytes followed it');
+}
+
 /** Largest request head (HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE), as the router's HTTP/1.1 head. */
 const MAX_HEADER_LIST_BYTES = 16 * 1024;
 
@@ -234,11 +242,8 @@ export class UnaryServer {
     if (!call.take(chunk.length)) return this.refuse(call, this.opts.budget.fullError());
     const s = call.reader.push(chunk);
     if (s.kind === 'refused') {
-      if (s.reason === 'too_large')
-        return this.refuse(call, new ModelmuxError('body_too_large', `the message is ${s.length ?? 0} bytes, larger than the limit of ${this.opts.limits.maxMessageBytes} (--max-body-bytes)`));
-      // gRPC's answer to a compression it does not take (the router forwards bytes it must read).
-      if (s.reason === 'compressed') return this.refuse(call, status.UNIMPLEMENTED, 'the message is compressed; this server takes identity (uncompressed) messages only');
-      return this.refuse(call, new ModelmuxError('invalid_request', 'a unary call carries one message; more bytes followed it'));
+      const r = frameRefusal(s, this.opts.limits.maxMessageBytes);
+      return r instanceof ModelmuxError ? this.refuse(call, r) : this.refuse(call, r.code, r.details);
     }
     if (s.kind === 'complete') call.message = s.message;
   }

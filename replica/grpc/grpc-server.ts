@@ -3,8 +3,8 @@ import { Metadata, status } from '@grpc/grpc-js';
 import { ModelmuxError, toModelmuxError } from '../../common/errors.js';
 import { decodeRequest, encodeResponse, type InferenceMethod, type ModelInferRequest } from '../../common/grpc/inference-service.js';
 import { grpcError } from '../../common/grpc/status.js';
-import type { UnaryCall } from '../../common/grpc/unary-call.js';
-import type { UnaryHandler } from '../../common/grpc/unary-server.js';
+import { GRPC_SERVICE_PATH } from '../../common/grpc/grpc-http1-form.js';
+import type { ServedCall, ServedHandler } from '../../common/grpc/unary-call.js';
 import type { Logger } from '../../common/log.js';
 import type { ModelId } from '../../common/model-id.js';
 import { HEADER_CACHE, HEADER_REPLICA, HEADER_REQUEST_ID, HEADER_TABLE_VERSION } from '../../common/names.js';
@@ -36,8 +36,6 @@ export interface GrpcServerOptions {
   binaryInputs: boolean;
 }
 
-const SERVICE_PATH = '/inference.GRPCInferenceService/';
-
 /** A call's context: its request id, and the metadata sent with its answer or error. */
 interface CallContext {
   requestId: string;
@@ -47,10 +45,10 @@ interface CallContext {
 }
 
 /** The handlers of the replica's gRPC service, by path, for a UnaryServer (common/grpc/unary-server.ts). */
-export function grpcMethods(opts: GrpcServerOptions): Map<string, UnaryHandler> {
+export function grpcMethods(opts: GrpcServerOptions): Map<string, ServedHandler> {
   const { service, metrics, log, state } = opts;
 
-  const context = (call: UnaryCall): CallContext => {
+  const context = (call: ServedCall): CallContext => {
     const given = call.metadataValue(HEADER_REQUEST_ID);
     const requestId = acceptedRequestId(given) ?? randomUUID();
     const trailers = new Metadata();
@@ -64,7 +62,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, UnaryHandler> 
   };
 
   /** Answers `work`'s result, or its error as a status; stops waiting when the call is cancelled. */
-  const answer = async <R>(method: InferenceMethod, ctx: CallContext, call: UnaryCall, work: () => Promise<R>): Promise<string> => {
+  const answer = async <R>(method: InferenceMethod, ctx: CallContext, call: ServedCall, work: () => Promise<R>): Promise<string> => {
     try {
       const result = await Promise.race([work(), ctx.cancelled.then(() => undefined)]);
       if (result === undefined) return status[status.CANCELLED];
@@ -82,7 +80,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, UnaryHandler> 
 
   /** The handler of `method`; `admitted` calls count against maxOngoingRequests like HTTP inference. */
   const unary =
-    <Q, R>(method: InferenceMethod, admitted: boolean, work: (req: Q, ctx: CallContext, call: UnaryCall) => Promise<R>): UnaryHandler =>
+    <Q, R>(method: InferenceMethod, admitted: boolean, work: (req: Q, ctx: CallContext, call: ServedCall) => Promise<R>): ServedHandler =>
     (call) => {
       const startedAt = performance.now();
       const ctx = context(call);
@@ -128,12 +126,12 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, UnaryHandler> 
 
   const modelOf = (name: string, version: string): ModelId => versionedModel(name, version === '' ? undefined : version);
 
-  const holdMs = (call: UnaryCall): number => {
+  const holdMs = (call: ServedCall): number => {
     if (!opts.testHooks) return 0;
     return Math.max(0, Math.min(600_000, Number(call.metadataValue(HEADER_TEST_DELAY) ?? 0) || 0));
   };
 
-  const handlers: Record<InferenceMethod, UnaryHandler> = {
+  const handlers: Record<InferenceMethod, ServedHandler> = {
     ServerLive: unary('ServerLive', false, () => Promise.resolve({ live: true })),
     ServerReady: unary('ServerReady', false, () => Promise.resolve({ ready: !state.shuttingDown && service.ready() })),
     // Neither HTTP extension (binary tensor data, model repository) is a part of the gRPC service.
@@ -153,5 +151,5 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, UnaryHandler> 
       return grpcInferResponse(outcome.body, id, raw);
     }),
   };
-  return new Map(Object.entries(handlers).map(([method, handler]) => [`${SERVICE_PATH}${method}`, handler]));
+  return new Map(Object.entries(handlers).map(([method, handler]) => [`${GRPC_SERVICE_PATH}${method}`, handler]));
 }

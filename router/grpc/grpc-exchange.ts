@@ -1,7 +1,8 @@
-import { constants, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorCode } from '../../common/errors.js';
-import { endWithMessage, PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
+import { PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
+import { GRPC_SERVICE_PATH } from '../../common/grpc/grpc-http1-form.js';
 import { scanRequest } from '../../common/grpc/message-scan.js';
 import { errorHeaders, grpcStatus } from '../../common/grpc/status.js';
 import type { CancelReason, UnaryCall } from '../../common/grpc/unary-call.js';
@@ -13,6 +14,7 @@ import { serveGrpcComposite } from './grpc-composite.js';
 import type { CompositeContext } from '../composite/composite-route.js';
 import { answerHeaders, forwardedHeaders, headerText, passedTrailers, statusOf, tryHeaders, upstreamError, type UpstreamStatus } from './grpc-forward-headers.js';
 import type { GrpcSessions } from './grpc-sessions.js';
+import { framedMessage, Http1Try, Http2Try, type GrpcTry, type GrpcTryEvents } from './grpc-upstream-try.js';
 import type { RetryReason, RouteMetrics } from '../metrics.js';
 import type { RouterContext } from '../exchange/context.js';
 import { acceptedRequestId } from '../../common/request-id.js';
@@ -37,6 +39,8 @@ export interface GrpcContext {
   maxResponseBytes: number;
   /** Where calls to ensembles and sequences go (grpc-composite.ts). */
   composites: CompositeContext;
+  /** How calls reach a replica (--grpc-upstream, ADR 0054): streams to its gRPC port, or the HTTP/1.1 form on its HTTP port. */
+  upstream: 'http2' | 'http1';
 }
 
 /**
@@ -51,7 +55,7 @@ export interface GrpcContext {
  * once (overloaded, shutting_down), outlived its adaptive timeout, or was marked down while it
  * waited — and only while no byte of its answer has gone to the client.
  */
-export class GrpcExchange extends TryAttempts {
+export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
   private requestId = '';
   /** The request headers every try sends, but for its grpc-timeout. */
   private forwarded: OutgoingHttpHeaders = {};
@@ -59,8 +63,10 @@ export class GrpcExchange extends TryAttempts {
   private message: Buffer | undefined;
   /** Bytes of the renamed copy, which this exchange holds in the byte budget. */
   private budgeted = 0;
-  /** The try in flight: its stream to the replica. */
-  private upstream: ClientHttp2Stream | undefined;
+  /** The try in flight, on either upstream. */
+  private upstream: GrpcTry | undefined;
+  /** The message with its prefix, the body of every try of the HTTP/1.1 form. */
+  private framed: Buffer | undefined;
   /** The answer's response headers, until its first message bytes commit the call to it. */
   private head: IncomingHttpHeaders | undefined;
   /** Answer bytes received before the 5-byte prefix was whole (nothing has gone out yet). */
@@ -157,44 +163,37 @@ export class GrpcExchange extends TryAttempts {
     this.beginTry(lease);
     this.phase = 'upstream';
     this.timeTry(lease);
+    this.head = undefined;
+    this.pending = [];
+    this.answerBytes = 0;
+    // The replica ends the call at the earlier of the request deadline and the try's cap too; the
+    // sweep's deadlines (the adaptive one first) are the router's, which may retry rather than fail.
+    const remainingMs = Math.max(0, Math.min(this.requestDeadline, this.tryCapAt) - this.tryStart);
+    if (this.ctx.upstream === 'http1') {
+      const pool = route.pools.get(lease.replica);
+      if (pool === undefined) return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${lease.replica} has no connection pool`), 'refused');
+      route.balancer.watch(lease, this);
+      const t = new Http1Try(this);
+      this.upstream = t;
+      this.framed ??= framedMessage(this.message as Buffer);
+      return t.send(pool, `${GRPC_SERVICE_PATH}${this.method}`, tryHeaders(this.forwarded, '', remainingMs), this.framed);
+    }
     const sessions = this.ctx.upstreams.get(lease.replica);
     if (sessions === undefined) {
       // A replica that serves no gRPC (an older image, or its port unknown) is no place for the call.
       return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${lease.replica} serves no gRPC port`), 'refused');
     }
     route.balancer.watch(lease, this);
-    // The replica ends the call at the earlier of the request deadline and the try's cap too; the
-    // sweep's deadlines (the adaptive one first) are the router's, which may retry rather than fail.
-    const remainingMs = Math.max(0, Math.min(this.requestDeadline, this.tryCapAt) - this.tryStart);
-    let upstream: ClientHttp2Stream;
+    const t = new Http2Try(this);
+    this.upstream = t;
     try {
-      upstream = sessions.request(tryHeaders(this.forwarded, sessions.address, remainingMs));
+      t.send(sessions, tryHeaders(this.forwarded, sessions.address, remainingMs), this.message as Buffer);
     } catch (err) {
       // The replica just left the route under the lease: as a refused connection.
+      this.upstream = undefined;
       route.balancer.unwatch(lease, this);
       return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${lease.replica}: ${err instanceof Error ? err.message : String(err)}`), 'failed');
     }
-    this.upstream = upstream;
-    this.head = undefined;
-    this.pending = [];
-    this.answerBytes = 0;
-    let failure: Error | undefined;
-    upstream.on('error', (err: Error) => {
-      failure = err;
-    });
-    upstream.once('response', (headers: IncomingHttpHeaders) => this.onResponse(upstream, headers));
-    upstream.on('data', (chunk: Buffer) => this.onAnswerData(upstream, chunk));
-    // The trailers can come while message bytes still wait in the paused stream: the status is
-    // taken once the last of them has been read ('end').
-    let trailers: IncomingHttpHeaders | undefined;
-    upstream.once('trailers', (t: IncomingHttpHeaders) => {
-      trailers = t;
-    });
-    upstream.once('end', () => {
-      if (trailers !== undefined) this.onUpstreamStatus(upstream, trailers);
-    });
-    upstream.once('close', () => this.onUpstreamClose(upstream, failure));
-    endWithMessage(upstream, this.message as Buffer);
   }
 
   protected endTry(): void {
@@ -217,15 +216,15 @@ export class GrpcExchange extends TryAttempts {
 
   protected abandon(reason: RetryReason): void {
     this.abandoning = reason;
-    // The stream's close retries.
-    this.upstream?.close(constants.NGHTTP2_CANCEL);
+    // The try's close retries.
+    this.upstream?.cancel();
   }
 
   /** Response headers: trailers-only (a status, no message: the replica's errors) end the try here. */
-  private onResponse(upstream: ClientHttp2Stream, headers: IncomingHttpHeaders): void {
+  response(upstream: GrpcTry, httpStatus: number, headers: IncomingHttpHeaders): void {
     if (upstream !== this.upstream) return;
-    if (Number(headers[':status']) !== 200) return void upstream.close(constants.NGHTTP2_CANCEL);
-    if (headers['grpc-status'] !== undefined) return this.onUpstreamStatus(upstream, headers);
+    if (httpStatus !== 200) return upstream.cancel();
+    if (headers['grpc-status'] !== undefined) return this.status(upstream, headers);
     this.head = headers;
   }
 
@@ -234,7 +233,7 @@ export class GrpcExchange extends TryAttempts {
    * --grpc-max-response-bytes, then the call is committed to this answer (no retry from here on)
    * and every byte is relayed as it comes, the replica's stream paused while the client's is full.
    */
-  private onAnswerData(upstream: ClientHttp2Stream, chunk: Buffer): void {
+  data(upstream: GrpcTry, chunk: Buffer): void {
     if (upstream !== this.upstream) return;
     this.answerBytes += chunk.length;
     if (this.phase === 'responding') return this.relay(upstream, chunk);
@@ -249,7 +248,7 @@ export class GrpcExchange extends TryAttempts {
     this.relay(upstream, first);
   }
 
-  private relay(upstream: ClientHttp2Stream, chunk: Buffer): void {
+  private relay(upstream: GrpcTry, chunk: Buffer): void {
     if (this.answerBytes > PREFIX_BYTES + this.ctx.maxResponseBytes) return this.tooLarge(this.answerBytes - PREFIX_BYTES);
     if (this.call.relay(chunk)) return;
     upstream.pause();
@@ -279,7 +278,7 @@ export class GrpcExchange extends TryAttempts {
   }
 
   /** The replica's status (trailers, or trailers-only headers): the try's outcome, and the call's answer. */
-  private onUpstreamStatus(upstream: ClientHttp2Stream, trailers: IncomingHttpHeaders): void {
+  status(upstream: GrpcTry, trailers: IncomingHttpHeaders): void {
     if (upstream !== this.upstream) return;
     const replica = this.replica as string;
     const balancer = (this.route as Route).balancer;
@@ -342,7 +341,7 @@ export class GrpcExchange extends TryAttempts {
   }
 
   /** The replica's stream closed: after its status nothing more; before it, the try broke off. */
-  private onUpstreamClose(upstream: ClientHttp2Stream, failure: Error | undefined): void {
+  closed(upstream: GrpcTry, reason: string): void {
     if (upstream !== this.upstream) return;
     const balancer = (this.route as Route).balancer;
     balancer.unwatch(this.lease as Lease, this);
@@ -353,7 +352,6 @@ export class GrpcExchange extends TryAttempts {
       }
       if (this.phase !== 'upstream') return this.endTry();
       if (this.abandoning !== undefined) return this.retry(this.abandoning);
-      const reason = failure?.message ?? `the stream closed (${upstream.rstCode ?? 0}) before its status`;
       const refused = /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH/.test(reason);
       this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${this.replica ?? '?'} failed: ${reason}`), refused ? 'refused' : 'failed');
     } catch (err) {
@@ -405,7 +403,7 @@ export class GrpcExchange extends TryAttempts {
     this.httpStatus = e.status;
     const upstream = this.upstream;
     this.endTry();
-    if (upstream !== undefined && !upstream.destroyed) upstream.close(constants.NGHTTP2_CANCEL);
+    upstream?.cancel();
     this.grpcCode = code ?? grpcStatus(e.code);
     if (e.code === 'internal') this.router.log.error('request failed', { requestId: this.requestId, code: e.code, reason: e.message });
     const own: OutgoingHttpHeaders = { [HEADER_REQUEST_ID]: this.requestId, ...errorHeaders(e) };
