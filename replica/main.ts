@@ -7,7 +7,7 @@ import { systemClock, type Clock } from '../common/clock.js';
 import { ConfigError } from '../common/config.js';
 import { ByteBudget } from '../common/byte-budget.js';
 import { grpcStatusName } from '../common/grpc/status.js';
-import { UnaryServer } from '../common/grpc/unary-server.js';
+import { UnaryServer, type UnaryServerEvents } from '../common/grpc/unary-server.js';
 import { createLogger, stdoutSink, type Logger } from '../common/log.js';
 import { REPLICA_ENV } from '../common/replica-env.js';
 import { CUDA_LIBS_ENV } from '../common/cuda/cuda-libraries.js';
@@ -17,7 +17,7 @@ import { IdleMappings } from './onnx/idle-mappings.js';
 import { FileModelStore } from './store/file-model-store.js';
 import { grpcServerLimits } from './grpc/grpc-options.js';
 import { grpcMethods } from './grpc/grpc-server.js';
-import { grpcHttp1Server } from './grpc/grpc-http1-server.js';
+import { GrpcHttp1Server } from './grpc/grpc-http1-server.js';
 import { isGrpcHttp1Request } from '../common/grpc/grpc-http1-form.js';
 import type { ServedHandler } from '../common/grpc/unary-call.js';
 import { HotnessMeter } from './publication/hotness.js';
@@ -174,22 +174,27 @@ function publishOnPod(
 }
 
 /** The Open Inference Protocol's gRPC form (docs/grpc.md): same service, admission and codes; none with --grpc-port -1. */
-function grpcServer(config: ReplicaConfig, methods: ReadonlyMap<string, ServedHandler>, metrics: ReplicaMetrics): UnaryServer | undefined {
+function grpcServer(config: ReplicaConfig, methods: ReadonlyMap<string, ServedHandler>, events: UnaryServerEvents): UnaryServer | undefined {
   if (config.grpcPort === -1) return undefined;
   return new UnaryServer({
     methods,
     limits: grpcServerLimits(config),
     budget: new ByteBudget(config.grpcMaxBufferedBytes, 'replica'),
-    events: {
-      refused: (reason) => metrics.grpcBounds.inc({ reason }),
-      timedOut: (phase) => metrics.grpcBounds.inc({ reason: phase }),
-      callRefused: (method, code, err) => {
-        metrics.grpcRequests.inc({ method, code: grpcStatusName(code) });
-        if (err?.code === 'buffer_full') metrics.grpcBounds.inc({ reason: 'buffer_full' });
-      },
-    },
+    events,
     portFlag: '--grpc-port',
   });
+}
+
+/** What the gRPC port and the HTTP port's gRPC form count of their connections and calls. */
+function grpcServerEvents(metrics: ReplicaMetrics): UnaryServerEvents {
+  return {
+    refused: (reason) => metrics.grpcBounds.inc({ reason }),
+    timedOut: (phase) => metrics.grpcBounds.inc({ reason: phase }),
+    callRefused: (method, code, err) => {
+      metrics.grpcRequests.inc({ method, code: grpcStatusName(code) });
+      if (err?.code === 'buffer_full') metrics.grpcBounds.inc({ reason: 'buffer_full' });
+    },
+  };
 }
 
 /** `modelmux replica`: wiring only. Resolves once listening; SIGTERM/SIGINT drain and exit. */
@@ -266,14 +271,13 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     onServed: () => hotness.hit(),
     binaryInputs: engine !== undefined,
   });
-  // The router's gRPC calls over this port (ADR 0054) reach the gRPC port's handlers; the rest is the HTTP API.
-  const grpcOverHttp1 = grpcHttp1Server({
-    methods,
-    maxMessageBytes: config.maxBodyBytes,
-    refused: (method, code) => metrics.grpcRequests.inc({ method, code: grpcStatusName(code) }),
-  });
+  // The router's gRPC calls over this port (ADR 0054) reach the gRPC port's handlers, under its
+  // bounds; the rest is the HTTP API. Without a gRPC port (--grpc-port -1) the form is not served
+  // either: the HTTP API answers it 404, as an older replica does.
+  const grpcEvents = grpcServerEvents(metrics);
+  const grpcOverHttp1 = config.grpcPort === -1 ? undefined : new GrpcHttp1Server({ methods, limits: grpcServerLimits(config), events: grpcEvents });
   const server = createServer((req, res) => {
-    if (isGrpcHttp1Request(req.method, req.url, req.headers['content-type'])) grpcOverHttp1(req, res);
+    if (grpcOverHttp1 !== undefined && isGrpcHttp1Request(req.method, req.url, req.headers['content-type'])) grpcOverHttp1.serve(req, res);
     else app(req, res);
   }).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
@@ -284,7 +288,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   const addr = server.address() as AddressInfo;
   if (config.replicaName === undefined && config.podName === undefined) replicaName = `${addr.address}:${addr.port}`;
   if (config.maxConnections > 0) server.maxConnections = config.maxConnections;
-  const grpc = grpcServer(config, methods, metrics);
+  const grpc = grpcServer(config, methods, grpcEvents);
   const grpcPort = grpc === undefined ? undefined : await grpc.listen(config.grpcPort, config.host);
   baseLog.info('replica listening', {
     event: 'listening',
@@ -313,6 +317,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
     const idle = setInterval(() => server.closeIdleConnections(), 100);
     server.closeIdleConnections();
     await Promise.all([closed, grpc?.drain(config.requestTimeoutMs)]);
+    grpcOverHttp1?.close();
     clearInterval(idle);
     await service.close();
     await coalescer?.flush();

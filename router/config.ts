@@ -34,7 +34,7 @@ export const routerConfigSchema = z.object({
   grpcMaxConcurrentStreams: positiveInt.default(256),
   grpcMaxConnectionAgeMs: intString(0, 2_147_483_647).default(0),
   grpcMaxResetsPerClient: intString(0, 1_000_000).default(DEFAULT_GRPC_MAX_RESETS),
-  grpcUpstream: z.enum(['http2', 'http1']).default('http2'),
+  grpcUpstream: z.enum(['http2', 'http1']).default('http1'),
   routes: z
     .string()
     .superRefine((v, ctx) => {
@@ -128,7 +128,7 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   grpcUpstream: {
     flag: 'grpc-upstream',
     env: 'MODELMUX_GRPC_UPSTREAM',
-    help: "How gRPC calls reach a replica: http2 (a stream to its gRPC port) or http1 (the router's internal gRPC form on its HTTP port's pooled connections; replicas of this version serve it). Default http2.",
+    help: "How gRPC calls reach a replica: http1 (the router's internal gRPC form on the pooled connections to its HTTP port, ADR 0054; a replica that answers it 404, an older version, gets its calls over HTTP/2 from then on) or http2 (a stream to its gRPC port). Default http1.",
   },
   routes: { flag: 'routes', env: 'MODELMUX_ROUTES', help: 'Static routes: "/wine=http://127.0.0.1:8081,http://127.0.0.1:8082;/beer=http://…". Required with --discovery static.' },
   routesFile: {

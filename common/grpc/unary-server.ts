@@ -87,6 +87,23 @@ export function frameRefusal(s: { reason: 'too_large' | 'compressed' | 'trailing
   return new ModelmuxError('invalid_request', 'a unary call carries one message; more bytes followed it');
 }
 
+/** How often a server's one sweep checks its calls' timeouts: a twentieth of the shortest, within 5–100 ms. */
+export function sweepEveryMs(shortestTimeoutMs: number): number {
+  return Math.max(5, Math.min(100, Math.floor(shortestTimeoutMs / 20)));
+}
+
+/** The message timeout a call still reading its message has run past at `now`, with its answer; undefined while it has not. */
+export function messageTimedOut(
+  now: number,
+  openedAt: number,
+  lastByteAt: number,
+  l: Pick<UnaryServerLimits, 'messageTimeoutMs' | 'messageIdleTimeoutMs'>,
+): { phase: GrpcTimeout; error: ModelmuxError } | undefined {
+  if (now - openedAt >= l.messageTimeoutMs) return { phase: 'message_total', error: new ModelmuxError('request_timeout', `the call's message did not arrive within ${l.messageTimeoutMs} ms`) };
+  if (now - lastByteAt >= l.messageIdleTimeoutMs) return { phase: 'message_idle', error: new ModelmuxError('request_timeout', `no byte of the call's message for ${l.messageIdleTimeoutMs} ms`) };
+  return undefined;
+}
+
 /** Largest request head (HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE), as the router's HTTP/1.1 head. */
 const MAX_HEADER_LIST_BYTES = 16 * 1024;
 
@@ -128,7 +145,7 @@ export class UnaryServer {
     this.h2.on('sessionError', () => undefined);
     this.listener = createNetServer({ noDelay: true }, (socket) => this.onConnection(socket));
     const shortest = Math.min(l.messageIdleTimeoutMs, l.messageTimeoutMs, l.writeTimeoutMs, l.keepaliveTimeoutMs, l.idleTimeoutMs);
-    this.sweeper = setInterval(() => this.sweep(), Math.max(5, Math.min(100, Math.floor(shortest / 20))));
+    this.sweeper = setInterval(() => this.sweep(), sweepEveryMs(shortest));
     this.sweeper.unref();
   }
 
@@ -290,16 +307,11 @@ export class UnaryServer {
     const now = Date.now();
     const l = this.opts.limits;
     for (const [call, state] of this.calls) {
-      if (call.phase === 'message') {
-        const total = now - call.openedAt >= l.messageTimeoutMs;
-        if (total || now - call.lastByteAt >= l.messageIdleTimeoutMs) {
-          this.opts.events.timedOut(total ? 'message_total' : 'message_idle');
-          this.refuse(
-            call,
-            new ModelmuxError('request_timeout', total ? `the call's message did not arrive within ${l.messageTimeoutMs} ms` : `no byte of the call's message for ${l.messageIdleTimeoutMs} ms`),
-          );
-          continue;
-        }
+      const late = call.phase === 'message' ? messageTimedOut(now, call.openedAt, call.lastByteAt, l) : undefined;
+      if (late !== undefined) {
+        this.opts.events.timedOut(late.phase);
+        this.refuse(call, late.error);
+        continue;
       }
       if ((call.phase === 'message' || call.phase === 'handling') && now >= call.deadlineAt) {
         call.cancel('deadline');

@@ -7,61 +7,68 @@ import { grpcTimeoutMs } from '../../common/grpc/grpc-timeout.js';
 import { UNSERVED_METHODS } from '../../common/grpc/inference-service.js';
 import { grpcError, grpcStatus } from '../../common/grpc/status.js';
 import { metadataValueOf, responseHeaders, type CancelReason, type ServedCall, type ServedHandler } from '../../common/grpc/unary-call.js';
-import { frameRefusal } from '../../common/grpc/unary-server.js';
+import { frameRefusal, messageTimedOut, sweepEveryMs, type UnaryServerEvents, type UnaryServerLimits } from '../../common/grpc/unary-server.js';
 
 export interface GrpcHttp1Options {
   /** The gRPC port's handlers, by full path (grpc-server.ts). */
   methods: ReadonlyMap<string, ServedHandler>;
-  /** The HTTP port's body limit (--max-body-bytes), as the gRPC port's message limit. */
-  maxMessageBytes: number;
-  /** A call answered before any handler: malformed, too large (the gRPC port's callRefused). */
-  refused(method: string, code: status): void;
+  /** The gRPC port's bounds of a call: its message size (--max-body-bytes), message timeouts and write timeout. */
+  limits: Pick<UnaryServerLimits, 'maxMessageBytes' | 'messageTimeoutMs' | 'messageIdleTimeoutMs' | 'writeTimeoutMs'>;
+  /** The gRPC port's events: a bound that ended a call, a call answered before any handler. */
+  events: Pick<UnaryServerEvents, 'timedOut' | 'callRefused'>;
 }
+
+type Refusal = ModelmuxError | { code: status; details: string };
 
 /**
  * The router's gRPC calls over the replica's HTTP/1.1 port (common/grpc/grpc-http1-form.ts, ADR
- * 0054), served by the same handlers as the gRPC port: the message is read under the HTTP port's
- * bounds (its body limit, refused from the prefix or Content-Length; node:http's request and
- * headers timeouts), the call's deadline is its grpc-timeout, and the answer goes out whole in
- * one write. The connection closing before the answer cancels the call, as a reset stream does.
+ * 0054), served by the same handlers as the gRPC port and under its bounds: the message size,
+ * refused from Content-Length or the 5-byte prefix; the message's total and idle timeouts, the
+ * call's deadline (its grpc-timeout) and the answer's write timeout, all kept by one sweep as the
+ * gRPC port's. The answer goes out whole in one write. The connection closing before the answer
+ * cancels the call, as a reset stream does.
  */
-export function grpcHttp1Server(opts: GrpcHttp1Options): (req: IncomingMessage, res: ServerResponse) => void {
-  return (req, res) => {
+export class GrpcHttp1Server {
+  private readonly calls = new Set<Http1Call>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(private readonly opts: GrpcHttp1Options) {
+    const l = opts.limits;
+    this.sweeper = setInterval(() => this.sweep(), sweepEveryMs(Math.min(l.messageTimeoutMs, l.messageIdleTimeoutMs, l.writeTimeoutMs)));
+    this.sweeper.unref();
+  }
+
+  /** Serves one request of the form (isGrpcHttp1Request). */
+  readonly serve = (req: IncomingMessage, res: ServerResponse): void => {
     const path = req.url ?? '';
-    const method = path.slice(path.lastIndexOf('/') + 1);
     const timeout = req.headers['grpc-timeout'];
     const timeoutMs = timeout === undefined ? Number.POSITIVE_INFINITY : typeof timeout === 'string' ? grpcTimeoutMs(timeout) : undefined;
-    const call = new Http1Call(req, res, Date.now() + (timeoutMs ?? 0));
-    const refuse = (err: ModelmuxError | { code: status; details: string }): void => {
-      if (err instanceof ModelmuxError) {
-        const g = grpcError(err);
-        call.fail(g.code, g.details, g.metadata);
-        opts.refused(method, grpcStatus(err.code));
-      } else {
-        call.fail(err.code, err.details);
-        opts.refused(method, err.code);
-      }
-      // The rest of a body the call will not read: the connection is not reused.
-      req.resume();
-    };
-    if (timeoutMs === undefined) return refuse(new ModelmuxError('invalid_request', `the grpc-timeout header "${String(timeout)}" is malformed`));
-    const handler = opts.methods.get(path);
-    if (handler === undefined) return refuse({ code: status.UNIMPLEMENTED, details: UNSERVED_METHODS.get(path) ?? `the server does not implement ${path}` });
+    const now = Date.now();
+    const call = new Http1Call(req, res, path.slice(path.lastIndexOf('/') + 1), now + (timeoutMs ?? 0), now);
+    this.calls.add(call);
+    res.once('close', () => {
+      this.calls.delete(call);
+      // Closed unanswered: a router that gives up at or past the call's deadline is the deadline's.
+      call.cancel(Date.now() >= call.deadlineAt ? 'deadline' : 'client');
+    });
+    if (timeoutMs === undefined) return this.refuse(call, new ModelmuxError('invalid_request', `the grpc-timeout header "${String(timeout)}" is malformed`));
+    const handler = this.opts.methods.get(path);
+    if (handler === undefined) return this.refuse(call, { code: status.UNIMPLEMENTED, details: UNSERVED_METHODS.get(path) ?? `the server does not implement ${path}` });
+    const max = this.opts.limits.maxMessageBytes;
     const declared = Number(req.headers['content-length'] ?? 0);
-    if (declared > PREFIX_BYTES + opts.maxMessageBytes) return refuse(frameRefusal({ reason: 'too_large', length: declared - PREFIX_BYTES }, opts.maxMessageBytes));
-    const reader = new UnaryMessageReader(opts.maxMessageBytes);
-    let refused = false;
+    if (declared > PREFIX_BYTES + max) return this.refuse(call, frameRefusal({ reason: 'too_large', length: declared - PREFIX_BYTES }, max));
+    const reader = new UnaryMessageReader(max);
     req.on('data', (chunk: Buffer) => {
-      if (refused) return;
+      if (call.phase !== 'message') return;
+      call.lastByteAt = Date.now();
       const s = reader.push(chunk);
-      if (s.kind === 'refused') {
-        refused = true;
-        refuse(frameRefusal(s, opts.maxMessageBytes));
-      } else if (s.kind === 'complete') call.message = s.message;
+      if (s.kind === 'refused') this.refuse(call, frameRefusal(s, max));
+      else if (s.kind === 'complete') call.message = s.message;
     });
     req.once('end', () => {
-      if (refused || call.answered) return;
-      if (reader.announced === undefined || call.message.length !== reader.announced) return refuse(new ModelmuxError('invalid_request', 'the call ended before its request message was whole'));
+      if (call.phase !== 'message') return;
+      if (reader.announced === undefined || call.message.length !== reader.announced) return this.refuse(call, new ModelmuxError('invalid_request', 'the call ended before its request message was whole'));
+      call.phase = 'handling';
       try {
         handler(call);
       } catch (err) {
@@ -69,33 +76,65 @@ export function grpcHttp1Server(opts: GrpcHttp1Options): (req: IncomingMessage, 
       }
     });
   };
+
+  close(): void {
+    clearInterval(this.sweeper);
+  }
+
+  /** Answers a call the server ends itself, before or instead of its handler. */
+  private refuse(call: Http1Call, err: Refusal): void {
+    if (call.phase === 'writing' || call.phase === 'done') return;
+    if (err instanceof ModelmuxError) {
+      const g = grpcError(err);
+      call.fail(g.code, g.details, g.metadata);
+      this.opts.events.callRefused(call.method, grpcStatus(err.code), err);
+    } else {
+      call.fail(err.code, err.details);
+      this.opts.events.callRefused(call.method, err.code, undefined);
+    }
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    const l = this.opts.limits;
+    for (const call of this.calls) {
+      const late = call.phase === 'message' ? messageTimedOut(now, call.openedAt, call.lastByteAt, l) : undefined;
+      if (late !== undefined) {
+        this.opts.events.timedOut(late.phase);
+        this.refuse(call, late.error);
+      } else if ((call.phase === 'message' || call.phase === 'handling') && now >= call.deadlineAt) {
+        call.cancel('deadline');
+        this.refuse(call, { code: status.DEADLINE_EXCEEDED, details: 'Deadline exceeded' });
+      } else if (call.phase === 'writing' && call.stalled(now, l.writeTimeoutMs)) {
+        this.opts.events.timedOut('write');
+        call.destroy();
+      }
+    }
+  }
 }
+
+type Http1CallPhase = 'message' | 'handling' | 'writing' | 'done';
 
 /** One call of the form: its request headers and message, and its one answer, written whole. */
 class Http1Call implements ServedCall {
+  phase: Http1CallPhase = 'message';
   message: Buffer = Buffer.alloc(0);
-  answered = false;
+  lastByteAt: number;
+  private movedAt = 0;
+  private movedBytes = 0;
   private cancelledFlag = false;
   private listeners: ((why: CancelReason) => void)[] = [];
-  private readonly timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly req: IncomingMessage,
     private readonly res: ServerResponse,
-    deadlineAt: number,
+    /** The method's name, the last segment of the path. */
+    readonly method: string,
+    /** From the call's grpc-timeout, on Date.now()'s clock; infinite without one. */
+    readonly deadlineAt: number,
+    readonly openedAt: number,
   ) {
-    res.once('close', () => this.cancel(Date.now() >= deadlineAt ? 'deadline' : 'client'));
-    if (Number.isFinite(deadlineAt)) {
-      // As the gRPC port's sweep: the handler stops waiting, the call is answered DEADLINE_EXCEEDED.
-      this.timer = setTimeout(
-        () => {
-          this.cancel('deadline');
-          this.fail(status.DEADLINE_EXCEEDED, 'Deadline exceeded');
-        },
-        Math.max(0, deadlineAt - Date.now()),
-      );
-      this.timer.unref();
-    }
+    this.lastByteAt = openedAt;
   }
 
   get cancelled(): boolean {
@@ -119,23 +158,45 @@ class Http1Call implements ServedCall {
     this.write(http1AnswerHeaders(responseHeaders(headers), { ...responseHeaders(metadata), 'grpc-status': String(code), 'grpc-message': encodeURI(details) }), undefined);
   }
 
-  private write(headers: ReturnType<typeof http1AnswerHeaders>, body: Buffer | undefined): void {
-    if (this.answered) return;
-    this.answered = true;
-    clearTimeout(this.timer);
-    const res = this.res;
-    if (res.headersSent || res.destroyed) return;
-    headers['content-length'] = body === undefined ? 0 : body.length;
-    res.writeHead(200, headers);
-    res.end(body);
+  /** Whether the answer's bytes have not moved to the router for `writeTimeoutMs` (as the gRPC port's write timeout). */
+  stalled(now: number, writeTimeoutMs: number): boolean {
+    const written = this.res.socket?.bytesWritten ?? this.movedBytes;
+    if (written !== this.movedBytes) {
+      this.movedBytes = written;
+      this.movedAt = now;
+    }
+    return now - this.movedAt >= writeTimeoutMs;
   }
 
-  private cancel(why: CancelReason): void {
-    if (this.cancelledFlag || this.answered) return;
+  destroy(): void {
+    this.res.destroy();
+  }
+
+  cancel(why: CancelReason): void {
+    if (this.cancelledFlag || this.phase === 'writing' || this.phase === 'done') return;
     this.cancelledFlag = true;
-    clearTimeout(this.timer);
     const listeners = this.listeners;
     this.listeners = [];
     for (const f of listeners) f(why);
+  }
+
+  private write(headers: ReturnType<typeof http1AnswerHeaders>, body: Buffer | undefined): void {
+    if (this.phase === 'writing' || this.phase === 'done') return;
+    const refusedEarly = this.phase === 'message';
+    this.phase = 'writing';
+    this.movedAt = Date.now();
+    const res = this.res;
+    if (res.headersSent || res.destroyed) return;
+    headers['content-length'] = body === undefined ? 0 : body.length;
+    // The rest of a body the call will not read: the connection is not reused for another call.
+    if (refusedEarly) {
+      headers.connection = 'close';
+      this.req.resume();
+    }
+    res.writeHead(200, headers);
+    res.once('finish', () => {
+      this.phase = 'done';
+    });
+    res.end(body);
   }
 }

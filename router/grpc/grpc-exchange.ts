@@ -166,18 +166,26 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     this.head = undefined;
     this.pending = [];
     this.answerBytes = 0;
-    // The replica ends the call at the earlier of the request deadline and the try's cap too; the
-    // sweep's deadlines (the adaptive one first) are the router's, which may retry rather than fail.
-    const remainingMs = Math.max(0, Math.min(this.requestDeadline, this.tryCapAt) - this.tryStart);
-    if (this.ctx.upstream === 'http1') {
+    const sessions = this.ctx.upstreams.get(lease.replica);
+    if (this.ctx.upstream === 'http1' && sessions?.servesHttp1Form !== false) {
       const pool = route.pools.get(lease.replica);
       if (pool === undefined) return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${lease.replica} has no connection pool`), 'refused');
       route.balancer.watch(lease, this);
       const t = new Http1Try(this);
       this.upstream = t;
       this.framed ??= framedMessage(this.message as Buffer);
-      return t.send(pool, `${GRPC_SERVICE_PATH}${this.method}`, tryHeaders(this.forwarded, '', remainingMs), this.framed);
+      return t.send(pool, `${GRPC_SERVICE_PATH}${this.method}`, tryHeaders(this.forwarded, '', this.remainingMs()), this.framed);
     }
+    this.sendHttp2(lease);
+  }
+
+  /** The replica ends the call at the earlier of the request deadline and the try's cap too; the sweep's deadlines (the adaptive one first) are the router's, which may retry rather than fail. */
+  private remainingMs(): number {
+    return Math.max(0, Math.min(this.requestDeadline, this.tryCapAt) - this.router.clock.now());
+  }
+
+  private sendHttp2(lease: Lease): void {
+    const route = this.route as Route;
     const sessions = this.ctx.upstreams.get(lease.replica);
     if (sessions === undefined) {
       // A replica that serves no gRPC (an older image, or its port unknown) is no place for the call.
@@ -187,13 +195,31 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     const t = new Http2Try(this);
     this.upstream = t;
     try {
-      t.send(sessions, tryHeaders(this.forwarded, sessions.address, remainingMs), this.message as Buffer);
+      t.send(sessions, tryHeaders(this.forwarded, sessions.address, this.remainingMs()), this.message as Buffer);
     } catch (err) {
       // The replica just left the route under the lease: as a refused connection.
       this.upstream = undefined;
       route.balancer.unwatch(lease, this);
       return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${lease.replica}: ${err instanceof Error ? err.message : String(err)}`), 'failed');
     }
+  }
+
+  /**
+   * An older replica answered the HTTP/1.1 form 404 before any work: remembered for it, and the
+   * call goes to it again at once over HTTP/2, on the same lease — no failure, no retry spent.
+   */
+  formUnserved(upstream: GrpcTry): void {
+    if (upstream !== this.upstream) return;
+    const lease = this.lease as Lease;
+    this.upstream = undefined;
+    const sessions = this.ctx.upstreams.get(lease.replica);
+    if (sessions !== undefined) sessions.servesHttp1Form = false;
+    if (this.phase !== 'upstream') return;
+    if (this.abandoning !== undefined) {
+      (this.route as Route).balancer.unwatch(lease, this);
+      return this.retry(this.abandoning);
+    }
+    this.sendHttp2(lease);
   }
 
   protected endTry(): void {

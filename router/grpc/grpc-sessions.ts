@@ -27,6 +27,11 @@ interface PooledSession {
 export class ReplicaSessions {
   private readonly sessions: PooledSession[] = [];
   private closed = false;
+  /**
+   * The replica answered the internal HTTP/1.1 form 404 (an older version, ADR 0054): its calls
+   * take this HTTP/2 upstream from then on, as long as it stays at this address.
+   */
+  servesHttp1Form = true;
 
   constructor(
     readonly address: string,

@@ -25,6 +25,8 @@ export interface GrpcTryEvents {
   status(t: GrpcTry, trailers: IncomingHttpHeaders): void;
   /** The try ended without (or after) its status; `reason` when it broke. */
   closed(t: GrpcTry, reason: string): void;
+  /** The replica does not serve the HTTP/1.1 form (it answered 404, before any answer byte): the try is over. */
+  formUnserved(t: GrpcTry): void;
 }
 
 /** The try as one stream of a pooled HTTP/2 connection to the replica's gRPC port (grpc-sessions.ts). */
@@ -102,7 +104,12 @@ export class Http1Try implements GrpcTry, UpstreamHandler {
   }
 
   onResponseStart(controller: UpstreamController, status: number, raw: string[]): void {
-    // A replica without the form answers its HTTP API's 404: not an answer of the call's.
+    if (status === 404) {
+      // A replica without the form answers its HTTP API's 404: the exchange knows the try as over
+      // before the abort's error reaches it, which it then takes for a stale try's.
+      this.events.formUnserved(this);
+      return controller.abort(new Error('the replica does not serve the HTTP/1.1 form of gRPC calls'));
+    }
     if (status !== 200) return controller.abort(new Error(`the replica answered HTTP ${status}, not a gRPC answer`));
     const { head, trailers } = splitHttp1Answer(objectHeaders(raw));
     this.trailers = trailers;
