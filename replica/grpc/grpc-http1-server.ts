@@ -67,7 +67,8 @@ export class GrpcHttp1Server {
     });
     req.once('end', () => {
       if (call.phase !== 'message') return;
-      if (reader.announced === undefined || call.message.length !== reader.announced) return this.refuse(call, new ModelmuxError('invalid_request', 'the call ended before its request message was whole'));
+      if (reader.announced === undefined || call.message.length !== reader.announced)
+        return this.refuse(call, new ModelmuxError('invalid_request', 'the call ended before its request message was whole'));
       call.phase = 'handling';
       try {
         handler(call);

@@ -14,6 +14,8 @@ import { modelFolder } from '../../helpers/wine-folder.js';
 // through a relay that breaks its connection on cue (test/helpers/grpc-fault-relay.ts), so the
 // forwarder's rules are driven at the frame level: retries only before the answer's first byte,
 // an answer stalled half-way, the call's deadline sent on, a connection the replica sends away.
+// The router runs on the HTTP/2 upstream (--grpc-upstream http2); the HTTP/1.1 one, its default,
+// is driven so in router-grpc-http1-upstream.test.ts.
 
 jest.setTimeout(120_000);
 
@@ -34,7 +36,7 @@ async function pool(n: number, faults: Faults, routerArgs: string[] = []): Promi
   const own = await Promise.all(rs.map((r) => GrpcFaultRelay.start(r.grpcAddress as string, faults)));
   relays.push(...own);
   const urls = rs.map((r, i) => `${r.url}?grpc-port=${(own[i] as GrpcFaultRelay).port}`);
-  const rt = await startRouter(['--routes', `/w=${urls.join(',')}`, '--poll-interval-ms', '200', ...routerArgs]);
+  const rt = await startRouter(['--routes', `/w=${urls.join(',')}`, '--poll-interval-ms', '200', '--grpc-upstream', 'http2', ...routerArgs]);
   started.push(rt);
   return { rt, rs, relays: own };
 }

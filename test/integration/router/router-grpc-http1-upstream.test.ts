@@ -29,12 +29,7 @@ const relays: Http1FaultRelay[] = [];
 const connections: RawGrpcConnection[] = [];
 
 /** `n` replicas, each's HTTP port behind a relay sharing `faults`, and a router whose one route is them. */
-async function pool(
-  n: number,
-  faults: Faults,
-  routerArgs: string[] = [],
-  replicaArgs: string[] = [],
-): Promise<{ rt: RouterProcess; rs: ReplicaProcess[]; relays: Http1FaultRelay[] }> {
+async function pool(n: number, faults: Faults, routerArgs: string[] = [], replicaArgs: string[] = []): Promise<{ rt: RouterProcess; rs: ReplicaProcess[]; relays: Http1FaultRelay[] }> {
   const rs = await Promise.all(Array.from({ length: n }, () => startReplica({ args: ['--model-source', `file://${models}`, ...replicaArgs] })));
   started.push(...rs);
   const own = await Promise.all(rs.map((r) => Http1FaultRelay.start(`127.0.0.1:${r.port}`, faults)));
