@@ -207,6 +207,20 @@ describe('replica in sidecar mode over MLServer', () => {
       client.close();
     }
   }, 60_000);
+
+  it("serves the router's gRPC calls through MLServer over the replica's HTTP port, the route naming no gRPC port of the replica", async () => {
+    // The route names the replica's HTTP port alone: only the router's HTTP/1.1 form of a call (ADR 0054) reaches it.
+    const client = inferenceClientFor(router.grpcAddress as string);
+    try {
+      const want = expected['sk-0'] as Expected;
+      const shape = [want.rows.length, want.rows[0]?.length ?? 0];
+      const typed = await client.call<ModelInferResponse>('ModelInfer', { model_name: 'sk-0', inputs: [{ name: 'wine', datatype: 'FP64', shape, contents: { fp64_contents: want.rows.flat() } }] });
+      if (!typed.ok) throw new Error(JSON.stringify(typed));
+      expectClose(typed.value.outputs[0]?.contents?.fp64_contents ?? [], want.predictions);
+    } finally {
+      client.close();
+    }
+  }, 60_000);
 });
 
 describe('modelmux local --runtime', () => {
