@@ -7,15 +7,18 @@ import { startRouter, type RouterProcess } from '../../../harness/router-process
 import { identityModel } from '../../helpers/datatype-models.js';
 import { Faults, GrpcFaultRelay } from '../../helpers/grpc-fault-relay.js';
 import { identityInfer } from '../../helpers/grpc-messages.js';
+import { Http1FaultRelay } from '../../helpers/http1-fault-relay.js';
 import { modelFolder } from '../../helpers/wine-folder.js';
 
-// Issue 51: the router forwards a gRPC call as one stream of a pooled HTTP/2 connection to its
-// replica, relaying the answer's frames as they come. Each replica's gRPC port is reached
-// through a relay that breaks its connection on cue (test/helpers/grpc-fault-relay.ts), so the
-// forwarder's rules are driven at the frame level: retries only before the answer's first byte,
-// an answer stalled half-way, the call's deadline sent on, a connection the replica sends away.
-// The router runs on the HTTP/2 upstream (--grpc-upstream http2); the HTTP/1.1 one, its default,
-// is driven so in router-grpc-http1-upstream.test.ts.
+// Issue 51: the router forwards a gRPC call to its replica on either upstream: as the internal
+// HTTP/1.1 form on its pooled connections to the replica's HTTP port (--grpc-upstream http1, the
+// default, ADR 0054) or as one stream of a pooled HTTP/2 connection to its gRPC port (http2,
+// ADR 0049), relaying the answer as it comes. Each replica is reached through a relay that
+// breaks its connection on cue (test/helpers/http1-fault-relay.ts, grpc-fault-relay.ts), so the
+// forwarder's rules are driven at the HTTP/1.1 and the frame level alike: retries only before
+// the answer's first byte, an answer stalled half-way, the call's deadline sent on; and what is
+// one upstream's own: a connection the replica sends away (HTTP/2), a replica at its limit and
+// an older replica without the form (HTTP/1.1).
 
 jest.setTimeout(120_000);
 
@@ -26,20 +29,42 @@ const RESOURCE_EXHAUSTED = 8;
 
 let models: string;
 const started: { stop(graceMs?: number): Promise<number | null> }[] = [];
-const relays: GrpcFaultRelay[] = [];
+
+/** A relay in front of one replica: the calls it got (their headers), whichever upstream. */
+interface Relay {
+  readonly calls: readonly { headers: NodeJS.Dict<string | string[]>; at: number }[];
+  close(): Promise<void>;
+}
+
+const relays: Relay[] = [];
 const connections: RawGrpcConnection[] = [];
 
 /** `n` replicas, each behind a relay sharing `faults`, and a router whose one route is them. */
-async function pool(n: number, faults: Faults, routerArgs: string[] = []): Promise<{ rt: RouterProcess; rs: ReplicaProcess[]; relays: GrpcFaultRelay[] }> {
-  const rs = await Promise.all(Array.from({ length: n }, () => startReplica({ args: ['--model-source', `file://${models}`] })));
-  started.push(...rs);
-  const own = await Promise.all(rs.map((r) => GrpcFaultRelay.start(r.grpcAddress as string, faults)));
-  relays.push(...own);
-  const urls = rs.map((r, i) => `${r.url}?grpc-port=${(own[i] as GrpcFaultRelay).port}`);
-  const rt = await startRouter(['--routes', `/w=${urls.join(',')}`, '--poll-interval-ms', '200', '--grpc-upstream', 'http2', ...routerArgs]);
-  started.push(rt);
-  return { rt, rs, relays: own };
+type Pool<R extends Relay> = (n: number, faults: Faults, routerArgs?: string[], replicaArgs?: string[]) => Promise<{ rt: RouterProcess; rs: ReplicaProcess[]; relays: R[] }>;
+
+function poolOn<R extends Relay>(upstream: 'http1' | 'http2', relayed: (r: ReplicaProcess, faults: Faults) => Promise<{ relay: R; url: string }>): Pool<R> {
+  return async (n, faults, routerArgs = [], replicaArgs = []) => {
+    const rs = await Promise.all(Array.from({ length: n }, () => startReplica({ args: ['--model-source', `file://${models}`, ...replicaArgs] })));
+    started.push(...rs);
+    const own = await Promise.all(rs.map((r) => relayed(r, faults)));
+    relays.push(...own.map((o) => o.relay));
+    const rt = await startRouter(['--routes', `/w=${own.map((o) => o.url).join(',')}`, '--poll-interval-ms', '200', '--grpc-upstream', upstream, ...routerArgs]);
+    started.push(rt);
+    return { rt, rs, relays: own.map((o) => o.relay) };
+  };
 }
+
+/** The relay in front of each replica's gRPC port, its HTTP port the one discovery reads. */
+const onHttp2 = poolOn('http2', async (r, faults) => {
+  const relay = await GrpcFaultRelay.start(r.grpcAddress as string, faults);
+  return { relay, url: `${r.url}?grpc-port=${relay.port}` };
+});
+
+/** The relay in front of each replica's HTTP port (discovery's requests pass through it), its gRPC port its own. */
+const onHttp1 = poolOn('http1', async (r, faults) => {
+  const relay = await Http1FaultRelay.start(`127.0.0.1:${r.port}`, faults);
+  return { relay, url: relay.url(Number((r.grpcAddress as string).split(':')[1])) };
+});
 
 async function connect(address: string): Promise<RawGrpcConnection> {
   const c = await RawGrpcConnection.open(address);
@@ -47,9 +72,15 @@ async function connect(address: string): Promise<RawGrpcConnection> {
   return c;
 }
 
-const callsSeen = (rs: readonly GrpcFaultRelay[]): number => rs.reduce((n, r) => n + r.calls.length, 0);
+const callsSeen = (rs: readonly Relay[]): number => rs.reduce((n, r) => n + r.calls.length, 0);
 
 const metric = async (p: { metrics(): Promise<Map<string, number>> }, key: string): Promise<number> => (await p.metrics()).get(key) ?? 0;
+
+const retries = async (rt: RouterProcess): Promise<number> => {
+  let n = 0;
+  for (const [key, value] of await rt.metrics()) if (key.startsWith('modelmux_router_retries_total{')) n += value;
+  return n;
+};
 
 beforeAll(async () => {
   models = await modelFolder('router-grpc-forward-', { identity: identityModel('float32') });
@@ -65,7 +96,10 @@ afterAll(async () => {
   await rm(models, { recursive: true, force: true });
 });
 
-describe('the router’s gRPC forwarder, against replica connections that fail', () => {
+describe.each([
+  ['HTTP/1.1', onHttp1],
+  ['HTTP/2', onHttp2],
+] as [string, Pool<Relay>][])('the router’s gRPC forwarder on the %s upstream, against replica connections that fail', (_upstream, pool) => {
   it('retries a call reset before its answer on another replica, with what is left of the call’s deadline', async () => {
     const faults = new Faults();
     const { rt, relays: rl } = await pool(2, faults);
@@ -116,6 +150,7 @@ describe('the router’s gRPC forwarder, against replica connections that fail',
     const a = await call.answer;
     // The headers and first bytes came while the replica's answer was stalled, not at its end.
     expect(firstBytesAt - sentAt).toBeLessThan(2000);
+    expect(Date.now() - sentAt).toBeGreaterThanOrEqual(2400);
     expect(a.body.length).toBeGreaterThanOrEqual(5);
     expect(a.grpcStatus).toBe(DEADLINE_EXCEEDED);
     expect(a.code).toBe('timeout');
@@ -135,6 +170,10 @@ describe('the router’s gRPC forwarder, against replica connections that fail',
     expect(a.grpcMessage).toMatch(/larger than --grpc-max-response-bytes/);
     expect(callsSeen(rl) - before).toBe(1);
   });
+});
+
+describe('the router’s gRPC forwarder on the HTTP/2 upstream', () => {
+  const pool = onHttp2;
 
   it('opens a new connection to a replica that sent its connection away, and loses no call', async () => {
     const faults = new Faults();
@@ -147,5 +186,41 @@ describe('the router’s gRPC forwarder, against replica connections that fail',
     for (let i = 0; i < 5; i++) expect((await c.call('ModelInfer', framed(identityInfer(1))).answer).grpcStatus).toBe(OK);
     expect(relay.connections).toBe(2);
     expect(relay.calls).toHaveLength(6);
+  });
+});
+
+describe('the router’s gRPC forwarder on the HTTP/1.1 upstream', () => {
+  const pool = onHttp1;
+
+  it('retries a call a replica refuses overloaded on another replica', async () => {
+    const faults = new Faults();
+    const { rt, rs, relays: rl } = await pool(2, faults, [], ['--test-hooks', '--max-ongoing-requests', '1']);
+    const c = await connect(rt.grpcAddress as string);
+    expect((await c.call('ModelInfer', framed(identityInfer(1))).answer).grpcStatus).toBe(OK);
+    // The first replica's one slot is taken behind the router's back, so the router sends it calls it refuses.
+    const busy = await connect(rs[0]?.grpcAddress as string);
+    const held = busy.call('ModelInfer', framed(identityInfer(1)), { metadata: { 'x-modelmux-test-delay-ms': '5000' } }).answer;
+    await eventually(async () => expect(await metric(rs[0] as ReplicaProcess, 'modelmux_replica_ongoing_requests')).toBe(1), 3000, 20);
+    const relay = rl[0] as Http1FaultRelay;
+    const before = relay.calls.length;
+    // Each call goes to the busy replica with a chance of one in two at least: twenty calls miss it with a chance of one in a million.
+    for (let i = 0; i < 20 && relay.calls.length === before; i++) expect((await c.call('ModelInfer', framed(identityInfer(1))).answer).grpcStatus).toBe(OK);
+    const refused = relay.calls.length - before;
+    expect(refused).toBeGreaterThanOrEqual(1);
+    expect(await metric(rt, 'modelmux_router_retries_total{route="/w",reason="overloaded"}')).toBe(refused);
+    expect((await held).grpcStatus).toBe(OK);
+  });
+
+  it('sends the calls for a replica that answers the form 404 (an older version) over HTTP/2 from then on, the first at once, with no retry or ejection', async () => {
+    const faults = new Faults();
+    const { rt, rs, relays: rl } = await pool(1, faults, ['--max-retries', '0']);
+    const relay = rl[0] as Http1FaultRelay;
+    relay.older = true;
+    const c = await connect(rt.grpcAddress as string);
+    for (let i = 0; i < 4; i++) expect((await c.call('ModelInfer', framed(identityInfer(1))).answer).grpcStatus).toBe(OK);
+    expect(relay.calls).toHaveLength(1);
+    expect(await metric(rs[0] as ReplicaProcess, 'modelmux_replica_grpc_requests_total{method="ModelInfer",code="OK"}')).toBe(4);
+    expect(await retries(rt)).toBe(0);
+    for (const [key, value] of await rt.metrics()) if (key.startsWith('modelmux_router_outlier_ejections_total{')) expect([key, value]).toEqual([key, 0]);
   });
 });
