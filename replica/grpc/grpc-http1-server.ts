@@ -161,7 +161,9 @@ class Http1Call implements ServedCall {
 
   /** Whether the answer's bytes have not moved to the router for `writeTimeoutMs` (as the gRPC port's write timeout). */
   stalled(now: number, writeTimeoutMs: number): boolean {
-    const written = this.res.socket?.bytesWritten ?? this.movedBytes;
+    const socket = this.res.socket;
+    // The whole answer is written at once: progress is its bytes leaving the socket's buffer.
+    const written = socket === null ? this.movedBytes : socket.bytesWritten - socket.writableLength;
     if (written !== this.movedBytes) {
       this.movedBytes = written;
       this.movedAt = now;
