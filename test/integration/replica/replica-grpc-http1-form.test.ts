@@ -138,6 +138,19 @@ describe('the replica’s HTTP port serving the router’s HTTP/1.1 form of gRPC
     c.socket.destroy();
   });
 
+  it('closes the connection of an answer its router does not take within --write-timeout-ms', async () => {
+    const r = await replica(['--max-body-bytes', '64Mi', '--write-timeout-ms', '500']);
+    // An answer of 36 MB, more than the loopback's socket buffers hold.
+    const msg = framed(identityInfer(3_000_000));
+    const c = new RawClient(r.port);
+    c.socket.pause();
+    c.send(`POST ${PATH}ModelInfer HTTP/1.1\r\nhost: x\r\ncontent-type: application/grpc\r\ncontent-length: ${msg.length}\r\n\r\n`).send(msg);
+    await eventually(async () => expect(await metric(r, 'modelmux_replica_grpc_bounded_total{reason="write"}')).toBe(1), 20_000, 100);
+    c.socket.resume();
+    await c.until((x) => x.closed, 5000);
+    expect(await metric(r, 'modelmux_replica_grpc_requests_total{method="ModelInfer",code="OK"}')).toBe(1);
+  });
+
   it('ends a call at its grpc-timeout while its handler still works, DEADLINE_EXCEEDED', async () => {
     const r = await replica(['--test-hooks']);
     const sentAt = Date.now();
