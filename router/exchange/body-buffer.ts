@@ -6,9 +6,15 @@ import type { BufferPool } from '../../common/buffer-pool.js';
  * the body to a replica has not finished (a replica may answer before it has read the body, and
  * the socket still sends it). It goes back to the pool when the last lets go: a buffer reused
  * while a write still sends it would send another request's bytes (docs/adr/0051).
+ *
+ * A body cut through to its replica while it arrives (docs/adr/0051, "Router cut-through") is followed: the try in
+ * flight is told of each piece as it lands here, and a retry replays what is here, then follows.
  */
 export class BodyBuffer {
   private holders = 1;
+  /** The body's bytes in `bytes` so far. */
+  received = 0;
+  private follower: (() => void) | undefined;
 
   constructor(
     private readonly pool: BufferPool,
@@ -18,6 +24,22 @@ export class BodyBuffer {
 
   static take(pool: BufferPool, length: number): BodyBuffer {
     return new BodyBuffer(pool, pool.take(length));
+  }
+
+  /** Copies the next piece of the body in (the caller checked it fits) and tells the follower. */
+  append(chunk: Buffer): void {
+    chunk.copy(this.bytes, this.received);
+    this.received += chunk.length;
+    this.follower?.();
+  }
+
+  /** `more` is called after each piece appended from now on; one follower at a time (the try in flight). */
+  follow(more: () => void): void {
+    this.follower = more;
+  }
+
+  unfollow(more: () => void): void {
+    if (this.follower === more) this.follower = undefined;
   }
 
   /** One more reader (a try's write) that calls `release` when done. */

@@ -66,6 +66,13 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   private chunks: Buffer[] = [];
   /** A large body with a Content-Length, read into one pooled buffer as it comes (body-buffer.ts). */
   private pooled: BodyBuffer | undefined;
+  /**
+   * The body is still arriving: its bytes are read in whatever phase the exchange is in, since a
+   * body cut through (`cutThrough`) is placed and tried before it is whole.
+   */
+  private bodyOpen = true;
+  /** The request is placed at its head and its body sent to the replica as it arrives (ADR 0051, "Router cut-through"). */
+  private cutThrough = false;
   private size = 0;
   private body: Buffer | null = null;
   /** Bytes of the body taken from the proxy's `ByteBudget`, given back when the request ends. */
@@ -144,6 +151,30 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     if (declared >= POOLED_BODY_BYTES) this.pooled = BodyBuffer.take(this.router.bodies, declared);
     req.on('data', this.onBodyData);
     req.on('end', this.onBodyEnd);
+    if (this.pooled !== undefined && this.mayCutThrough()) this.startCutThrough(declared);
+  }
+
+  /**
+   * Whether a large body may go to its replica as it arrives: every form places by its path or
+   * a header, so placing never waits for the body; but mirrors are sent the whole body once it
+   * is in, and a GET or HEAD sends none.
+   */
+  private mayCutThrough(): boolean {
+    const method = this.req.method;
+    return this.mirrors === undefined && method !== 'GET' && method !== 'HEAD';
+  }
+
+  /**
+   * Placed now; the tries send the bytes in the pooled buffer and follow the rest. The body's own
+   * deadlines stand in for the request deadline until it is whole (`requestDeadline`), and a try
+   * sent before then is timed from the body's end (`onBodyEnd`), so a slow uploader is never
+   * taken for a slow replica.
+   */
+  private startCutThrough(declared: number): void {
+    this.cutThrough = true;
+    this.body = (this.pooled as BodyBuffer).bytes.subarray(0, declared);
+    this.requestDeadline = this.deadlineAt;
+    this.place();
   }
 
   /**
@@ -180,11 +211,15 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   // --- request body -------------------------------------------------------------------------
 
   private readonly onBodyData = (chunk: Buffer): void => {
-    if (this.phase !== 'body') return;
+    if (!this.bodyOpen || this.phase === 'done') return;
     const limits = this.router.limits;
     const now = this.router.clock.now();
     this.bodyAt = now;
-    this.deadlineAt = Math.min(this.bodyStart + limits.bodyTimeoutMs, now + limits.bodyIdleTimeoutMs);
+    const bodyDeadline = Math.min(this.bodyStart + limits.bodyTimeoutMs, now + limits.bodyIdleTimeoutMs);
+    if (this.cutThrough) {
+      this.requestDeadline = bodyDeadline;
+      this.deadlineAt = Math.min(bodyDeadline, this.holdUntil);
+    } else this.deadlineAt = bodyDeadline;
     this.size += chunk.length;
     if (this.size > limits.maxBodyBytes) return this.fail(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
     if (!this.router.buffered.take(chunk.length)) return this.fail(this.router.buffered.fullError());
@@ -192,11 +227,13 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     const pooled = this.pooled;
     if (pooled === undefined) this.chunks.push(chunk);
     else if (this.size > pooled.bytes.length) return this.fail(new ModelmuxError('invalid_request', 'the body is longer than its Content-Length'));
-    else chunk.copy(pooled.bytes, this.size - chunk.length);
+    else pooled.append(chunk);
   };
 
   private readonly onBodyEnd = (): void => {
-    if (this.phase !== 'body') return;
+    if (!this.bodyOpen || this.phase === 'done') return;
+    this.bodyOpen = false;
+    if (this.cutThrough) return this.cutThroughEnd();
     // Mirrors copy the body as it is delivered to them, after placement, which may end the exchange.
     const held = this.pooled;
     held?.retain();
@@ -217,6 +254,18 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     }
   };
 
+  /** A body cut through is whole: the request deadline starts, and the try in flight's clocks. */
+  private cutThroughEnd(): void {
+    try {
+      if (this.size !== (this.body as Buffer).length) throw new ModelmuxError('invalid_request', 'the body is shorter than its Content-Length');
+      this.requestDeadline = this.router.clock.now() + this.router.limits.requestTimeoutMs;
+      this.deadlineAt = Math.min(this.requestDeadline, this.holdUntil);
+      if (this.phase === 'upstream' && this.lease !== undefined) this.timeTry(this.lease);
+    } catch (err) {
+      this.guard(err);
+    }
+  }
+
   // --- placement ----------------------------------------------------------------------------
 
   protected dispatch(lease: Lease): void {
@@ -227,7 +276,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     this.phase = 'upstream';
     this.discarding = undefined;
     this.controller = undefined;
-    this.timeTry(lease);
+    if (this.bodyOpen) this.tryStart = this.router.clock.now();
+    else this.timeTry(lease);
     route.balancer.watch(lease, this);
     const method = this.req.method ?? 'GET';
     this.dispatched = true;
@@ -283,7 +333,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     if (gateway) this.report('failed');
     else {
       // What the adaptive try timeout learns from: answers that waited for no load.
-      const warm = statusCode < 500 && (this.model === undefined || fieldValue(headers, HEADER_CACHE) === 'hit');
+      const warm = statusCode < 500 && !this.bodyOpen && (this.model === undefined || fieldValue(headers, HEADER_CACHE) === 'hit');
       balancer.reportTry(this.replica as string, this.model, 'answered', warm ? ms : undefined);
     }
     // A replica that is full or shutting down refused before doing any work (x-modelmux-overloaded).
@@ -383,7 +433,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     try {
       const limits = this.router.limits;
       const now = this.router.clock.now();
-      if (this.phase === 'body') {
+      if (this.bodyOpen && now >= Math.min(this.bodyStart + limits.bodyTimeoutMs, this.bodyAt + limits.bodyIdleTimeoutMs)) {
         const idle = now - this.bodyAt >= limits.bodyIdleTimeoutMs;
         this.timedOut(idle ? 'body_idle' : 'body_total');
         this.fail(new ModelmuxError('request_timeout', idle ? `no byte of the body came for ${limits.bodyIdleTimeoutMs} ms` : `the body did not arrive within ${limits.bodyTimeoutMs} ms`));

@@ -12,7 +12,11 @@ export interface UpstreamRequest {
   /** Flat `[name, value, …]` list without host, content-length and hop-by-hop fields. */
   headers: readonly string[];
   body: Buffer | null;
-  /** Set when `body` lies in a pooled buffer: each write of it holds the buffer until the socket is done with it. */
+  /**
+   * Set when `body` lies in a pooled buffer: each write of it holds the buffer until the socket
+   * is done with it. While the buffer has fewer than `body.length` bytes the body is still
+   * arriving: the try sends what is there and then each piece as it lands (cut-through).
+   */
   bodyBuffer?: BodyBuffer | undefined;
 }
 
@@ -57,8 +61,9 @@ const DEFAULT_MAX_HEAD_BYTES = 64 * 1024;
  * per connection at a time, the request head and body written in one corked write, the
  * response parsed by `ResponseParser` and handed to the try's handler as it arrives. It does
  * only what the router needs of an HTTP client, which is what makes it cheaper than a
- * general one: no redirects, no timers per request (the router's deadlines cover tries), no
- * streamed request bodies.
+ * general one: no redirects, no timers per request (the router's deadlines cover tries), and a
+ * request body only ever from the router's own buffer of it: one still arriving is followed
+ * there, written as views of that buffer, so a replica that reads slowly holds no copy.
  */
 export class UpstreamPool {
   private readonly host: string;
@@ -229,6 +234,8 @@ class Connection implements ResponseSink {
   private attempt: Attempt | undefined;
   private head: ResponseHead | undefined;
   private dead = false;
+  /** A body still arriving, followed: its buffer, its bytes, and how many of them were written. */
+  private streamed: { held: BodyBuffer; body: Buffer; sent: number } | undefined;
   idleSince = 0;
   idleLimitMs: number;
 
@@ -250,8 +257,37 @@ class Connection implements ResponseSink {
     const r = attempt.request;
     this.parser.reset(r.method === 'HEAD');
     const held = r.bodyBuffer;
+    if (held !== undefined && r.body !== null && held.received < r.body.length) return this.sendArriving(r, held, r.body);
     held?.retain();
     writeHeadAndBody(this.socket, this.pool.head(r), r.body, held === undefined ? undefined : () => held.release());
+  }
+
+  /** The head and the body's bytes already in, then each piece as it comes (`more`). */
+  private sendArriving(r: UpstreamRequest, held: BodyBuffer, body: Buffer): void {
+    const sent = held.received;
+    this.streamed = { held, body, sent };
+    held.follow(this.more);
+    held.retain();
+    writeHeadAndBody(this.socket, this.pool.head(r), body.subarray(0, sent), () => held.release());
+  }
+
+  private readonly more = (): void => {
+    const s = this.streamed;
+    if (s === undefined) return;
+    const to = Math.min(s.held.received, s.body.length);
+    const from = s.sent;
+    s.sent = to;
+    if (to === s.body.length) this.stopFollowing();
+    if (to === from) return;
+    s.held.retain();
+    this.socket.write(s.body.subarray(from, to), () => s.held.release());
+  };
+
+  private stopFollowing(): void {
+    const s = this.streamed;
+    if (s === undefined) return;
+    this.streamed = undefined;
+    s.held.unfollow(this.more);
   }
 
   abort(attempt: Attempt, err: Error): void {
@@ -263,6 +299,8 @@ class Connection implements ResponseSink {
 
   destroy(): void {
     this.dead = true;
+    // The rest of a body still arriving is not sent: the replica sees its request cut, not a wait.
+    this.stopFollowing();
     this.socket.destroy();
   }
 
@@ -335,9 +373,10 @@ class Connection implements ResponseSink {
     // The handler aborted the try from inside the parser's callbacks: it has ended already.
     if (a === undefined) return;
     this.attempt = undefined;
-    if (!reusable) this.destroy();
+    // Answered before its body was all sent: what the replica would read next is that body's rest.
+    if (!reusable || this.streamed !== undefined) this.destroy();
     a.end();
-    if (reusable && !this.dead) {
+    if (!this.dead) {
       // A handler that paused the response leaves the socket paused: resume for the next try.
       this.socket.resume();
       this.pool.released(this, Date.now());
