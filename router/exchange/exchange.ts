@@ -73,6 +73,12 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   private bodyOpen = true;
   /** The request is placed at its head and its body sent to the replica as it arrives (ADR 0051, "Router cut-through"). */
   private cutThrough = false;
+  /**
+   * An answer that came before the body was whole (a cut-through request), held until it is: the
+   * client sends its whole body before it sees an answer, as when the router read the body first,
+   * and the replica gets the rest of it (upstream-pool.ts).
+   */
+  private early: { headers: string[]; chunks: Buffer[]; bytes: number; ended: boolean } | undefined;
   private size = 0;
   private body: Buffer | null = null;
   /** Bytes of the body taken from the proxy's `ByteBudget`, given back when the request ends. */
@@ -261,6 +267,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
       this.requestDeadline = this.router.clock.now() + this.router.limits.requestTimeoutMs;
       this.deadlineAt = Math.min(this.requestDeadline, this.holdUntil);
       if (this.phase === 'upstream' && this.lease !== undefined) this.timeTry(this.lease);
+      else if (this.early !== undefined) this.relayEarly(this.early);
     } catch (err) {
       this.guard(err);
     }
@@ -353,7 +360,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     if (this.routed !== undefined) out.push(HEADER_BACKEND, this.routed.backend);
     this.phase = 'responding';
     this.status = statusCode;
-    this.res.writeHead(statusCode, out);
+    if (this.bodyOpen) this.early = { headers: out, chunks: [], bytes: 0, ended: false };
+    else this.res.writeHead(statusCode, out);
   }
 
   /**
@@ -363,6 +371,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
    */
   onResponseData(controller: UpstreamController, chunk: Buffer): void {
     if (this.phase !== 'responding') return;
+    if (this.early !== undefined) return this.holdEarly(controller, chunk);
     const accepted = this.res.write(chunk);
     if (accepted && this.backlog?.isBehind !== true) return;
     const backlog = (this.backlog ??= new ResponseBacklog(this.router.buffered, this.router.limits.maxResponseBufferBytes));
@@ -393,11 +402,35 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     socket.once('close', drained);
   }
 
+  /** Counted in the byte budget with the body; past one answer's bound the replica's answer pauses until the body is in. */
+  private holdEarly(controller: UpstreamController, chunk: Buffer): void {
+    const early = this.early as NonNullable<typeof this.early>;
+    if (!this.router.buffered.take(chunk.length)) return this.fail(this.router.buffered.fullError());
+    this.budgeted += chunk.length;
+    early.chunks.push(chunk);
+    early.bytes += chunk.length;
+    if (early.bytes >= this.router.limits.maxResponseBufferBytes) controller.pause();
+  }
+
+  /** The body is whole: the answer held for it goes to the client, and the rest as it comes. */
+  private relayEarly(early: NonNullable<typeof this.early>): void {
+    this.early = undefined;
+    this.res.writeHead(this.status, early.headers);
+    for (const chunk of early.chunks) this.res.write(chunk);
+    if (!early.ended) return void this.controller?.resume();
+    this.res.end();
+    this.finish();
+  }
+
   onResponseEnd(): void {
     this.endTry();
     try {
       if (this.phase === 'upstream' && this.discarding !== undefined) return this.retry(this.discarding);
       if (this.phase !== 'responding') return;
+      if (this.early !== undefined) {
+        this.early.ended = true;
+        return;
+      }
       this.res.end();
       this.finish();
     } catch (err) {
@@ -465,6 +498,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     // Tries whose write of the body is under way hold its buffer until the socket is done with it.
     const pooled = this.pooled;
     this.pooled = undefined;
+    // The rest of the body will not come: a try still sending it cuts its request short.
+    if (this.bodyOpen) pooled?.abandon();
     pooled?.release();
   }
 

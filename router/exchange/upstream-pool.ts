@@ -2,7 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { ResponseParser, type ResponseHead, type ResponseSink } from './http1-response.js';
 import { READ_BUFFER, readBytes } from '../http1/socket-read.js';
 import { writeHeadAndBody } from '../http1/socket-write.js';
-import type { BodyBuffer } from './body-buffer.js';
+import type { BodyBuffer, BodyFollower } from './body-buffer.js';
 
 /** One try's request: the body is whole (the router buffers it so that a retry can resend it). */
 export interface UpstreamRequest {
@@ -228,7 +228,7 @@ class Attempt implements UpstreamController {
 }
 
 /** One keep-alive socket to the replica and the try on it, if any. */
-class Connection implements ResponseSink {
+class Connection implements ResponseSink, BodyFollower {
   readonly socket: Socket;
   private readonly parser: ResponseParser;
   private attempt: Attempt | undefined;
@@ -236,6 +236,11 @@ class Connection implements ResponseSink {
   private dead = false;
   /** A body still arriving, followed: its buffer, its bytes, and how many of them were written. */
   private streamed: { held: BodyBuffer; body: Buffer; sent: number } | undefined;
+  /**
+   * The try was answered before its body was all sent: the rest still goes to the replica (which
+   * may read it to keep its connection), then the connection ends; it takes no other try.
+   */
+  private trailing = false;
   idleSince = 0;
   idleLimitMs: number;
 
@@ -266,28 +271,36 @@ class Connection implements ResponseSink {
   private sendArriving(r: UpstreamRequest, held: BodyBuffer, body: Buffer): void {
     const sent = held.received;
     this.streamed = { held, body, sent };
-    held.follow(this.more);
+    held.follow(this);
     held.retain();
     writeHeadAndBody(this.socket, this.pool.head(r), body.subarray(0, sent), () => held.release());
   }
 
-  private readonly more = (): void => {
+  /** BodyFollower: the next piece goes out as a view of the buffer, held until the socket is done with it. */
+  more(): void {
     const s = this.streamed;
     if (s === undefined) return;
     const to = Math.min(s.held.received, s.body.length);
     const from = s.sent;
     s.sent = to;
     if (to === s.body.length) this.stopFollowing();
-    if (to === from) return;
-    s.held.retain();
-    this.socket.write(s.body.subarray(from, to), () => s.held.release());
-  };
+    if (to > from) {
+      s.held.retain();
+      this.socket.write(s.body.subarray(from, to), () => s.held.release());
+    }
+    if (this.trailing && this.streamed === undefined) this.socket.end();
+  }
+
+  /** BodyFollower: the body stops short; the replica must not wait for its rest. */
+  cut(): void {
+    this.destroy();
+  }
 
   private stopFollowing(): void {
     const s = this.streamed;
     if (s === undefined) return;
     this.streamed = undefined;
-    s.held.unfollow(this.more);
+    s.held.unfollow(this);
   }
 
   abort(attempt: Attempt, err: Error): void {
@@ -363,6 +376,7 @@ class Connection implements ResponseSink {
 
   private readonly onClose = (): void => {
     this.dead = true;
+    this.stopFollowing();
     if (this.attempt !== undefined) this.failAttempt(new UpstreamClosedError('the replica closed the connection'));
     this.pool.gone(this);
   };
@@ -373,8 +387,12 @@ class Connection implements ResponseSink {
     // The handler aborted the try from inside the parser's callbacks: it has ended already.
     if (a === undefined) return;
     this.attempt = undefined;
-    // Answered before its body was all sent: what the replica would read next is that body's rest.
-    if (!reusable || this.streamed !== undefined) this.destroy();
+    if (!reusable) this.destroy();
+    else if (this.streamed !== undefined) {
+      // What the replica reads next is the rest of this body, not another request.
+      this.dead = true;
+      this.trailing = true;
+    }
     a.end();
     if (!this.dead) {
       // A handler that paused the response leaves the socket paused: resume for the next try.
