@@ -19,6 +19,10 @@ jest.setTimeout(120_000);
 
 const TABLE = 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}';
 
+function answer(json: string): string {
+  return `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${json.length}\r\n\r\n${json}`;
+}
+
 function digest(bytes: Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
@@ -40,9 +44,10 @@ interface RecordingReplica {
 
 /**
  * Answers each inference request with its body's digest once the body is in; with `reset`, it
- * instead resets the connection at the first body bytes of each inference request.
+ * instead resets the connection at the first body bytes of each inference request, and with
+ * `early` it answers `{}` as soon as the head is in (and reads the body on).
  */
-async function recordingReplica(reset = false): Promise<RecordingReplica> {
+async function recordingReplica(behaviour: { reset?: boolean; early?: boolean } = {}): Promise<RecordingReplica> {
   const seen = new Map<string, Seen>();
   const server = createServer((socket: Socket) => {
     let current: Seen | undefined;
@@ -54,18 +59,18 @@ async function recordingReplica(reset = false): Promise<RecordingReplica> {
         if (!/\/infer /.test(head.text)) return;
         current = { bodyBytes: 0, whole: false, cut: false };
         seen.set(/\r\nx-request-id: *(\S+)/i.exec(head.text)?.[1] ?? '?', current);
+        if (behaviour.early === true) socket.write(answer('{}'));
       },
       progress: (head, bodyBytes) => {
         if (current === undefined || !/\/infer /.test(head.text)) return;
         current.bodyBytes = bodyBytes;
-        if (reset && bodyBytes > 0) socket.resetAndDestroy();
+        if (behaviour.reset === true && bodyBytes > 0) socket.resetAndDestroy();
       },
       request: (head, body) => {
         if (!/\/infer /.test(head.text)) return void socket.write(TABLE);
         if (current !== undefined) current.whole = true;
         current = undefined;
-        const text = JSON.stringify({ digest: digest(body) });
-        socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${text.length}\r\n\r\n${text}`);
+        if (behaviour.early !== true) socket.write(answer(JSON.stringify({ digest: digest(body) })));
       },
     });
   });
@@ -143,7 +148,7 @@ describe('a large body cut through to its replica', () => {
   });
 
   it('replays the body on another replica when the first resets the connection mid-body', async () => {
-    const resetting = await recordingReplica(true);
+    const resetting = await recordingReplica({ reset: true });
     const answering = await recordingReplica();
     const r = await start([], resetting, answering);
     // Each model has its own first choice of the two: send until a request's first try is the resetting one.
@@ -180,5 +185,33 @@ describe('a large body cut through to its replica', () => {
     clients.push(again);
     await again.until((c) => c.responses() === 1 && c.body().endsWith('}'), 10_000);
     expect(again.json()).toEqual({ digest: digest(next) });
+  });
+});
+
+describe('an answer that comes before its body is whole', () => {
+  it('is held until the body is in, and the replica gets the whole body', async () => {
+    const replica = await recordingReplica({ early: true });
+    const r = await start([], replica);
+    const body = bodyOf(5, BODY);
+    const client = slowUpload(r, 'early-1', body, HALF);
+    clients.push(client);
+    await eventually(() => expect(replica.seen.get('early-1')?.bodyBytes).toBe(HALF), 10_000, 50);
+    // The replica answered at the head, before it had these bytes: the client has nothing yet.
+    expect(client.text).toBe('');
+    client.send(body.subarray(HALF));
+    await client.until((c) => c.responses() === 1 && c.body().endsWith('}'), 10_000);
+    expect(client.text).toMatch(/^HTTP\/1\.1 200 /);
+    await eventually(() => expect(replica.seen.get('early-1')?.whole).toBe(true), 10_000, 50);
+  });
+
+  it('is dropped for a 408 when the client stalls, and the replica connection still sending the body is cut', async () => {
+    const replica = await recordingReplica({ early: true });
+    const r = await start(['--body-idle-timeout-ms', '600'], replica);
+    const client = slowUpload(r, 'early-stall', bodyOf(6, BODY), HALF);
+    clients.push(client);
+    await eventually(() => expect(replica.seen.get('early-stall')?.bodyBytes).toBe(HALF), 10_000, 50);
+    await client.until((c) => c.responses() === 1, 10_000);
+    expect(client.text).toMatch(/^HTTP\/1\.1 408 /);
+    await eventually(() => expect(replica.seen.get('early-stall')?.cut).toBe(true), 5_000, 50);
   });
 });
