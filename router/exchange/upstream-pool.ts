@@ -184,6 +184,13 @@ export class UpstreamPool {
 
 type AttemptState = 'queued' | 'sent' | 'responding' | 'ended';
 
+interface Streamed {
+  held: BodyBuffer;
+  body: Buffer;
+  sent: number;
+  writing: boolean;
+}
+
 /** One try: the controller its handler holds, valid until the try ends. */
 class Attempt implements UpstreamController {
   state: AttemptState = 'queued';
@@ -234,8 +241,12 @@ class Connection implements ResponseSink, BodyFollower {
   private attempt: Attempt | undefined;
   private head: ResponseHead | undefined;
   private dead = false;
-  /** A body still arriving, followed: its buffer, its bytes, and how many of them were written. */
-  private streamed: { held: BodyBuffer; body: Buffer; sent: number } | undefined;
+  /**
+   * A body still arriving, followed: its buffer, its bytes, how many of them were handed to the
+   * socket, and whether that write is still under way (one at a time: what comes meanwhile goes
+   * in the next, so a replica that reads slowly gets fewer, larger writes and no queue of them).
+   */
+  private streamed: Streamed | undefined;
   /**
    * The try was answered before its body was all sent: the rest still goes to the replica (which
    * may read it to keep its connection), then the connection ends; it takes no other try.
@@ -269,26 +280,35 @@ class Connection implements ResponseSink, BodyFollower {
 
   /** The head and the body's bytes already in, then each piece as it comes (`more`). */
   private sendArriving(r: UpstreamRequest, held: BodyBuffer, body: Buffer): void {
-    const sent = held.received;
-    this.streamed = { held, body, sent };
+    const s: Streamed = { held, body, sent: held.received, writing: true };
+    this.streamed = s;
     held.follow(this);
     held.retain();
-    writeHeadAndBody(this.socket, this.pool.head(r), body.subarray(0, sent), () => held.release());
+    writeHeadAndBody(this.socket, this.pool.head(r), body.subarray(0, s.sent), () => this.written(s));
   }
 
-  /** BodyFollower: the next piece goes out as a view of the buffer, held until the socket is done with it. */
+  /** The socket is done with a write of the body (sent, failed or destroyed): what came meanwhile goes next. */
+  private written(s: Streamed): void {
+    s.held.release();
+    s.writing = false;
+    if (this.streamed === s) this.more();
+  }
+
+  /** BodyFollower: the bytes not yet sent go out as a view of the buffer, held until the socket is done with it. */
   more(): void {
     const s = this.streamed;
-    if (s === undefined) return;
+    if (s === undefined || s.writing) return;
     const to = Math.min(s.held.received, s.body.length);
     const from = s.sent;
-    s.sent = to;
-    if (to === s.body.length) this.stopFollowing();
     if (to > from) {
+      s.sent = to;
+      s.writing = true;
       s.held.retain();
-      this.socket.write(s.body.subarray(from, to), () => s.held.release());
+      this.socket.write(s.body.subarray(from, to), () => this.written(s));
     }
-    if (this.trailing && this.streamed === undefined) this.socket.end();
+    if (to < s.body.length) return;
+    this.stopFollowing();
+    if (this.trailing) this.socket.end();
   }
 
   /** BodyFollower: the body stops short; the replica must not wait for its rest. */
