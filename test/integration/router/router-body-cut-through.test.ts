@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { expect, jest } from '@jest/globals';
 import { eventually } from '../../../harness/eventually.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { RawClient } from '../../helpers/raw-http-client.js';
+import { bodyOf, digest } from '../../helpers/body-digests.js';
 import { readRequests } from '../../helpers/raw-requests.js';
 
 jest.setTimeout(120_000);
@@ -21,10 +21,6 @@ const TABLE = 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-leng
 
 function answer(json: string): string {
   return `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${json.length}\r\n\r\n${json}`;
-}
-
-function digest(bytes: Buffer): string {
-  return createHash('sha256').update(bytes).digest('hex');
 }
 
 /** A request as the replica saw it. */
@@ -76,13 +72,6 @@ async function recordingReplica(behaviour: { reset?: boolean; early?: boolean } 
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, seen };
-}
-
-/** A body whose every word depends on its place and the seed, so a byte misplaced or from another body shows in its digest. */
-function bodyOf(seed: number, bytes: number): Buffer {
-  const b = Buffer.allocUnsafe(bytes);
-  for (let i = 0; i + 4 <= bytes; i += 4) b.writeUInt32LE((i * 2654435761 + seed * 40503) >>> 0, i);
-  return b;
 }
 
 /** A client that sends the head of a POST of `body` to model `id` and `upTo` bytes of the body, the rest when told. */
