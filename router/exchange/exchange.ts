@@ -167,7 +167,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
    */
   private mayCutThrough(): boolean {
     const method = this.req.method;
-    return this.mirrors === undefined && method !== 'GET' && method !== 'HEAD';
+    return this.router.limits.bodyCutThrough !== false && this.mirrors === undefined && method !== 'GET' && method !== 'HEAD';
   }
 
   /**

@@ -177,6 +177,18 @@ describe('a large body cut through to its replica', () => {
   });
 });
 
+describe('with --body-cut-through=false', () => {
+  it('reads the body whole first: a client that stalls mid-body gets 408, and the replica never saw its request', async () => {
+    const replica = await recordingReplica();
+    const r = await start(['--body-cut-through', 'false', '--body-idle-timeout-ms', '600'], replica);
+    const client = slowUpload(r, 'off-stall', bodyOf(7, BODY), HALF);
+    clients.push(client);
+    await client.until((c) => c.responses() === 1, 10_000);
+    expect(client.text).toMatch(/^HTTP\/1\.1 408 /);
+    expect(replica.seen.has('off-stall')).toBe(false);
+  });
+});
+
 describe('an answer that comes before its body is whole', () => {
   it('is held until the body is in, and the replica gets the whole body', async () => {
     const replica = await recordingReplica({ early: true });
