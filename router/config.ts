@@ -69,6 +69,7 @@ export const routerConfigSchema = z.object({
   connectionsPerReplica: positiveInt.default(64),
   shutdownGraceMs: positiveInt.default(25_000),
   fastPath: booleanString.default(true),
+  bodyCutThrough: booleanString.default(true),
   headersTimeoutMs: positiveInt.default(30_000),
   bodyIdleTimeoutMs: positiveInt.default(DEFAULT_BODY_IDLE_TIMEOUT_MS),
   bodyTimeoutMs: positiveInt.default(DEFAULT_BODY_TIMEOUT_MS),
@@ -202,6 +203,11 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
     flag: 'fast-path',
     env: 'MODELMUX_FAST_PATH',
     help: "Read plain HTTP/1.1 requests with the router's own reader, the rest with node:http; false: node:http reads every request. Default true.",
+  },
+  bodyCutThrough: {
+    flag: 'body-cut-through',
+    env: 'MODELMUX_BODY_CUT_THROUGH',
+    help: 'Send a request body of 64 KiB or more with a Content-Length on to its replica as it arrives, kept whole for retries; false: read it whole before placing the request. Default true.',
   },
   headersTimeoutMs: {
     flag: 'headers-timeout-ms',

@@ -59,6 +59,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       bodyTimeoutMs: config.bodyTimeoutMs,
       maxBufferedBytes: config.maxBufferedBytes,
       maxResponseBufferBytes: config.maxResponseBufferBytes,
+      bodyCutThrough: config.bodyCutThrough,
       slowReaderTimeoutMs: config.slowReaderTimeoutMs,
       mirrorMaxInFlight: config.mirrorMaxInFlight,
       composite: {

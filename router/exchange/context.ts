@@ -33,6 +33,8 @@ export interface ProxyLimits {
   maxResponseBufferBytes: number;
   /** How long a slow client may keep a replica's answer paused once that is full (ADR 0026). */
   slowReaderTimeoutMs: number;
+  /** Large bodies go to their replica as they arrive (ADR 0051, "Router cut-through"); on when absent. */
+  bodyCutThrough?: boolean;
   /** Mirror copies of split-route requests under way at once; past it copies are dropped (route-mirror.ts). */
   mirrorMaxInFlight?: number;
   /** The bounds of ensemble and sequence requests (composite-admission.ts); its defaults when absent. */

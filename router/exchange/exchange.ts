@@ -66,6 +66,19 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   private chunks: Buffer[] = [];
   /** A large body with a Content-Length, read into one pooled buffer as it comes (body-buffer.ts). */
   private pooled: BodyBuffer | undefined;
+  /**
+   * The body is still arriving: its bytes are read in whatever phase the exchange is in, since a
+   * body cut through (`cutThrough`) is placed and tried before it is whole.
+   */
+  private bodyOpen = true;
+  /** The request is placed at its head and its body sent to the replica as it arrives (ADR 0051, "Router cut-through"). */
+  private cutThrough = false;
+  /**
+   * An answer that came before the body was whole (a cut-through request), held until it is: the
+   * client sends its whole body before it sees an answer, as when the router read the body first,
+   * and the replica gets the rest of it (upstream-pool.ts).
+   */
+  private early: { headers: string[]; chunks: Buffer[]; bytes: number; ended: boolean } | undefined;
   private size = 0;
   private body: Buffer | null = null;
   /** Bytes of the body taken from the proxy's `ByteBudget`, given back when the request ends. */
@@ -144,6 +157,30 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     if (declared >= POOLED_BODY_BYTES) this.pooled = BodyBuffer.take(this.router.bodies, declared);
     req.on('data', this.onBodyData);
     req.on('end', this.onBodyEnd);
+    if (this.pooled !== undefined && this.mayCutThrough()) this.startCutThrough(declared);
+  }
+
+  /**
+   * Whether a large body may go to its replica as it arrives: every form places by its path or
+   * a header, so placing never waits for the body; but mirrors are sent the whole body once it
+   * is in, and a GET or HEAD sends none.
+   */
+  private mayCutThrough(): boolean {
+    const method = this.req.method;
+    return this.router.limits.bodyCutThrough !== false && this.mirrors === undefined && method !== 'GET' && method !== 'HEAD';
+  }
+
+  /**
+   * Placed now; the tries send the bytes in the pooled buffer and follow the rest. The body's own
+   * deadlines stand in for the request deadline until it is whole (`requestDeadline`), and a try
+   * sent before then is timed from the body's end (`onBodyEnd`), so a slow uploader is never
+   * taken for a slow replica.
+   */
+  private startCutThrough(declared: number): void {
+    this.cutThrough = true;
+    this.body = (this.pooled as BodyBuffer).bytes.subarray(0, declared);
+    this.requestDeadline = this.deadlineAt;
+    this.place();
   }
 
   /**
@@ -180,11 +217,15 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   // --- request body -------------------------------------------------------------------------
 
   private readonly onBodyData = (chunk: Buffer): void => {
-    if (this.phase !== 'body') return;
+    if (!this.bodyOpen || this.phase === 'done') return;
     const limits = this.router.limits;
     const now = this.router.clock.now();
     this.bodyAt = now;
-    this.deadlineAt = Math.min(this.bodyStart + limits.bodyTimeoutMs, now + limits.bodyIdleTimeoutMs);
+    const bodyDeadline = Math.min(this.bodyStart + limits.bodyTimeoutMs, now + limits.bodyIdleTimeoutMs);
+    if (this.cutThrough) {
+      this.requestDeadline = bodyDeadline;
+      this.deadlineAt = Math.min(bodyDeadline, this.holdUntil);
+    } else this.deadlineAt = bodyDeadline;
     this.size += chunk.length;
     if (this.size > limits.maxBodyBytes) return this.fail(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
     if (!this.router.buffered.take(chunk.length)) return this.fail(this.router.buffered.fullError());
@@ -192,11 +233,13 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     const pooled = this.pooled;
     if (pooled === undefined) this.chunks.push(chunk);
     else if (this.size > pooled.bytes.length) return this.fail(new ModelmuxError('invalid_request', 'the body is longer than its Content-Length'));
-    else chunk.copy(pooled.bytes, this.size - chunk.length);
+    else pooled.append(chunk);
   };
 
   private readonly onBodyEnd = (): void => {
-    if (this.phase !== 'body') return;
+    if (!this.bodyOpen || this.phase === 'done') return;
+    this.bodyOpen = false;
+    if (this.cutThrough) return this.cutThroughEnd();
     // Mirrors copy the body as it is delivered to them, after placement, which may end the exchange.
     const held = this.pooled;
     held?.retain();
@@ -217,6 +260,19 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     }
   };
 
+  /** A body cut through is whole: the request deadline starts, and the try in flight's clocks. */
+  private cutThroughEnd(): void {
+    try {
+      if (this.size !== (this.body as Buffer).length) throw new ModelmuxError('invalid_request', 'the body is shorter than its Content-Length');
+      this.requestDeadline = this.router.clock.now() + this.router.limits.requestTimeoutMs;
+      this.deadlineAt = Math.min(this.requestDeadline, this.holdUntil);
+      if (this.phase === 'upstream' && this.lease !== undefined) this.timeTry(this.lease);
+      else if (this.early !== undefined) this.relayEarly(this.early);
+    } catch (err) {
+      this.guard(err);
+    }
+  }
+
   // --- placement ----------------------------------------------------------------------------
 
   protected dispatch(lease: Lease): void {
@@ -227,7 +283,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     this.phase = 'upstream';
     this.discarding = undefined;
     this.controller = undefined;
-    this.timeTry(lease);
+    if (this.bodyOpen) this.tryStart = this.router.clock.now();
+    else this.timeTry(lease);
     route.balancer.watch(lease, this);
     const method = this.req.method ?? 'GET';
     this.dispatched = true;
@@ -283,7 +340,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     if (gateway) this.report('failed');
     else {
       // What the adaptive try timeout learns from: answers that waited for no load.
-      const warm = statusCode < 500 && (this.model === undefined || fieldValue(headers, HEADER_CACHE) === 'hit');
+      const warm = statusCode < 500 && !this.bodyOpen && (this.model === undefined || fieldValue(headers, HEADER_CACHE) === 'hit');
       balancer.reportTry(this.replica as string, this.model, 'answered', warm ? ms : undefined);
     }
     // A replica that is full or shutting down refused before doing any work (x-modelmux-overloaded).
@@ -303,7 +360,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     if (this.routed !== undefined) out.push(HEADER_BACKEND, this.routed.backend);
     this.phase = 'responding';
     this.status = statusCode;
-    this.res.writeHead(statusCode, out);
+    if (this.bodyOpen) this.early = { headers: out, chunks: [], bytes: 0, ended: false };
+    else this.res.writeHead(statusCode, out);
   }
 
   /**
@@ -313,6 +371,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
    */
   onResponseData(controller: UpstreamController, chunk: Buffer): void {
     if (this.phase !== 'responding') return;
+    if (this.early !== undefined) return this.holdEarly(controller, chunk);
     const accepted = this.res.write(chunk);
     if (accepted && this.backlog?.isBehind !== true) return;
     const backlog = (this.backlog ??= new ResponseBacklog(this.router.buffered, this.router.limits.maxResponseBufferBytes));
@@ -343,11 +402,35 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     socket.once('close', drained);
   }
 
+  /** Counted in the byte budget with the body; past one answer's bound the replica's answer pauses until the body is in. */
+  private holdEarly(controller: UpstreamController, chunk: Buffer): void {
+    const early = this.early as NonNullable<typeof this.early>;
+    if (!this.router.buffered.take(chunk.length)) return this.fail(this.router.buffered.fullError());
+    this.budgeted += chunk.length;
+    early.chunks.push(chunk);
+    early.bytes += chunk.length;
+    if (early.bytes >= this.router.limits.maxResponseBufferBytes) controller.pause();
+  }
+
+  /** The body is whole: the answer held for it goes to the client, and the rest as it comes. */
+  private relayEarly(early: NonNullable<typeof this.early>): void {
+    this.early = undefined;
+    this.res.writeHead(this.status, early.headers);
+    for (const chunk of early.chunks) this.res.write(chunk);
+    if (!early.ended) return void this.controller?.resume();
+    this.res.end();
+    this.finish();
+  }
+
   onResponseEnd(): void {
     this.endTry();
     try {
       if (this.phase === 'upstream' && this.discarding !== undefined) return this.retry(this.discarding);
       if (this.phase !== 'responding') return;
+      if (this.early !== undefined) {
+        this.early.ended = true;
+        return;
+      }
       this.res.end();
       this.finish();
     } catch (err) {
@@ -383,7 +466,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     try {
       const limits = this.router.limits;
       const now = this.router.clock.now();
-      if (this.phase === 'body') {
+      if (this.bodyOpen && now >= Math.min(this.bodyStart + limits.bodyTimeoutMs, this.bodyAt + limits.bodyIdleTimeoutMs)) {
         const idle = now - this.bodyAt >= limits.bodyIdleTimeoutMs;
         this.timedOut(idle ? 'body_idle' : 'body_total');
         this.fail(new ModelmuxError('request_timeout', idle ? `no byte of the body came for ${limits.bodyIdleTimeoutMs} ms` : `the body did not arrive within ${limits.bodyTimeoutMs} ms`));
@@ -415,6 +498,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     // Tries whose write of the body is under way hold its buffer until the socket is done with it.
     const pooled = this.pooled;
     this.pooled = undefined;
+    // The rest of the body will not come: a try still sending it cuts its request short.
+    if (this.bodyOpen) pooled?.abandon();
     pooled?.release();
   }
 

@@ -2,7 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { ResponseParser, type ResponseHead, type ResponseSink } from './http1-response.js';
 import { READ_BUFFER, readBytes } from '../http1/socket-read.js';
 import { writeHeadAndBody } from '../http1/socket-write.js';
-import type { BodyBuffer } from './body-buffer.js';
+import type { BodyBuffer, BodyFollower } from './body-buffer.js';
 
 /** One try's request: the body is whole (the router buffers it so that a retry can resend it). */
 export interface UpstreamRequest {
@@ -12,7 +12,11 @@ export interface UpstreamRequest {
   /** Flat `[name, value, …]` list without host, content-length and hop-by-hop fields. */
   headers: readonly string[];
   body: Buffer | null;
-  /** Set when `body` lies in a pooled buffer: each write of it holds the buffer until the socket is done with it. */
+  /**
+   * Set when `body` lies in a pooled buffer: each write of it holds the buffer until the socket
+   * is done with it. While the buffer has fewer than `body.length` bytes the body is still
+   * arriving: the try sends what is there and then each piece as it lands (cut-through).
+   */
   bodyBuffer?: BodyBuffer | undefined;
 }
 
@@ -57,8 +61,9 @@ const DEFAULT_MAX_HEAD_BYTES = 64 * 1024;
  * per connection at a time, the request head and body written in one corked write, the
  * response parsed by `ResponseParser` and handed to the try's handler as it arrives. It does
  * only what the router needs of an HTTP client, which is what makes it cheaper than a
- * general one: no redirects, no timers per request (the router's deadlines cover tries), no
- * streamed request bodies.
+ * general one: no redirects, no timers per request (the router's deadlines cover tries), and a
+ * request body only ever from the router's own buffer of it: one still arriving is followed
+ * there, written as views of that buffer, so a replica that reads slowly holds no copy.
  */
 export class UpstreamPool {
   private readonly host: string;
@@ -179,6 +184,13 @@ export class UpstreamPool {
 
 type AttemptState = 'queued' | 'sent' | 'responding' | 'ended';
 
+interface Streamed {
+  held: BodyBuffer;
+  body: Buffer;
+  sent: number;
+  writing: boolean;
+}
+
 /** One try: the controller its handler holds, valid until the try ends. */
 class Attempt implements UpstreamController {
   state: AttemptState = 'queued';
@@ -223,12 +235,23 @@ class Attempt implements UpstreamController {
 }
 
 /** One keep-alive socket to the replica and the try on it, if any. */
-class Connection implements ResponseSink {
+class Connection implements ResponseSink, BodyFollower {
   readonly socket: Socket;
   private readonly parser: ResponseParser;
   private attempt: Attempt | undefined;
   private head: ResponseHead | undefined;
   private dead = false;
+  /**
+   * A body still arriving, followed: its buffer, its bytes, how many of them were handed to the
+   * socket, and whether that write is still under way (one at a time: what comes meanwhile goes
+   * in the next, so a replica that reads slowly gets fewer, larger writes and no queue of them).
+   */
+  private streamed: Streamed | undefined;
+  /**
+   * The try was answered before its body was all sent: the rest still goes to the replica (which
+   * may read it to keep its connection), then the connection ends; it takes no other try.
+   */
+  private trailing = false;
   idleSince = 0;
   idleLimitMs: number;
 
@@ -250,8 +273,54 @@ class Connection implements ResponseSink {
     const r = attempt.request;
     this.parser.reset(r.method === 'HEAD');
     const held = r.bodyBuffer;
+    if (held !== undefined && r.body !== null && held.received < r.body.length) return this.sendArriving(r, held, r.body);
     held?.retain();
     writeHeadAndBody(this.socket, this.pool.head(r), r.body, held === undefined ? undefined : () => held.release());
+  }
+
+  /** The head and the body's bytes already in, then each piece as it comes (`more`). */
+  private sendArriving(r: UpstreamRequest, held: BodyBuffer, body: Buffer): void {
+    const s: Streamed = { held, body, sent: held.received, writing: true };
+    this.streamed = s;
+    held.follow(this);
+    held.retain();
+    writeHeadAndBody(this.socket, this.pool.head(r), body.subarray(0, s.sent), () => this.written(s));
+  }
+
+  /** The socket is done with a write of the body (sent, failed or destroyed): what came meanwhile goes next. */
+  private written(s: Streamed): void {
+    s.held.release();
+    s.writing = false;
+    if (this.streamed === s) this.more();
+  }
+
+  /** BodyFollower: the bytes not yet sent go out as a view of the buffer, held until the socket is done with it. */
+  more(): void {
+    const s = this.streamed;
+    if (s === undefined || s.writing) return;
+    const to = Math.min(s.held.received, s.body.length);
+    const from = s.sent;
+    if (to > from) {
+      s.sent = to;
+      s.writing = true;
+      s.held.retain();
+      this.socket.write(s.body.subarray(from, to), () => this.written(s));
+    }
+    if (to < s.body.length) return;
+    this.stopFollowing();
+    if (this.trailing) this.socket.end();
+  }
+
+  /** BodyFollower: the body stops short; the replica must not wait for its rest. */
+  cut(): void {
+    this.destroy();
+  }
+
+  private stopFollowing(): void {
+    const s = this.streamed;
+    if (s === undefined) return;
+    this.streamed = undefined;
+    s.held.unfollow(this);
   }
 
   abort(attempt: Attempt, err: Error): void {
@@ -263,6 +332,8 @@ class Connection implements ResponseSink {
 
   destroy(): void {
     this.dead = true;
+    // The rest of a body still arriving is not sent: the replica sees its request cut, not a wait.
+    this.stopFollowing();
     this.socket.destroy();
   }
 
@@ -325,6 +396,7 @@ class Connection implements ResponseSink {
 
   private readonly onClose = (): void => {
     this.dead = true;
+    this.stopFollowing();
     if (this.attempt !== undefined) this.failAttempt(new UpstreamClosedError('the replica closed the connection'));
     this.pool.gone(this);
   };
@@ -336,8 +408,13 @@ class Connection implements ResponseSink {
     if (a === undefined) return;
     this.attempt = undefined;
     if (!reusable) this.destroy();
+    else if (this.streamed !== undefined) {
+      // What the replica reads next is the rest of this body, not another request.
+      this.dead = true;
+      this.trailing = true;
+    }
     a.end();
-    if (reusable && !this.dead) {
+    if (!this.dead) {
       // A handler that paused the response leaves the socket paused: resume for the next try.
       this.socket.resume();
       this.pool.released(this, Date.now());

@@ -8,10 +8,10 @@ export interface RawHead {
 
 /**
  * Splits what a raw TCP test server receives on `socket` into HTTP/1.1 requests framed by their
- * Content-Length: `head` is called once a request's head is in, before its body, `request` once
- * its body is in too. The pieces of a body are joined once, when it is whole.
+ * Content-Length: `head` is called once a request's head is in, before its body, `progress` with
+ * the body's bytes received so far after every read, `request` once its body is in too. The pieces of a body are joined once, when it is whole.
  */
-export function readRequests(socket: Socket, on: { head?(head: RawHead): void; request(head: RawHead, body: Buffer): void }): void {
+export function readRequests(socket: Socket, on: { head?(head: RawHead): void; progress?(head: RawHead, bodyBytes: number): void; request(head: RawHead, body: Buffer): void }): void {
   let parts: Buffer[] = [];
   let size = 0;
   let head: RawHead | undefined;
@@ -31,6 +31,7 @@ export function readRequests(socket: Socket, on: { head?(head: RawHead): void; r
         bodyAt = end + 4;
         on.head?.(head);
       }
+      on.progress?.(head, Math.min(size - bodyAt, head.contentLength));
       if (size < bodyAt + head.contentLength) return;
       const buf = Buffer.concat(parts, size);
       const done = head;

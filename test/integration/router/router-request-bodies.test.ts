@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { expect, jest } from '@jest/globals';
 import { eventually } from '../../../harness/eventually.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
+import { bodyOf, digest } from '../../helpers/body-digests.js';
 import { readRequests } from '../../helpers/raw-requests.js';
 
 jest.setTimeout(120_000);
@@ -19,10 +19,6 @@ const TABLE = 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-leng
 
 function answer(body: string): string {
   return `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-}
-
-function digest(bytes: Buffer): string {
-  return createHash('sha256').update(bytes).digest('hex');
 }
 
 interface BodyReplica {
@@ -60,13 +56,6 @@ async function bodyReplica(pauseMs: number): Promise<BodyReplica> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, received };
-}
-
-/** A body of `bytes` bytes that no other request's shares a window of: its own seed in every word. */
-function bodyOf(seed: number, bytes: number): Buffer {
-  const b = Buffer.allocUnsafe(bytes);
-  for (let i = 0; i + 4 <= bytes; i += 4) b.writeUInt32LE((i * 2654435761 + seed * 40503) >>> 0, i);
-  return b;
 }
 
 async function infer(router: RouterProcess, model: string, id: string, body: Buffer): Promise<{ status: number; text: string }> {
