@@ -1,7 +1,9 @@
 import { request } from 'node:http';
 import { rm } from 'node:fs/promises';
 import { jest } from '@jest/globals';
+import { status } from '@grpc/grpc-js';
 import { messagePrefix } from '../../../common/grpc/grpc-frame.js';
+import { GRPC_SERVICE_PATH } from '../../../common/grpc/grpc-http1-form.js';
 import { eventually } from '../../../harness/eventually.js';
 import { framed } from '../../../harness/raw-grpc-client.js';
 import { startReplica, type ReplicaProcess } from '../../../harness/replica-process.js';
@@ -16,13 +18,8 @@ import { modelFolder } from '../../helpers/wine-folder.js';
 
 jest.setTimeout(120_000);
 
-const OK = 0;
-const INVALID_ARGUMENT = 3;
-const DEADLINE_EXCEEDED = 4;
-const RESOURCE_EXHAUSTED = 8;
-const UNIMPLEMENTED = 12;
-const UNAVAILABLE = 14;
-const PATH = '/inference.GRPCInferenceService/';
+const { OK, INVALID_ARGUMENT, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNIMPLEMENTED, UNAVAILABLE } = status;
+const PATH = GRPC_SERVICE_PATH;
 
 let models: string;
 const started: ReplicaProcess[] = [];
