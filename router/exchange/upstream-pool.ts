@@ -289,9 +289,11 @@ class Connection implements ResponseSink, BodyFollower {
 
   /** The socket is done with a write of the body (sent, failed or destroyed): what came meanwhile goes next. */
   private written(s: Streamed): void {
-    s.held.release();
     s.writing = false;
+    // The next write takes its hold before this one lets go: were this the last hold, the buffer
+    // would go back to the pool and the next write would send another request's bytes.
     if (this.streamed === s) this.more();
+    s.held.release();
   }
 
   /** BodyFollower: the bytes not yet sent go out as a view of the buffer, held until the socket is done with it. */
