@@ -192,8 +192,9 @@ export class SidecarService implements ServingBackend {
 
   /**
    * Reads the runtime's readiness and index; evicts what it does not hold. A runtime that is
-   * down (refuses connections, answers not ready) counts at once; one that is merely slow to
-   * answer only after a few probes in a row (slowProbeStreak), as a kubelet's failureThreshold.
+   * down (refuses connections) counts at once; one that is slow to answer, or answers not ready,
+   * only after a few probes in a row (slowProbeStreak), as a kubelet's failureThreshold: MLServer
+   * answers not ready while any model loads or unloads, and one such answer must not empty the table.
    */
   private async poll(): Promise<void> {
     const askedAt = this.opts.clock.now();
@@ -207,7 +208,7 @@ export class SidecarService implements ServingBackend {
         slow = err instanceof RuntimeTimeout;
         this.opts.log.warn("cannot read the runtime's repository index", { reason: err instanceof Error ? err.message : String(err) });
       }
-    } else slow = probe === 'slow';
+    } else slow = probe === 'slow' || probe === 'unready';
     const streak = slowProbeStreak(this.slowProbes, slow);
     this.slowProbes = streak.streak;
     if (!streak.counts) return;

@@ -41,13 +41,14 @@ export class V2RuntimeClient {
   }
 
   /**
-   * 'ready' when the runtime answers ready; 'down' when it answers not ready or cannot be
-   * reached; 'slow' when it did not answer within the probe timeout (a runtime busy loading a
-   * model may hold its event loop for seconds).
+   * 'ready' when the runtime answers ready; 'unready' when it answers not ready (MLServer does
+   * so while any model loads or unloads, for milliseconds); 'down' when it cannot be reached;
+   * 'slow' when it did not answer within the probe timeout (a runtime busy loading a model may
+   * hold its event loop for seconds).
    */
-  async ready(): Promise<'ready' | 'down' | 'slow'> {
+  async ready(): Promise<'ready' | 'unready' | 'down' | 'slow'> {
     try {
-      return (await this.forward('/v2/health/ready', undefined, undefined, this.opts.probeTimeoutMs)).status === 200 ? 'ready' : 'down';
+      return (await this.forward('/v2/health/ready', undefined, undefined, this.opts.probeTimeoutMs)).status === 200 ? 'ready' : 'unready';
     } catch (err) {
       return err instanceof RuntimeTimeout ? 'slow' : 'down';
     }

@@ -66,13 +66,13 @@ describe("the runtime client's readiness probe, over a real socket", () => {
     await new Promise((r) => server.close(r));
   });
 
-  it('tells ready, down (not ready, or nothing listening) and slow (no answer in time) apart', async () => {
+  it('tells ready, unready (answered not ready), down (nothing listening) and slow (no answer in time) apart', async () => {
     const client = new V2RuntimeClient({ url, loadTimeoutMs: 1000, probeTimeoutMs: 200 });
     try {
       answer = 'ready';
       expect(await client.ready()).toBe('ready');
       answer = 'not-ready';
-      expect(await client.ready()).toBe('down');
+      expect(await client.ready()).toBe('unready');
       answer = 'hang';
       expect(await client.ready()).toBe('slow');
     } finally {
