@@ -1,6 +1,5 @@
 import { connect as connectTcp } from 'node:net';
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type Settings } from 'node:http2';
-import { messagePrefix } from '../common/grpc/grpc-frame.js';
 
 /**
  * A gRPC client at the HTTP/2 frame level (node:http2's client session): it sends what a real
@@ -28,9 +27,7 @@ export interface RawCall {
 }
 
 /** A length-prefixed gRPC message of `message`'s bytes. */
-export function framed(message: Buffer): Buffer {
-  return Buffer.concat([messagePrefix(message.length), message]);
-}
+export { framedMessage as framed } from '../common/grpc/grpc-frame.js';
 
 export class RawGrpcConnection {
   /** The GOAWAY error code the server sent, if any. */

@@ -63,6 +63,11 @@ export function messagePrefix(length: number): Buffer {
   return prefix;
 }
 
+/** `message` with its prefix, in one buffer (uncompressed). */
+export function framedMessage(message: Buffer): Buffer {
+  return Buffer.concat([messagePrefix(message.length), message], PREFIX_BYTES + message.length);
+}
+
 /** A message up to this size goes out with its prefix in one write (one DATA frame), copied once. */
 const ONE_WRITE_BYTES = 64 * 1024;
 

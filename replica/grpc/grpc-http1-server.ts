@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Metadata, status } from '@grpc/grpc-js';
 import { ModelmuxError } from '../../common/errors.js';
-import { messagePrefix, PREFIX_BYTES, UnaryMessageReader } from '../../common/grpc/grpc-frame.js';
+import { framedMessage, PREFIX_BYTES, UnaryMessageReader } from '../../common/grpc/grpc-frame.js';
 import { http1AnswerHeaders } from '../../common/grpc/grpc-http1-form.js';
 import { grpcTimeoutMs } from '../../common/grpc/grpc-timeout.js';
 import { UNSERVED_METHODS } from '../../common/grpc/inference-service.js';
@@ -151,7 +151,7 @@ class Http1Call implements ServedCall {
   }
 
   answer(message: Buffer, headers?: Metadata, trailers?: Metadata): void {
-    const body = Buffer.concat([messagePrefix(message.length), message], PREFIX_BYTES + message.length);
+    const body = framedMessage(message);
     this.write(http1AnswerHeaders(responseHeaders(headers), { ...responseHeaders(trailers), 'grpc-status': String(status.OK) }), body);
   }
 

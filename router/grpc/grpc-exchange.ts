@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorCode } from '../../common/errors.js';
-import { PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
+import { framedMessage, PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
 import { GRPC_SERVICE_PATH } from '../../common/grpc/grpc-http1-form.js';
 import { scanRequest } from '../../common/grpc/message-scan.js';
 import { errorHeaders, grpcStatus } from '../../common/grpc/status.js';
@@ -14,7 +14,7 @@ import { serveGrpcComposite } from './grpc-composite.js';
 import type { CompositeContext } from '../composite/composite-route.js';
 import { answerHeaders, forwardedHeaders, headerText, passedTrailers, statusOf, tryHeaders, upstreamError, type UpstreamStatus } from './grpc-forward-headers.js';
 import type { GrpcSessions } from './grpc-sessions.js';
-import { framedMessage, Http1Try, Http2Try, type GrpcTry, type GrpcTryEvents } from './grpc-upstream-try.js';
+import { Http1Try, Http2Try, type GrpcTry, type GrpcTryEvents } from './grpc-upstream-try.js';
 import type { RetryReason, RouteMetrics } from '../metrics.js';
 import type { RouterContext } from '../exchange/context.js';
 import { acceptedRequestId } from '../../common/request-id.js';

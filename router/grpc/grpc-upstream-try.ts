@@ -1,5 +1,5 @@
 import { constants, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
-import { endWithMessage, messagePrefix, PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
+import { endWithMessage } from '../../common/grpc/grpc-frame.js';
 import { splitHttp1Answer } from '../../common/grpc/grpc-http1-form.js';
 import type { UpstreamController, UpstreamHandler, UpstreamPool } from '../exchange/upstream-pool.js';
 import type { ReplicaSessions } from './grpc-sessions.js';
@@ -129,11 +129,6 @@ export class Http1Try implements GrpcTry, UpstreamHandler {
     this.controller = undefined;
     this.events.closed(this, err.message);
   }
-}
-
-/** The body of a try of the HTTP/1.1 form: the message with its prefix, built once per call. */
-export function framedMessage(message: Buffer): Buffer {
-  return Buffer.concat([messagePrefix(message.length), message], PREFIX_BYTES + message.length);
 }
 
 /** HTTP/2 request headers as the pool's flat list: pseudo-headers and HTTP/2's `te` left out. */
