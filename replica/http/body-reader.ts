@@ -1,6 +1,7 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { ModelmuxError } from '../../common/errors.js';
 import { BODY_POOL_BUFFERS, BODY_POOL_BYTES, BufferPool, POOLED_BODY_BYTES } from '../../common/buffer-pool.js';
+import { releaseRead } from '../../common/read-release.js';
 import { bodyPad, HEADER_INFERENCE_HEADER_LENGTH, TENSOR_ALIGNMENT } from './body-layout.js';
 
 /**
@@ -98,9 +99,11 @@ export function inferenceBody(maxBodyBytes: number): RequestHandler {
         finish(declared === undefined ? tooLarge(maxBodyBytes) : new ModelmuxError('invalid_request', 'the body is longer than its Content-Length'));
         return;
       }
-      if (into !== undefined) chunk.copy(into.buffer, pad + received);
-      else chunks.push(chunk);
+      const at = received;
       received += chunk.length;
+      if (into === undefined) return void chunks.push(chunk);
+      chunk.copy(into.buffer, pad + at);
+      releaseRead(chunk);
     };
     const onEnd = (): void => finish(declared !== undefined && received !== declared ? new ModelmuxError('invalid_request', 'the body is shorter than its Content-Length') : undefined);
     const onClose = (): void => finish(new ModelmuxError('invalid_request', 'the client closed the request before its body ended'));

@@ -20,6 +20,7 @@ import type { RequestForm } from '../../common/request-grammar.js';
 import { TryAttempts } from './try-attempts.js';
 import { BodyBuffer } from './body-buffer.js';
 import { POOLED_BODY_BYTES } from '../../common/buffer-pool.js';
+import { releaseRead } from '../../common/read-release.js';
 import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
 
 /** Socket failures before any byte of the response (UPSTREAM_CLOSED: upstream-pool.ts). */
@@ -231,9 +232,10 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     if (!this.router.buffered.take(chunk.length)) return this.fail(this.router.buffered.fullError());
     this.budgeted += chunk.length;
     const pooled = this.pooled;
-    if (pooled === undefined) this.chunks.push(chunk);
-    else if (this.size > pooled.bytes.length) return this.fail(new ModelmuxError('invalid_request', 'the body is longer than its Content-Length'));
-    else pooled.append(chunk);
+    if (pooled === undefined) return void this.chunks.push(chunk);
+    if (this.size > pooled.bytes.length) return this.fail(new ModelmuxError('invalid_request', 'the body is longer than its Content-Length'));
+    pooled.append(chunk);
+    releaseRead(chunk);
   };
 
   private readonly onBodyEnd = (): void => {
