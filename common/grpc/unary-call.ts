@@ -1,6 +1,7 @@
-import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
 import { Metadata, status } from '@grpc/grpc-js';
 import type { ModelmuxError } from '../errors.js';
+import type { CallStream } from './call-stream.js';
 import { endWithMessage, PREFIX_BYTES, UnaryMessageReader } from './grpc-frame.js';
 import { grpcError } from './status.js';
 
@@ -53,7 +54,7 @@ export interface ServedCall {
 export type ServedHandler = (call: ServedCall) => void;
 
 /**
- * One unary call of a gRPC server on node:http2 (unary-server.ts): its request headers and
+ * One unary call of a gRPC server (unary-server.ts), on node:http2's stream or the router's own (call-stream.ts): its request headers and
  * message, its deadline, and the one answer it gets — a message with headers and trailers, or a
  * status (trailers-only). Every way it ends gives its bytes back to the budget once.
  */
@@ -72,7 +73,7 @@ export class UnaryCall implements ServedCall {
   private cancelledFlag = false;
 
   constructor(
-    readonly stream: ServerHttp2Stream,
+    readonly stream: CallStream,
     readonly headers: IncomingHttpHeaders,
     /** The method's name (`ModelInfer`), the last segment of the path. */
     readonly method: string,
