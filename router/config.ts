@@ -35,7 +35,7 @@ export const routerConfigSchema = z.object({
   grpcMaxConnectionAgeMs: intString(0, 2_147_483_647).default(0),
   grpcMaxResetsPerClient: intString(0, 1_000_000).default(DEFAULT_GRPC_MAX_RESETS),
   grpcUpstream: z.enum(['http2', 'http1']).default('http1'),
-  grpcFraming: z.enum(['own', 'nghttp2']).default('nghttp2'),
+  grpcFraming: z.enum(['own', 'nghttp2']).default('own'),
   routes: z
     .string()
     .superRefine((v, ctx) => {
@@ -135,7 +135,7 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
   grpcFraming: {
     flag: 'grpc-framing',
     env: 'MODELMUX_GRPC_FRAMING',
-    help: "Whose HTTP/2 framing serves the gRPC port's clients: own (the router's frame reader, flow control and one socket write per answer, ADR 0055) or nghttp2 (node:http2). Default nghttp2.",
+    help: "Whose HTTP/2 framing serves the gRPC port's clients: own (the router's frame reader, flow control and one socket write per answer, ADR 0055) or nghttp2 (node:http2). Default own.",
   },
   routes: { flag: 'routes', env: 'MODELMUX_ROUTES', help: 'Static routes: "/wine=http://127.0.0.1:8081,http://127.0.0.1:8082;/beer=http://…". Required with --discovery static.' },
   routesFile: {
