@@ -33,6 +33,8 @@ export const PREFACE_TIMEOUT_MS = 10_000;
 /** A connection closed on an error gets this long to flush its GOAWAY before it is cut. */
 const CLOSE_LINGER_MS = 1000;
 const PING_PAYLOAD = Buffer.from('mmuxping', 'latin1');
+/** Frames of one turn up to this many bytes are copied into one buffer for one write; more go as a writev. */
+const ONE_WRITE_BYTES = 64 * 1024;
 
 export interface ServerConnectionEvents {
   /** A request stream opened with its headers: handlers attach before its DATA. */
@@ -75,7 +77,10 @@ export class ServerConnection implements CallSession, StreamOwner {
   private junk = 0;
   private junkSince = 0;
   private owed = 0;
-  private corked = false;
+  /** Frames written this turn, their bytes, and what waits on them (write). */
+  private out: Buffer[] = [];
+  private outBytes = 0;
+  private outCallbacks: (() => void)[] = [];
   private goawaySent = false;
   /** A connection error was sent: nothing more is read. */
   private broken = false;
@@ -409,20 +414,36 @@ export class ServerConnection implements CallSession, StreamOwner {
     this.write(frame);
   }
 
-  /** Writes of one turn go out together: the socket is corked until the turn ends. */
+  /**
+   * Frames written in one turn go out in one socket write at its end, copied into one buffer while
+   * they are small (a relayed answer's HEADERS, DATA and trailers: one plain write, cheaper than a
+   * corked writev); `cb` runs once the socket has taken them.
+   */
   private write(bytes: Buffer, cb?: () => void): void {
     if (this.destroyed) return;
-    if (!this.corked) {
-      this.corked = true;
-      this.socket.cork();
-      process.nextTick(this.uncork);
-    }
-    this.socket.write(bytes, cb);
+    this.out.push(bytes);
+    this.outBytes += bytes.length;
+    if (cb !== undefined) this.outCallbacks.push(cb);
+    if (this.out.length > 1) return;
+    process.nextTick(this.flushOut);
   }
 
-  private readonly uncork = (): void => {
-    this.corked = false;
-    this.socket.uncork();
+  private readonly flushOut = (): void => {
+    const out = this.out;
+    if (out.length === 0 || this.destroyed) return;
+    const callbacks = this.outCallbacks;
+    const bytes = this.outBytes;
+    this.out = [];
+    this.outBytes = 0;
+    this.outCallbacks = [];
+    const done = callbacks.length === 0 ? undefined : (): void => callbacks.forEach((f) => f());
+    if (out.length === 1 || bytes <= ONE_WRITE_BYTES) {
+      this.socket.write(out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out, bytes), done);
+    } else {
+      this.socket.cork();
+      out.forEach((b, i) => this.socket.write(b, i === out.length - 1 ? done : undefined));
+      this.socket.uncork();
+    }
     if (this.socket.writableLength === 0) this.owed = 0;
   };
 
@@ -436,6 +457,7 @@ export class ServerConnection implements CallSession, StreamOwner {
 
   private end(): void {
     if (this.destroyed) return;
+    this.flushOut();
     this.socket.end();
     setTimeout(() => this.destroy(), CLOSE_LINGER_MS).unref();
   }
