@@ -149,7 +149,9 @@ export class UnaryCall implements ServedCall {
   }
 
   /**
-   * Starts an answer relayed as it comes (the router's forwarder): `headers` go out now, then
+   * Starts an answer relayed as it comes (the router's forwarder): `headers` (the answer's
+   * metadata, without pseudo-headers or the ones the server writes itself, as the forwarder's
+   * answerHeaders leaves them out: not copied again here) go out now, then
    * `relay` each piece of the message, then `end` with the trailers. Each piece counts in the
    * byte budget until the stream has taken it, and the write timeout watches the whole answer.
    */
@@ -159,7 +161,7 @@ export class UnaryCall implements ServedCall {
     this.phase = 'writing';
     this.movedAt = this.lastByteAt = Date.now();
     try {
-      this.stream.respond({ ...ownHeaders(headers), ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      this.stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...headers }, { waitForTrailers: true });
       return true;
     } catch {
       this.finish();
