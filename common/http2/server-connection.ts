@@ -258,6 +258,8 @@ export class ServerConnection implements CallSession, StreamOwner {
   /** Bytes of DATA received, whatever becomes of them: the connection's window is given back as they come. */
   private consumed(n: number): void {
     this.unacked += n;
+    // The client has a window of MAX_WINDOW less what it sent since the last WINDOW_UPDATE.
+    if (this.unacked > MAX_WINDOW) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "DATA past the connection's window");
     if (this.unacked < MAX_WINDOW / 2) return;
     this.write(windowUpdateFrame(0, this.unacked));
     this.unacked = 0;
