@@ -20,11 +20,6 @@ export class FrameReader {
     private readonly checkHeader: (type: number, flags: number, streamId: number, length: number) => void,
   ) {}
 
-  /** Whether the whole client preface has arrived. */
-  get prefaced(): boolean {
-    return this.prefaceLeft === 0;
-  }
-
   /** Feeds `chunk`; `onFrame` sees every frame now whole, in order. Throws ConnectionError. */
   push(chunk: Buffer, onFrame: (f: Frame) => void): void {
     let buf = chunk;

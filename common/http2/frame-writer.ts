@@ -54,8 +54,8 @@ export function goawayFrame(lastStreamId: number, code: number): Buffer {
   return frame(FrameType.GOAWAY, 0, 0, payload);
 }
 
-/** Frames of `length` bytes from `parts` cut at `maxFrame`: the first of `firstType`, the rest of `restType`, the last flagged `lastFlags`. */
-function split(out: Buffer, at: number, block: Buffer, maxFrame: number, streamId: number, firstType: number, restType: number, firstFlags: number, lastFlags: number): number {
+/** `block` as frames of at most `maxFrame` bytes written into `out` at `at`: the first of `firstType` flagged `firstFlags`, the rest of `restType`, the last also flagged `lastFlags`. */
+function split(out: Buffer, at: number, block: Buffer, maxFrame: number, streamId: number, firstType: number, restType: number, firstFlags: number, lastFlags: number): void {
   let from = 0;
   let type = firstType;
   let flags = firstFlags;
@@ -69,7 +69,6 @@ function split(out: Buffer, at: number, block: Buffer, maxFrame: number, streamI
     type = restType;
     flags = 0;
   } while (from < block.length);
-  return at;
 }
 
 function framedBytes(length: number, maxFrame: number): number {

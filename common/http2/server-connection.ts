@@ -116,11 +116,6 @@ export class ServerConnection implements CallSession, StreamOwner {
     this.prefaceTimer.unref();
   }
 
-  /** Open streams. */
-  get size(): number {
-    return this.streams.size;
-  }
-
   close(): void {
     if (this.closed || this.destroyed) return;
     this.closed = true;

@@ -61,11 +61,6 @@ export class RawH2Client {
     return this.socket.localPort ?? 0;
   }
 
-  /** Whether the socket has bytes it could not hand to the kernel (the server stopped reading). */
-  get backedUp(): boolean {
-    return this.socket.writableLength > 0;
-  }
-
   /** The GOAWAY's error code, once one came. */
   async goaway(timeoutMs = 5000): Promise<number> {
     return eventually(
