@@ -28,6 +28,8 @@ export const MAX_JUNK_FRAMES = 1000;
 const JUNK_WINDOW_MS = 10_000;
 /** Control frames owed (SETTINGS and PING ACKs, RST_STREAMs) queued before the socket took the earlier ones, as nghttp2's outbound queue bound. */
 export const MAX_OWED_CONTROL_FRAMES = 1000;
+/** Answer bytes a connection hands its socket beyond what the client has taken; the rest waits in its streams. */
+export const MAX_QUEUED_BYTES = 1024 * 1024;
 /** The client preface and SETTINGS must come within this of the connection. */
 export const PREFACE_TIMEOUT_MS = 10_000;
 /** A connection closed on an error gets this long to flush its GOAWAY before it is cut. */
@@ -102,6 +104,7 @@ export class ServerConnection implements CallSession, StreamOwner {
     this.junkSince = Date.now();
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', () => undefined);
+    socket.on('drain', () => this.flushStreams());
     socket.once('close', () => this.onClose());
     this.write(
       settingsFrame([
@@ -149,8 +152,12 @@ export class ServerConnection implements CallSession, StreamOwner {
   }
 
   sendData(stream: ServerStream, data: Buffer, endStream: boolean, cb: (() => void) | undefined): number {
-    const n = Math.min(data.length, stream.sendWindow, this.sendWindow);
-    if (n <= 0 && data.length > 0) return 0;
+    // The socket's own queue is a window too: a client that does not read, whatever windows it
+    // grants, leaves answers in their streams (in the byte budget, under the write timeout), not
+    // in the socket's memory.
+    const room = MAX_QUEUED_BYTES - this.socket.writableLength - this.outBytes;
+    const n = Math.max(0, Math.min(data.length, stream.sendWindow, this.sendWindow, room));
+    if (n === 0 && data.length > 0) return 0;
     stream.sendWindow -= n;
     this.sendWindow -= n;
     const whole = n === data.length;

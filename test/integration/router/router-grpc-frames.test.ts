@@ -1,11 +1,12 @@
 import { rm } from 'node:fs/promises';
 import { jest } from '@jest/globals';
+import { eventually } from '../../../harness/eventually.js';
 import { startReplica } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { framed, RawGrpcConnection } from '../../../harness/raw-grpc-client.js';
-import { ErrorCode, Flag, FrameType, MAX_WINDOW } from '../../../common/http2/frame-types.js';
-import { frame, pingFrame, settingsFrame, windowUpdateFrame } from '../../../common/http2/frame-writer.js';
-import { MAX_HEADER_BLOCK_FRAMES, MAX_JUNK_FRAMES, MAX_OWED_CONTROL_FRAMES } from '../../../common/http2/server-connection.js';
+import { ErrorCode, Flag, FrameType, MAX_WINDOW, Setting } from '../../../common/http2/frame-types.js';
+import { dataFrames, frame, pingFrame, settingsFrame, windowUpdateFrame } from '../../../common/http2/frame-writer.js';
+import { MAX_HEADER_BLOCK_FRAMES, MAX_JUNK_FRAMES, MAX_OWED_CONTROL_FRAMES, MAX_QUEUED_BYTES } from '../../../common/http2/server-connection.js';
 import { identityModel } from '../../helpers/datatype-models.js';
 import { identityInfer } from '../../helpers/grpc-messages.js';
 import { dataFrame, grpcRequestFields, headersFrame, RawH2Client } from '../../helpers/h2-frames.js';
@@ -21,6 +22,8 @@ const EMPTY_MESSAGE = framed(Buffer.alloc(0));
 let models: string;
 let rt: RouterProcess;
 let port: number;
+/** The replica's address as a route's, for the routers the tests start. */
+let replicaRoute: string;
 const stops: { stop(graceMs?: number): Promise<number | null> }[] = [];
 const clients: RawH2Client[] = [];
 
@@ -44,7 +47,8 @@ beforeAll(async () => {
   models = await modelFolder('router-grpc-frames-', { identity: identityModel('float32') });
   const r = await startReplica({ args: ['--model-source', `file://${models}`] });
   stops.push(r);
-  rt = await startRouter(['--routes', `/w=${r.url}?grpc-port=${(r.grpcAddress ?? '').split(':')[1]}`, '--grpc-framing', 'own', '--grpc-max-concurrent-streams', '4']);
+  replicaRoute = `/w=${r.url}?grpc-port=${(r.grpcAddress ?? '').split(':')[1]}`;
+  rt = await startRouter(['--routes', replicaRoute, '--grpc-framing', 'own', '--grpc-max-concurrent-streams', '4']);
   stops.push(rt);
   port = Number((rt.grpcAddress ?? '').split(':')[1]);
 });
@@ -191,6 +195,21 @@ describe('the router’s own HTTP/2 framing against floods', () => {
     large.send(headersFrame(1, grpcRequestFields('ServerLive'), { endHeaders: false }), ...Array.from({ length: 5 }, () => frame(FrameType.CONTINUATION, 0, 1, Buffer.alloc(16_000, 0x40))));
     expect(await large.goaway()).toBe(ErrorCode.ENHANCE_YOUR_CALM);
     await stillServes();
+  });
+
+  it(`keeps answers a client does not read in their streams past ${MAX_QUEUED_BYTES / 1024 ** 2} MiB queued, where the write timeout resets them`, async () => {
+    const slow = await startRouter(['--routes', replicaRoute, '--grpc-framing', 'own', '--write-timeout-ms', '1000']);
+    try {
+      const c = await RawH2Client.open(Number((slow.grpcAddress ?? '').split(':')[1]), { paused: true });
+      clients.push(c);
+      // Every window wide open: only the router's own bound keeps 8 MiB of answers out of its socket.
+      c.send(settingsFrame([[Setting.INITIAL_WINDOW_SIZE, MAX_WINDOW]]), windowUpdateFrame(0, MAX_WINDOW - 65_535));
+      const message = framed(identityInfer(87_381));
+      for (let id = 1; id <= 15; id += 2) c.send(headersFrame(id, grpcRequestFields('ModelInfer')), dataFrames(id, message, 16_384, true));
+      await eventually(async () => expect((await slow.metrics()).get('modelmux_router_timeouts_total{phase="downstream_write"}') ?? 0).toBeGreaterThan(0), 20_000, 100);
+    } finally {
+      await slow.stop(2000);
+    }
   });
 
   it('closes a connection that sends nothing after the preface’s timeout', async () => {
