@@ -70,6 +70,14 @@ describe('the router’s own HTTP/2 framing against malformed frames', () => {
     expect(c.count(FrameType.DATA)).toBeGreaterThan(0);
   });
 
+  it('answers a call whose request ends with trailers, their fields unread', async () => {
+    const c = await client();
+    c.send(headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, EMPTY_MESSAGE), headersFrame(1, ['x-trailer', 't'], { end: true }));
+    await c.closesStream(1);
+    expect(c.count(FrameType.RST_STREAM)).toBe(0);
+    expect(c.count(FrameType.DATA)).toBeGreaterThan(0);
+  });
+
   it('ends a connection that does not open with the client preface (GOAWAY PROTOCOL_ERROR)', async () => {
     const c = await client({ preface: false });
     c.send(Buffer.from('GET / HTTP/1.1\r\nHost: r\r\n\r\n'));
