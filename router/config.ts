@@ -35,6 +35,7 @@ export const routerConfigSchema = z.object({
   grpcMaxConnectionAgeMs: intString(0, 2_147_483_647).default(0),
   grpcMaxResetsPerClient: intString(0, 1_000_000).default(DEFAULT_GRPC_MAX_RESETS),
   grpcUpstream: z.enum(['http2', 'http1']).default('http1'),
+  grpcFraming: z.enum(['own', 'nghttp2']).default('own'),
   routes: z
     .string()
     .superRefine((v, ctx) => {
@@ -130,6 +131,11 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
     flag: 'grpc-upstream',
     env: 'MODELMUX_GRPC_UPSTREAM',
     help: "How gRPC calls reach a replica: http1 (the router's internal gRPC form on the pooled connections to its HTTP port, ADR 0054; a replica that answers it 404, an older version, gets its calls over HTTP/2 from then on) or http2 (a stream to its gRPC port). Default http1.",
+  },
+  grpcFraming: {
+    flag: 'grpc-framing',
+    env: 'MODELMUX_GRPC_FRAMING',
+    help: "Whose HTTP/2 framing serves the gRPC port's clients: own (the router's frame reader, flow control and one socket write per answer, ADR 0055) or nghttp2 (node:http2). Default own.",
   },
   routes: { flag: 'routes', env: 'MODELMUX_ROUTES', help: 'Static routes: "/wine=http://127.0.0.1:8081,http://127.0.0.1:8082;/beer=http://…". Required with --discovery static.' },
   routesFile: {

@@ -28,18 +28,29 @@ export function http1AnswerHeaders(head: OutgoingHttpHeaders, trailers: Outgoing
   return out;
 }
 
-/** An answer's response headers split back into the headers and the trailers of a gRPC answer. */
-export function splitHttp1Answer(headers: IncomingHttpHeaders): { head: IncomingHttpHeaders; trailers: IncomingHttpHeaders } {
-  const named = headers[GRPC_TRAILER_NAMES_HEADER];
-  const trailerNames = new Set(typeof named === 'string' ? named.split(',') : []);
-  trailerNames.add('grpc-status');
-  trailerNames.add('grpc-message');
+/** Trailers of every answer, whatever GRPC_TRAILER_NAMES_HEADER names. */
+const STATUS_TRAILERS: readonly string[] = ['grpc-status', 'grpc-message'];
+/** Response headers of the HTTP/1.1 connection or of the form itself, neither headers nor trailers of the answer. */
+const FORM_HEADERS: ReadonlySet<string> = new Set([GRPC_TRAILER_NAMES_HEADER, 'content-length', 'connection', 'keep-alive', 'date']);
+
+/**
+ * An answer's response headers, a flat list of names and values as received, split back into the
+ * headers and the trailers of a gRPC answer in one pass (no object of all of them built first: it
+ * showed in the router's profile). A name received twice has its values in an array.
+ */
+export function splitHttp1Answer(raw: readonly string[]): { head: IncomingHttpHeaders; trailers: IncomingHttpHeaders } {
+  let named = '';
+  for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i] === GRPC_TRAILER_NAMES_HEADER) named = raw[i + 1] as string;
+  const trailerNames = new Set(named === '' ? STATUS_TRAILERS : [...named.split(','), ...STATUS_TRAILERS]);
   const head: IncomingHttpHeaders = {};
   const trailers: IncomingHttpHeaders = {};
-  for (const [key, value] of Object.entries(headers)) {
-    if (key === GRPC_TRAILER_NAMES_HEADER || key === 'content-length' || key === 'connection' || key === 'keep-alive' || key === 'date') continue;
-    if (trailerNames.has(key)) trailers[key] = value;
-    else head[key] = value;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const key = raw[i] as string;
+    if (FORM_HEADERS.has(key)) continue;
+    const to = trailerNames.has(key) ? trailers : head;
+    const value = raw[i + 1] as string;
+    const had = to[key];
+    to[key] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [had, value];
   }
   return { head, trailers };
 }

@@ -1,6 +1,7 @@
-import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
 import { Metadata, status } from '@grpc/grpc-js';
 import type { ModelmuxError } from '../errors.js';
+import type { CallStream } from './call-stream.js';
 import { endWithMessage, PREFIX_BYTES, UnaryMessageReader } from './grpc-frame.js';
 import { grpcError } from './status.js';
 
@@ -53,7 +54,7 @@ export interface ServedCall {
 export type ServedHandler = (call: ServedCall) => void;
 
 /**
- * One unary call of a gRPC server on node:http2 (unary-server.ts): its request headers and
+ * One unary call of a gRPC server (unary-server.ts), on node:http2's stream or the router's own (call-stream.ts): its request headers and
  * message, its deadline, and the one answer it gets — a message with headers and trailers, or a
  * status (trailers-only). Every way it ends gives its bytes back to the budget once.
  */
@@ -72,7 +73,7 @@ export class UnaryCall implements ServedCall {
   private cancelledFlag = false;
 
   constructor(
-    readonly stream: ServerHttp2Stream,
+    readonly stream: CallStream,
     readonly headers: IncomingHttpHeaders,
     /** The method's name (`ModelInfer`), the last segment of the path. */
     readonly method: string,
@@ -148,7 +149,9 @@ export class UnaryCall implements ServedCall {
   }
 
   /**
-   * Starts an answer relayed as it comes (the router's forwarder): `headers` go out now, then
+   * Starts an answer relayed as it comes (the router's forwarder): `headers` (the answer's
+   * metadata, without pseudo-headers or the ones the server writes itself, as the forwarder's
+   * answerHeaders leaves them out: not copied again here) go out now, then
    * `relay` each piece of the message, then `end` with the trailers. Each piece counts in the
    * byte budget until the stream has taken it, and the write timeout watches the whole answer.
    */
@@ -158,7 +161,7 @@ export class UnaryCall implements ServedCall {
     this.phase = 'writing';
     this.movedAt = this.lastByteAt = Date.now();
     try {
-      this.stream.respond({ ...ownHeaders(headers), ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      this.stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...headers }, { waitForTrailers: true });
       return true;
     } catch {
       this.finish();

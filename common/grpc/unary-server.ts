@@ -1,8 +1,10 @@
-import { constants, createServer as createH2Server, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { constants, createServer as createH2Server, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session } from 'node:http2';
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import { status } from '@grpc/grpc-js';
 import { refusal, type RefusalReason } from '../connection-limits.js';
 import { ModelmuxError } from '../errors.js';
+import { ServerConnection } from '../http2/server-connection.js';
+import type { CallSession, CallStream } from './call-stream.js';
 import { grpcTimeoutMs } from './grpc-timeout.js';
 import { UNSERVED_METHODS } from './inference-service.js';
 import { grpcStatus } from './status.js';
@@ -65,10 +67,12 @@ export interface UnaryServerOptions {
   events: UnaryServerEvents;
   /** Names the flag in a listen error. */
   portFlag: string;
+  /** Whose HTTP/2 framing serves the connections: nghttp2's (node:http2, the default), or the router's own (common/http2/, ADR 0055). */
+  framing?: 'own' | 'nghttp2';
 }
 
 interface SessionState {
-  readonly session: ServerHttp2Session;
+  readonly session: CallSession;
   readonly client: string;
   readonly socket: Socket;
   readonly openedAt: number;
@@ -121,7 +125,7 @@ const MAX_HEADER_LIST_BYTES = 16 * 1024;
 export class UnaryServer {
   private readonly h2: Http2Server;
   private readonly listener: NetServer;
-  private readonly sessions = new Map<ServerHttp2Session, SessionState>();
+  private readonly sessions = new Map<CallSession, SessionState>();
   /** Calls not yet ended, with their connection's state. */
   private readonly calls = new Map<UnaryCall, SessionState>();
   private readonly byClient = new Map<string, number>();
@@ -140,7 +144,12 @@ export class UnaryServer {
       maxSessionMemory: Math.max(10, Math.ceil((2 * l.maxMessageBytes) / 1024 ** 2)),
     });
     this.h2.on('session', (s) => this.onSession(s));
-    this.h2.on('stream', (stream, headers) => this.onStream(stream, headers));
+    this.h2.on('stream', (stream, headers) => {
+      stream.on('error', () => undefined);
+      const state = this.sessions.get(stream.session as ServerHttp2Session);
+      if (state === undefined) return void stream.close(constants.NGHTTP2_REFUSED_STREAM);
+      this.onStream(stream, headers, state);
+    });
     // A session's errors are its connection's: the connection ends, the process does not.
     this.h2.on('sessionError', () => undefined);
     this.listener = createNetServer({ noDelay: true }, (socket) => this.onConnection(socket));
@@ -197,21 +206,31 @@ export class UnaryServer {
       this.byClient.delete(client);
       this.resets.forget(client);
     });
-    this.h2.emit('connection', socket);
+    if (this.opts.framing !== 'own') return void this.h2.emit('connection', socket);
+    const l = this.opts.limits;
+    // The connection's events come from its socket's bytes, after `state` is set.
+    const conn = new ServerConnection(
+      socket,
+      { maxConcurrentStreams: l.maxConcurrentStreams, maxHeaderListBytes: MAX_HEADER_LIST_BYTES, maxMessageBytes: l.maxMessageBytes },
+      { stream: (stream, headers) => this.onStream(stream, headers, state), close: () => this.sessions.delete(conn) },
+    );
+    const state = this.track(conn, socket);
   }
 
   private onSession(session: ServerHttp2Session): void {
-    const socket = session.socket;
-    const now = Date.now();
-    this.sessions.set(session, { session, client: socket.remoteAddress ?? '', socket, openedAt: now, streams: 0, idleSince: now, pingSentAt: undefined, lastPingAt: now, goawayAt: undefined });
+    this.track(session, session.socket);
     session.once('close', () => this.sessions.delete(session));
     session.on('error', () => undefined);
   }
 
-  private onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
-    stream.on('error', () => undefined);
-    const state = this.sessions.get(stream.session as ServerHttp2Session);
-    if (state === undefined) return void stream.close(constants.NGHTTP2_REFUSED_STREAM);
+  private track(session: CallSession, socket: Socket): SessionState {
+    const now = Date.now();
+    const state: SessionState = { session, client: socket.remoteAddress ?? '', socket, openedAt: now, streams: 0, idleSince: now, pingSentAt: undefined, lastPingAt: now, goawayAt: undefined };
+    this.sessions.set(session, state);
+    return state;
+  }
+
+  private onStream(stream: CallStream, headers: IncomingHttpHeaders, state: SessionState): void {
     state.streams++;
     const path = headers[':path'] ?? '';
     if (headers[':method'] !== 'POST') return void this.plain(stream, state, 405);
@@ -243,7 +262,7 @@ export class UnaryServer {
   }
 
   /** A request that is not gRPC: an HTTP status, no gRPC status. */
-  private plain(stream: ServerHttp2Stream, state: SessionState, code: number): void {
+  private plain(stream: CallStream, state: SessionState, code: number): void {
     stream.once('close', () => this.streamEnded(state));
     try {
       stream.respond({ ':status': code }, { endStream: true });
@@ -335,7 +354,7 @@ export class UnaryServer {
     call.stream.close(constants.NGHTTP2_CANCEL);
   }
 
-  private checkSession(session: ServerHttp2Session, st: SessionState, now: number): void {
+  private checkSession(session: CallSession, st: SessionState, now: number): void {
     const l = this.opts.limits;
     if (st.goawayAt !== undefined) {
       if (now - st.goawayAt >= l.graceMs) session.destroy();

@@ -21,7 +21,11 @@ const NOT_PASSED: ReadonlySet<string> = new Set(['content-type', 'date']);
 
 /** `from`'s headers but HTTP/2's pseudo-headers and those in `skip`, added to `into`. */
 function copyHeaders(from: IncomingHttpHeaders, skip: ReadonlySet<string>, into: OutgoingHttpHeaders = {}): OutgoingHttpHeaders {
-  for (const [key, value] of Object.entries(from)) if (value !== undefined && !key.startsWith(':') && !skip.has(key)) into[key] = value;
+  // for…in over header objects, which have no inherited keys: Object.entries' pair arrays showed in the router's profile.
+  for (const key in from) {
+    const value = from[key];
+    if (value !== undefined && !key.startsWith(':') && !skip.has(key)) into[key] = value;
+  }
   return into;
 }
 

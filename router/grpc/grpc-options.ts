@@ -35,6 +35,7 @@ export interface GrpcFlags {
   shutdownGraceMs: number;
   maxConnections: number;
   maxConnectionsPerClient: number;
+  grpcFraming: 'own' | 'nghttp2';
 }
 
 /** The bounds of the router's gRPC server: each HTTP bound applies to gRPC under the same flag (docs/limits.md). */

@@ -48,6 +48,7 @@ export class RouterGrpcServer {
       limits: grpcServerLimits(flags),
       budget: router.buffered,
       portFlag: '--grpc-port',
+      framing: flags.grpcFraming,
       events: {
         refused: (reason, client) => {
           if (reason !== 'resets') return router.metrics.rejected(reason);

@@ -111,7 +111,7 @@ export class Http1Try implements GrpcTry, UpstreamHandler {
       return controller.abort(new Error('the replica does not serve the HTTP/1.1 form of gRPC calls'));
     }
     if (status !== 200) return controller.abort(new Error(`the replica answered HTTP ${status}, not a gRPC answer`));
-    const { head, trailers } = splitHttp1Answer(objectHeaders(raw));
+    const { head, trailers } = splitHttp1Answer(raw);
     this.trailers = trailers;
     this.events.response(this, status, head);
   }
@@ -138,18 +138,6 @@ function flatHeaders(h: OutgoingHttpHeaders): string[] {
     if (key.startsWith(':') || key === 'te' || value === undefined) continue;
     if (Array.isArray(value)) for (const v of value) out.push(key, v);
     else out.push(key, String(value));
-  }
-  return out;
-}
-
-/** The pool's flat response headers as a header object; a repeated field's values in an array. */
-function objectHeaders(raw: readonly string[]): IncomingHttpHeaders {
-  const out: IncomingHttpHeaders = {};
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const key = raw[i] as string;
-    const value = raw[i + 1] as string;
-    const had = out[key];
-    out[key] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [had, value];
   }
   return out;
 }

@@ -1,0 +1,107 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+
+/** Headers node:http2 keeps the first value of (lib/internal/http2/util.js kSingleValueHeaders), so a call's headers read alike over either framing. */
+const SINGLE_VALUE = new Set([
+  ':status',
+  ':method',
+  ':authority',
+  ':scheme',
+  ':path',
+  ':protocol',
+  'access-control-allow-credentials',
+  'access-control-max-age',
+  'access-control-request-method',
+  'age',
+  'authorization',
+  'content-encoding',
+  'content-language',
+  'content-length',
+  'content-location',
+  'content-md5',
+  'content-range',
+  'content-type',
+  'date',
+  'dnt',
+  'etag',
+  'expires',
+  'from',
+  'host',
+  'if-match',
+  'if-modified-since',
+  'if-none-match',
+  'if-range',
+  'if-unmodified-since',
+  'last-modified',
+  'location',
+  'max-forwards',
+  'proxy-authorization',
+  'range',
+  'referer',
+  'retry-after',
+  'tk',
+  'upgrade-insecure-requests',
+  'user-agent',
+  'x-content-type-options',
+]);
+
+/** Request pseudo-headers a server takes (RFC 9113 §8.3.1). */
+const REQUEST_PSEUDO = new Set([':method', ':scheme', ':authority', ':path']);
+/** Connection-specific fields HTTP/2 forbids (RFC 9113 §8.2.2). */
+const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
+/** A field name: lowercase token characters only (RFC 9110 §5.6.2, RFC 9113 §8.2.1). */
+const NAME = /^[a-z0-9!#$%&'*+\-.^_`|~]+$/;
+/** A field value: no NUL, CR or LF, no leading or trailing blank (RFC 9113 §8.2.1). */
+const BAD_VALUE = /[\0\r\n]|^[ \t]|[ \t]$/;
+
+/**
+ * A request's fields checked as nghttp2 checks them (nghttp2_http_on_header): the reason it is
+ * malformed (a stream error PROTOCOL_ERROR), or the headers as node:http2 builds them. As
+ * nghttp2 does, a regular field of a malformed name or value is left out, not an error.
+ */
+export function requestHeaders(fields: readonly string[]): IncomingHttpHeaders | string {
+  const out = Object.create(null) as Record<string, string | string[]>;
+  let regular = false;
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i] as string;
+    const value = fields[i + 1] as string;
+    if (name.startsWith(':')) {
+      if (regular) return `pseudo-header ${name} after a regular field`;
+      if (!REQUEST_PSEUDO.has(name)) return `unknown pseudo-header ${name}`;
+      if (out[name] !== undefined) return `pseudo-header ${name} repeated`;
+      if (BAD_VALUE.test(value)) return `pseudo-header ${name} has a malformed value`;
+    } else {
+      regular = true;
+      if (!NAME.test(name) || BAD_VALUE.test(value)) continue;
+      if (CONNECTION_SPECIFIC.has(name) || (name === 'te' && value !== 'trailers')) return `connection-specific field ${name}`;
+    }
+    add(out, name, value);
+  }
+  if (out[':method'] === undefined || out[':scheme'] === undefined || out[':path'] === undefined || out[':path'] === '') return 'a request without :method, :scheme or :path';
+  if (out[':authority'] === undefined && out['host'] === undefined) return 'a request without :authority or host';
+  const length = out['content-length'];
+  if (length !== undefined && !/^[0-9]+$/.test(String(length))) return 'a malformed content-length';
+  return out;
+}
+
+function add(out: Record<string, string | string[]>, name: string, value: string): void {
+  const had = out[name];
+  if (had === undefined) out[name] = name === 'set-cookie' ? [value] : value;
+  else if (SINGLE_VALUE.has(name)) return;
+  else if (Array.isArray(had)) had.push(value);
+  else out[name] = `${had}${name === 'cookie' ? '; ' : ', '}${value}`;
+}
+
+/** Response headers as a flat list of names and values, pseudo-headers first (RFC 9113 §8.3). */
+export function responseFields(headers: OutgoingHttpHeaders): string[] {
+  const pseudo: string[] = [];
+  const rest: string[] = [];
+  for (const name of Object.keys(headers)) {
+    const value = headers[name];
+    if (value === undefined) continue;
+    const to = name.startsWith(':') ? pseudo : rest;
+    const key = name.toLowerCase();
+    if (Array.isArray(value)) for (const v of value) to.push(key, v);
+    else to.push(key, String(value));
+  }
+  return pseudo.length === 0 ? rest : pseudo.concat(rest);
+}
