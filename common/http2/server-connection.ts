@@ -208,8 +208,9 @@ export class ServerConnection implements CallSession, StreamOwner {
       case FrameType.HEADERS:
         return this.onHeaders(f);
       case FrameType.PRIORITY:
-        if (f.payload.length !== 5) return this.streamError(f.streamId, ErrorCode.FRAME_SIZE_ERROR);
-        return this.junkFrame();
+        this.junkFrame();
+        if (f.payload.length !== 5) this.streamError(f.streamId, ErrorCode.FRAME_SIZE_ERROR);
+        return;
       case FrameType.RST_STREAM:
         return this.onReset(f);
       case FrameType.SETTINGS:
@@ -235,7 +236,7 @@ export class ServerConnection implements CallSession, StreamOwner {
     if (data === undefined) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA padding longer than its frame');
     this.consumed(f.payload.length);
     const s = this.streams.get(f.streamId);
-    if (s === undefined && this.resetIds.has(f.streamId)) return;
+    if (s === undefined && this.resetIds.has(f.streamId)) return this.junkFrame();
     if (s === undefined || s.remoteEnded) {
       this.junkFrame();
       if (s !== undefined) s.close(ErrorCode.STREAM_CLOSED);
@@ -298,7 +299,7 @@ export class ServerConnection implements CallSession, StreamOwner {
     const end = (flags & Flag.END_STREAM) !== 0;
     const open = this.streams.get(id);
     if (open !== undefined) return this.trailers(open, end);
-    if (this.resetIds.has(id)) return;
+    if (this.resetIds.has(id)) return this.junkFrame();
     this.lastStreamId = id;
     if (this.goawaySent || this.closed) return this.refuse(id, ErrorCode.REFUSED_STREAM);
     if (decoded.tooLarge) return this.refuse(id, ErrorCode.ENHANCE_YOUR_CALM);
@@ -329,11 +330,15 @@ export class ServerConnection implements CallSession, StreamOwner {
 
   private onReset(f: Frame): void {
     if (f.streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
-    this.streams.get(f.streamId)?.destroy();
+    const s = this.streams.get(f.streamId);
+    // A reset of an open call is the reset budget's (unary-server.ts); of a closed stream, work for nothing.
+    if (s === undefined) return this.junkFrame();
+    s.destroy();
   }
 
   private onSettings(f: Frame): void {
-    if ((f.flags & Flag.ACK) !== 0) return;
+    // Our one SETTINGS is owed one ACK: a stream of them is work for nothing.
+    if ((f.flags & Flag.ACK) !== 0) return this.junkFrame();
     for (let at = 0; at < f.payload.length; at += 6) this.setting(f.payload.readUInt16BE(at), f.payload.readUInt32BE(at + 2));
     if (!this.settled) {
       this.settled = true;
@@ -361,6 +366,7 @@ export class ServerConnection implements CallSession, StreamOwner {
 
   private onPing(f: Frame): void {
     if ((f.flags & Flag.ACK) === 0) return this.owe(pingFrame(f.payload, true));
+    if (this.pingCb === undefined) return this.junkFrame();
     const cb = this.pingCb;
     this.pingCb = undefined;
     cb?.(null);
@@ -376,7 +382,7 @@ export class ServerConnection implements CallSession, StreamOwner {
     }
     if (f.streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
     const s = this.streams.get(f.streamId);
-    if (s === undefined) return;
+    if (s === undefined) return this.junkFrame();
     if (increment === 0) return s.close(ErrorCode.PROTOCOL_ERROR);
     s.sendWindow += increment;
     if (s.sendWindow > MAX_WINDOW) return s.close(ErrorCode.FLOW_CONTROL_ERROR);

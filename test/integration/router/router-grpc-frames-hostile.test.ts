@@ -1,0 +1,173 @@
+import { rm } from 'node:fs/promises';
+import { jest } from '@jest/globals';
+import { eventually } from '../../../harness/eventually.js';
+import { startReplica } from '../../../harness/replica-process.js';
+import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
+import { framed, RawGrpcConnection } from '../../../harness/raw-grpc-client.js';
+import { ErrorCode, Flag, FrameType, Setting } from '../../../common/http2/frame-types.js';
+import { frame, pingFrame, rstStreamFrame, SETTINGS_ACK, settingsFrame, windowUpdateFrame } from '../../../common/http2/frame-writer.js';
+import { MAX_JUNK_FRAMES } from '../../../common/http2/server-connection.js';
+import { identityModel } from '../../helpers/datatype-models.js';
+import { dataFrame, grpcRequestFields, headersFrame, RawH2Client } from '../../helpers/h2-frames.js';
+import { modelFolder } from '../../helpers/wine-folder.js';
+
+// ADR 0055, red-teamed: what an attacker's cheap frames and a strict reading of RFC 9113 do to
+// the router's own HTTP/2 framing, frame by frame against the real router process. Each flood
+// must meet a bound while a well-behaved client's call on another connection is answered.
+
+jest.setTimeout(60_000);
+
+const EMPTY_MESSAGE = framed(Buffer.alloc(0));
+const FLOOD = MAX_JUNK_FRAMES + 50;
+let models: string;
+let rt: RouterProcess;
+let port: number;
+const stops: { stop(graceMs?: number): Promise<number | null> }[] = [];
+const clients: RawH2Client[] = [];
+
+async function client(o: Parameters<typeof RawH2Client.open>[1] = {}): Promise<RawH2Client> {
+  const c = await RawH2Client.open(port, o);
+  clients.push(c);
+  return c;
+}
+
+/** A well-behaved client's call on a fresh connection is answered within 2 s. */
+async function stillServes(): Promise<void> {
+  const started = Date.now();
+  const c = await RawGrpcConnection.open(rt.grpcAddress as string);
+  try {
+    expect((await c.call('ServerLive', EMPTY_MESSAGE).answer).grpcStatus).toBe(0);
+  } finally {
+    c.close();
+  }
+  expect(Date.now() - started).toBeLessThan(2000);
+}
+
+/** `n` RST_STREAMs came, or the connection's GOAWAY. */
+async function answered(c: RawH2Client, n: number): Promise<void> {
+  await eventually(
+    () => {
+      if (c.count(FrameType.RST_STREAM) < n && c.count(FrameType.GOAWAY) === 0) throw new Error(`${c.count(FrameType.RST_STREAM)} resets, not ${n}`);
+    },
+    5000,
+    5,
+  );
+}
+
+/** Stream 1 answered and closed both ways. */
+async function afterOneCall(c: RawH2Client): Promise<void> {
+  c.send(headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, EMPTY_MESSAGE, true));
+  await c.closesStream(1);
+}
+
+/** Stream 1 refused by this side (a malformed request head): its id is one this side reset. */
+async function afterRefusedStream(c: RawH2Client): Promise<void> {
+  c.send(headersFrame(1, [':bogus', 'x', ...grpcRequestFields('ServerLive')]));
+  expect(await c.reset(1)).toBe(ErrorCode.PROTOCOL_ERROR);
+}
+
+beforeAll(async () => {
+  models = await modelFolder('router-grpc-frames-hostile-', { identity: identityModel('float32') });
+  const r = await startReplica({ args: ['--model-source', `file://${models}`] });
+  stops.push(r);
+  rt = await startRouter(['--routes', `/w=${r.url}?grpc-port=${(r.grpcAddress ?? '').split(':')[1]}`, '--grpc-framing', 'own', '--write-timeout-ms', '1000', '--keep-alive-timeout-ms', '2000']);
+  stops.push(rt);
+  port = Number((rt.grpcAddress ?? '').split(':')[1]);
+});
+
+afterEach(() => {
+  for (const c of clients.splice(0)) c.close();
+});
+
+afterAll(async () => {
+  await Promise.all(stops.map((p) => p.stop(5000)));
+  await rm(models, { recursive: true, force: true });
+});
+
+describe('the router’s own HTTP/2 framing against floods of frames that cost nothing to send', () => {
+  it.each([
+    ['unsolicited SETTINGS acks', async (c: RawH2Client): Promise<void> => c.send(...Array.from({ length: FLOOD }, () => SETTINGS_ACK))],
+    ['unsolicited PING acks', async (c: RawH2Client): Promise<void> => c.send(...Array.from({ length: FLOOD }, () => pingFrame(Buffer.alloc(8), true)))],
+    [
+      'RST_STREAMs of a closed stream',
+      async (c: RawH2Client): Promise<void> => {
+        await afterOneCall(c);
+        c.send(...Array.from({ length: FLOOD }, () => rstStreamFrame(1, ErrorCode.CANCEL)));
+      },
+    ],
+    [
+      'WINDOW_UPDATEs of a closed stream',
+      async (c: RawH2Client): Promise<void> => {
+        await afterOneCall(c);
+        c.send(...Array.from({ length: FLOOD }, () => windowUpdateFrame(1, 1)));
+      },
+    ],
+    [
+      'empty DATA frames on a stream the router reset',
+      async (c: RawH2Client): Promise<void> => {
+        await afterRefusedStream(c);
+        c.send(...Array.from({ length: FLOOD }, () => dataFrame(1, Buffer.alloc(0))));
+      },
+    ],
+    [
+      'header blocks on a stream the router reset',
+      async (c: RawH2Client): Promise<void> => {
+        await afterRefusedStream(c);
+        c.send(...Array.from({ length: FLOOD }, () => headersFrame(1, ['x-trailer', 'y'], { end: true })));
+      },
+    ],
+    [
+      'PRIORITY frames of a wrong length, sent as their resets are read',
+      async (c: RawH2Client): Promise<void> => {
+        // Read as they come, the resets owed never queue up: only a count of such frames bounds them.
+        for (let sent = 0; sent < FLOOD && !c.closed; sent += 100) {
+          c.send(...Array.from({ length: 100 }, (_, i) => frame(FrameType.PRIORITY, 0, 2 * (sent + i) + 1, Buffer.alloc(4))));
+          await answered(c, sent + 100);
+        }
+      },
+    ],
+  ])(`ends a connection of more than ${MAX_JUNK_FRAMES} %s (ENHANCE_YOUR_CALM) and serves others meanwhile`, async (_what, flood) => {
+    const c = await client();
+    await flood(c);
+    const [code] = await Promise.all([c.goaway(), stillServes()]);
+    expect(code).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+  });
+});
+
+describe('the router’s own HTTP/2 framing against a strict reading of RFC 9113', () => {
+  it('finishes an open call after the client’s GOAWAY and refuses new streams', async () => {
+    const c = await client();
+    c.send(headersFrame(1, grpcRequestFields('ServerLive')), frame(FrameType.GOAWAY, 0, 0, Buffer.alloc(8)));
+    c.send(dataFrame(1, EMPTY_MESSAGE, true));
+    await c.closesStream(1);
+    expect(c.frames.some((f) => f.type === FrameType.RST_STREAM && f.streamId === 1)).toBe(false);
+  });
+
+  it('ends a connection whose header block never ends (the idle timeout)', async () => {
+    const c = await client();
+    c.send(headersFrame(1, grpcRequestFields('ServerLive'), { endHeaders: false }));
+    await c.closes(10_000);
+  });
+});
+
+describe('the router’s own HTTP/2 framing against a client that opens no window', () => {
+  it('resets an answer the client’s zero window holds, after the write timeout (CANCEL)', async () => {
+    const c = await client({ preface: false });
+    c.send(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'), settingsFrame([[Setting.INITIAL_WINDOW_SIZE, 0]]));
+    c.send(headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, EMPTY_MESSAGE, true));
+    expect(await c.reset(1, 8000)).toBe(ErrorCode.CANCEL);
+  });
+
+  it('resumes an answer after SETTINGS_INITIAL_WINDOW_SIZE makes its window negative and then positive', async () => {
+    const c = await client({ preface: false });
+    c.send(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'), settingsFrame([[Setting.INITIAL_WINDOW_SIZE, 3]]));
+    c.send(headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, EMPTY_MESSAGE, true));
+    await c.has(FrameType.DATA, 1);
+    c.send(settingsFrame([[Setting.INITIAL_WINDOW_SIZE, 0]]));
+    c.send(settingsFrame([[Setting.INITIAL_WINDOW_SIZE, 65_535]]));
+    await c.closesStream(1);
+    const body = Buffer.concat(c.frames.filter((f) => f.type === FrameType.DATA && f.streamId === 1).map((f) => f.payload));
+    expect(body.length).toBe(5 + body.readUInt32BE(1));
+    expect(c.frames.some((f) => f.type === FrameType.RST_STREAM)).toBe(false);
+  });
+});
