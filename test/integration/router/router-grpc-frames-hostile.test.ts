@@ -135,6 +135,13 @@ describe('the router’s own HTTP/2 framing against floods of frames that cost n
 });
 
 describe('the router’s own HTTP/2 framing against a strict reading of RFC 9113', () => {
+  it('ends a connection on a HEADERS with PRIORITY shorter than its 5-byte priority fields (FRAME_SIZE_ERROR, as nghttp2)', async () => {
+    const c = await client();
+    c.send(frame(FrameType.HEADERS, Flag.PRIORITY | Flag.END_HEADERS, 1, Buffer.alloc(3)));
+    expect(await c.goaway()).toBe(ErrorCode.FRAME_SIZE_ERROR);
+    await stillServes();
+  });
+
   it('finishes an open call after the client’s GOAWAY and refuses new streams', async () => {
     const c = await client();
     c.send(headersFrame(1, grpcRequestFields('ServerLive')), frame(FrameType.GOAWAY, 0, 0, Buffer.alloc(8)));
