@@ -50,13 +50,15 @@ const REQUEST_PSEUDO = new Set([':method', ':scheme', ':authority', ':path']);
 const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
 /** A field name: lowercase token characters only (RFC 9110 §5.6.2, RFC 9113 §8.2.1). */
 const NAME = /^[a-z0-9!#$%&'*+\-.^_`|~]+$/;
+const UPPER = /[A-Z]/;
 /** A field value: no NUL, CR or LF, no leading or trailing blank (RFC 9113 §8.2.1). */
 const BAD_VALUE = /[\0\r\n]|^[ \t]|[ \t]$/;
 
 /**
  * A request's fields checked as nghttp2 checks them (nghttp2_http_on_header): the reason it is
  * malformed (a stream error PROTOCOL_ERROR), or the headers as node:http2 builds them. As
- * nghttp2 does, a regular field of a malformed name or value is left out, not an error.
+ * nghttp2 does, a regular field of a malformed name or value is left out, not an error, unless
+ * the name has upper case.
  */
 export function requestHeaders(fields: readonly string[]): IncomingHttpHeaders | string {
   const out = Object.create(null) as Record<string, string | string[]>;
@@ -71,6 +73,8 @@ export function requestHeaders(fields: readonly string[]): IncomingHttpHeaders |
       if (BAD_VALUE.test(value)) return `pseudo-header ${name} has a malformed value`;
     } else {
       regular = true;
+      // Upper case makes the request malformed (RFC 9113 §8.2.1); other bad names are dropped, as nghttp2 does.
+      if (UPPER.test(name)) return `field name ${name} has upper-case letters`;
       if (!NAME.test(name) || BAD_VALUE.test(value)) continue;
       if (CONNECTION_SPECIFIC.has(name) || (name === 'te' && value !== 'trailers')) return `connection-specific field ${name}`;
     }

@@ -142,6 +142,12 @@ describe('the router’s own HTTP/2 framing against a strict reading of RFC 9113
     await stillServes();
   });
 
+  it('resets a request whose field name has an upper-case letter (PROTOCOL_ERROR, RFC 9113 §8.2.1, as nghttp2)', async () => {
+    const c = await client();
+    c.send(headersFrame(1, grpcRequestFields('ServerLive', ['X-Upper', 'a'])), dataFrame(1, EMPTY_MESSAGE, true));
+    expect(await c.reset(1)).toBe(ErrorCode.PROTOCOL_ERROR);
+  });
+
   it('finishes an open call after the client’s GOAWAY and refuses new streams', async () => {
     const c = await client();
     c.send(headersFrame(1, grpcRequestFields('ServerLive')), frame(FrameType.GOAWAY, 0, 0, Buffer.alloc(8)));
