@@ -73,10 +73,11 @@ export function requestHeaders(fields: readonly string[]): IncomingHttpHeaders |
       if (BAD_VALUE.test(value)) return `pseudo-header ${name} has a malformed value`;
     } else {
       regular = true;
-      // Upper case makes the request malformed (RFC 9113 §8.2.1); other bad names are dropped, as nghttp2 does.
-      if (UPPER.test(name)) return `field name ${name} has upper-case letters`;
+      const malformed = regularFieldError(name, value);
+      if (malformed !== undefined) return malformed;
       if (!NAME.test(name) || BAD_VALUE.test(value)) continue;
-      if (CONNECTION_SPECIFIC.has(name) || (name === 'te' && value !== 'trailers')) return `connection-specific field ${name}`;
+      // nghttp2 takes one, whatever the values: two could be read two ways by two hops.
+      if (name === 'content-length' && out[name] !== undefined) return 'content-length repeated';
     }
     add(out, name, value);
   }
@@ -85,6 +86,24 @@ export function requestHeaders(fields: readonly string[]): IncomingHttpHeaders |
   const length = out['content-length'];
   if (length !== undefined && !/^[0-9]+$/.test(String(length))) return 'a malformed content-length';
   return out;
+}
+
+/** A request's trailers checked as nghttp2 checks them: the reason they make it malformed (RFC 9113 §8.1), or undefined. */
+export function trailersError(fields: readonly string[]): string | undefined {
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i] as string;
+    const malformed = name.startsWith(':') ? `pseudo-header ${name} in trailers` : regularFieldError(name, fields[i + 1] as string);
+    if (malformed !== undefined) return malformed;
+  }
+  return undefined;
+}
+
+/** What makes a regular field malformed rather than left out: upper case (RFC 9113 §8.2.1), a connection-specific field (§8.2.2). */
+function regularFieldError(name: string, value: string): string | undefined {
+  if (UPPER.test(name)) return `field name ${name} has upper-case letters`;
+  if (!NAME.test(name) || BAD_VALUE.test(value)) return undefined;
+  if (CONNECTION_SPECIFIC.has(name) || (name === 'te' && value !== 'trailers')) return `connection-specific field ${name}`;
+  return undefined;
 }
 
 function add(out: Record<string, string | string[]>, name: string, value: string): void {

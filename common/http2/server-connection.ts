@@ -4,7 +4,7 @@ import type { CallSession } from '../grpc/call-stream.js';
 import { FrameReader, unpadded } from './frame-reader.js';
 import { ConnectionError, DEFAULT_MAX_FRAME_SIZE, frameHeaderError, DEFAULT_WINDOW, ErrorCode, Flag, FrameType, MAX_WINDOW, Setting, type Frame } from './frame-types.js';
 import { dataFrames, goawayFrame, headersFrames, pingFrame, rstStreamFrame, SETTINGS_ACK, settingsFrame, windowUpdateFrame } from './frame-writer.js';
-import { requestHeaders } from './header-fields.js';
+import { requestHeaders, trailersError } from './header-fields.js';
 import { encodeHeaderBlock, HpackDecoder, HpackError } from './hpack.js';
 import { ServerStream, type StreamOwner } from './server-stream.js';
 
@@ -298,7 +298,7 @@ export class ServerConnection implements CallSession, StreamOwner {
     }
     const end = (flags & Flag.END_STREAM) !== 0;
     const open = this.streams.get(id);
-    if (open !== undefined) return this.trailers(open, end);
+    if (open !== undefined) return this.trailers(open, end, decoded.fields);
     if (this.resetIds.has(id)) return this.junkFrame();
     this.lastStreamId = id;
     if (this.goawaySent || this.closed) return this.refuse(id, ErrorCode.REFUSED_STREAM);
@@ -315,10 +315,10 @@ export class ServerConnection implements CallSession, StreamOwner {
     s.remoteEnd();
   }
 
-  /** A second header block on an open stream: the request's trailers, which end it; their fields are not read. */
-  private trailers(s: ServerStream, end: boolean): void {
+  /** A second header block on an open stream: the request's trailers, which end it; their fields are checked, not kept. */
+  private trailers(s: ServerStream, end: boolean, fields: readonly string[]): void {
     if (s.remoteEnded) return s.close(ErrorCode.STREAM_CLOSED);
-    if (!end) return s.close(ErrorCode.PROTOCOL_ERROR);
+    if (!end || trailersError(fields) !== undefined) return s.close(ErrorCode.PROTOCOL_ERROR);
     if (s.contentLength !== undefined && s.received !== s.contentLength) return s.close(ErrorCode.PROTOCOL_ERROR);
     s.remoteEnd();
   }

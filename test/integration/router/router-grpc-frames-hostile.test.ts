@@ -148,7 +148,22 @@ describe('the router’s own HTTP/2 framing against a strict reading of RFC 9113
     expect(await c.reset(1)).toBe(ErrorCode.PROTOCOL_ERROR);
   });
 
-  it('finishes an open call after the client’s GOAWAY and refuses new streams', async () => {
+  it.each([
+    ['pseudo-headers in its trailers', [':path', '/inference.GRPCInferenceService/ServerLive']],
+    ['a connection-specific field in its trailers', ['connection', 'close']],
+  ])('resets a request with %s (PROTOCOL_ERROR, RFC 9113 §8.1, as nghttp2)', async (_what, trailer) => {
+    const c = await client();
+    c.send(headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, EMPTY_MESSAGE), headersFrame(1, trailer, { end: true }));
+    expect(await c.reset(1)).toBe(ErrorCode.PROTOCOL_ERROR);
+  });
+
+  it('resets a request with two content-length fields (PROTOCOL_ERROR, as nghttp2)', async () => {
+    const c = await client();
+    c.send(headersFrame(1, grpcRequestFields('ServerLive', ['content-length', '5', 'content-length', '6'])), dataFrame(1, EMPTY_MESSAGE, true));
+    expect(await c.reset(1)).toBe(ErrorCode.PROTOCOL_ERROR);
+  });
+
+  it('finishes an open call after the client’s GOAWAY', async () => {
     const c = await client();
     c.send(headersFrame(1, grpcRequestFields('ServerLive')), frame(FrameType.GOAWAY, 0, 0, Buffer.alloc(8)));
     c.send(dataFrame(1, EMPTY_MESSAGE, true));
