@@ -33,6 +33,12 @@ export const PREFACE_TIMEOUT_MS = 10_000;
 /** A connection closed on an error gets this long to flush its GOAWAY before it is cut. */
 const CLOSE_LINGER_MS = 1000;
 const PING_PAYLOAD = Buffer.from('mmuxping', 'latin1');
+/**
+ * Bytes queued in the socket past which DATA waits in its stream for the socket's drain: a client
+ * that does not read holds at most this of answers in the socket; the rest stays in the streams,
+ * where the write timeout's reset frees it and the byte budget counts it.
+ */
+const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
 /** Frames of one turn up to this many bytes are copied into one buffer for one write; more go as a writev. */
 const ONE_WRITE_BYTES = 64 * 1024;
 
@@ -102,6 +108,7 @@ export class ServerConnection implements CallSession, StreamOwner {
     this.junkSince = Date.now();
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', () => undefined);
+    socket.on('drain', () => this.flushStreams());
     socket.once('close', () => this.onClose());
     this.write(
       settingsFrame([
@@ -154,8 +161,10 @@ export class ServerConnection implements CallSession, StreamOwner {
   }
 
   sendData(stream: ServerStream, data: Buffer, endStream: boolean, cb: (() => void) | undefined): number {
-    const n = Math.min(data.length, stream.sendWindow, this.sendWindow);
-    if (n <= 0 && data.length > 0) return 0;
+    const room = SOCKET_HIGH_WATER_BYTES - this.socket.writableLength - this.outBytes;
+    // Windows made negative by SETTINGS_INITIAL_WINDOW_SIZE send nothing, an empty END_STREAM included.
+    const n = Math.max(0, Math.min(data.length, stream.sendWindow, this.sendWindow, room));
+    if (n === 0 && data.length > 0) return 0;
     stream.sendWindow -= n;
     this.sendWindow -= n;
     const whole = n === data.length;

@@ -133,6 +133,11 @@ export class RawH2Client {
     return this.frames.filter((f) => f.type === type).length;
   }
 
+  /** A paused client starts reading. */
+  resume(): void {
+    this.socket.resume();
+  }
+
   close(): void {
     this.socket.destroy();
   }

@@ -4,10 +4,11 @@ import { eventually } from '../../../harness/eventually.js';
 import { startReplica } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { framed, RawGrpcConnection } from '../../../harness/raw-grpc-client.js';
-import { ErrorCode, Flag, FrameType, Setting } from '../../../common/http2/frame-types.js';
+import { ErrorCode, Flag, FrameType, MAX_WINDOW, Setting } from '../../../common/http2/frame-types.js';
 import { frame, pingFrame, rstStreamFrame, SETTINGS_ACK, settingsFrame, windowUpdateFrame } from '../../../common/http2/frame-writer.js';
 import { MAX_JUNK_FRAMES } from '../../../common/http2/server-connection.js';
 import { identityModel } from '../../helpers/datatype-models.js';
+import { identityInfer } from '../../helpers/grpc-messages.js';
 import { dataFrame, grpcRequestFields, headersFrame, RawH2Client } from '../../helpers/h2-frames.js';
 import { modelFolder } from '../../helpers/wine-folder.js';
 
@@ -42,6 +43,8 @@ async function stillServes(): Promise<void> {
   }
   expect(Date.now() - started).toBeLessThan(2000);
 }
+
+const metric = async (key: string): Promise<number> => (await rt.metrics()).get(key) ?? 0;
 
 /** `n` RST_STREAMs came, or the connection's GOAWAY. */
 async function answered(c: RawH2Client, n: number): Promise<void> {
@@ -184,6 +187,26 @@ describe('the router’s own HTTP/2 framing against a client that opens no windo
     c.send(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'), settingsFrame([[Setting.INITIAL_WINDOW_SIZE, 0]]));
     c.send(headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, EMPTY_MESSAGE, true));
     expect(await c.reset(1, 8000)).toBe(ErrorCode.CANCEL);
+  });
+
+  it('keeps the answers of a client that does not read in their streams past a socket’s worth, so that the write timeout frees them', async () => {
+    const c = await client({ paused: true });
+    c.send(settingsFrame([[Setting.INITIAL_WINDOW_SIZE, MAX_WINDOW]]), windowUpdateFrame(0, MAX_WINDOW - 65_535));
+    const timedOut = await metric('modelmux_router_timeouts_total{phase="downstream_write"}');
+    const message = framed(identityInfer(80_000));
+    const ids = Array.from({ length: 16 }, (_, i) => 2 * i + 1);
+    for (const id of ids) {
+      c.send(headersFrame(id, grpcRequestFields('ModelInfer')));
+      for (let at = 0; at < message.length; at += 16_384) c.send(dataFrame(id, message.subarray(at, at + 16_384), at + 16_384 >= message.length));
+    }
+    // The kernel's buffers (4 MiB here) take a few answers whole; the others wait and are reset.
+    await eventually(async () => expect(await metric('modelmux_router_timeouts_total{phase="downstream_write"}')).toBeGreaterThanOrEqual(timedOut + ids.length - 5), 20_000, 50);
+    c.resume();
+    for (const id of ids) await c.closesStream(id, 10_000);
+    // What reaches the client of 16 answers of 1 MB each is what the kernel's buffers took before the
+    // resets: the rest was never handed to the socket, and went with the streams.
+    const delivered = c.frames.filter((f) => f.type === FrameType.DATA).reduce((n, f) => n + f.payload.length, 0);
+    expect(delivered).toBeLessThan(8 * 1024 * 1024);
   });
 
   it('resumes an answer after SETTINGS_INITIAL_WINDOW_SIZE makes its window negative and then positive', async () => {
