@@ -88,9 +88,9 @@ afterAll(async () => {
 });
 
 describe('the router’s own HTTP/2 framing against floods of frames that cost nothing to send', () => {
-  it.each([
-    ['unsolicited SETTINGS acks', async (c: RawH2Client): Promise<void> => c.send(...Array.from({ length: FLOOD }, () => SETTINGS_ACK))],
-    ['unsolicited PING acks', async (c: RawH2Client): Promise<void> => c.send(...Array.from({ length: FLOOD }, () => pingFrame(Buffer.alloc(8), true)))],
+  it.each<[string, (c: RawH2Client) => void | Promise<void>]>([
+    ['unsolicited SETTINGS acks', (c: RawH2Client): void => c.send(...Array.from({ length: FLOOD }, () => SETTINGS_ACK))],
+    ['unsolicited PING acks', (c: RawH2Client): void => c.send(...Array.from({ length: FLOOD }, () => pingFrame(Buffer.alloc(8), true)))],
     [
       'RST_STREAMs of a closed stream',
       async (c: RawH2Client): Promise<void> => {
