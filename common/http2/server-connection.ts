@@ -33,6 +33,10 @@ export const PREFACE_TIMEOUT_MS = 10_000;
 /** A connection closed on an error gets this long to flush its GOAWAY before it is cut. */
 const CLOSE_LINGER_MS = 1000;
 const PING_PAYLOAD = Buffer.from('mmuxping', 'latin1');
+/** SETTINGS_HEADER_TABLE_SIZE's initial value (RFC 9113 §6.5.2). */
+const DEFAULT_HEADER_TABLE_BYTES = 4096;
+/** An HPACK dynamic table size update to 0 (RFC 7541 §6.3). */
+const TABLE_SIZE_ZERO = Buffer.from([0x20]);
 /**
  * Bytes queued in the socket past which DATA waits in its stream for the socket's drain: a client
  * that does not read holds at most this of answers in the socket; the rest stays in the streams,
@@ -94,6 +98,10 @@ export class ServerConnection implements CallSession, StreamOwner {
   /** Streams this side reset, whose frames in flight are ignored (RFC 9113 §5.1), the latest first out. */
   private readonly resetIds = new Set<number>();
   private pingCb: ((err: Error | null) => void) | undefined;
+  /** The dynamic table size the client's decoder holds ours to: 4096 until a size update of 0 tells it ours is unused. */
+  private encoderTableBytes = DEFAULT_HEADER_TABLE_BYTES;
+  /** The client's SETTINGS_HEADER_TABLE_SIZE went below it: our next header block must open with a size update (RFC 7541 §4.2). */
+  private tableSizeOwed = false;
   private readonly prefaceTimer: NodeJS.Timeout;
 
   constructor(
@@ -157,7 +165,14 @@ export class ServerConnection implements CallSession, StreamOwner {
   // --- what streams ask ----------------------------------------------------------------------
 
   sendHeaders(id: number, fields: readonly string[], endStream: boolean): void {
-    this.write(headersFrames(id, encodeHeaderBlock(fields), this.peerMaxFrame, endStream));
+    let block = encodeHeaderBlock(fields);
+    if (this.tableSizeOwed) {
+      // Our encoder adds no entries: one update to 0 satisfies any size the client sets later.
+      block = Buffer.concat([TABLE_SIZE_ZERO, block]);
+      this.tableSizeOwed = false;
+      this.encoderTableBytes = 0;
+    }
+    this.write(headersFrames(id, block, this.peerMaxFrame, endStream));
   }
 
   sendData(stream: ServerStream, data: Buffer, endStream: boolean, cb: (() => void) | undefined): number {
@@ -357,6 +372,7 @@ export class ServerConnection implements CallSession, StreamOwner {
   }
 
   private setting(id: number, value: number): void {
+    if (id === Setting.HEADER_TABLE_SIZE && value < this.encoderTableBytes) this.tableSizeOwed = true;
     if (id === Setting.ENABLE_PUSH && value > 1) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_ENABLE_PUSH other than 0 or 1');
     if (id === Setting.MAX_FRAME_SIZE) {
       if (value < DEFAULT_MAX_FRAME_SIZE || value > 16_777_215) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');

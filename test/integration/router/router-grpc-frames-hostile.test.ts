@@ -166,6 +166,15 @@ describe('the router’s own HTTP/2 framing against a strict reading of RFC 9113
     expect(await c.reset(1)).toBe(ErrorCode.PROTOCOL_ERROR);
   });
 
+  it.each([0, 100])('answers a node:http2 client whose SETTINGS_HEADER_TABLE_SIZE is %d (a table size update opens the next header block, RFC 7541 §4.2)', async (headerTableSize) => {
+    const c = await RawGrpcConnection.open(rt.grpcAddress as string, { settings: { headerTableSize } });
+    try {
+      for (let i = 0; i < 2; i++) expect((await c.call('ServerLive', EMPTY_MESSAGE).answer).grpcStatus).toBe(0);
+    } finally {
+      c.close();
+    }
+  });
+
   it('finishes an open call after the client’s GOAWAY', async () => {
     const c = await client();
     c.send(headersFrame(1, grpcRequestFields('ServerLive')), frame(FrameType.GOAWAY, 0, 0, Buffer.alloc(8)));
