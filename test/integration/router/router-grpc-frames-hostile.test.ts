@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { jest } from '@jest/globals';
 import { eventually } from '../../../harness/eventually.js';
@@ -187,6 +188,88 @@ describe('the router’s own HTTP/2 framing against a strict reading of RFC 9113
     const c = await client();
     c.send(headersFrame(1, grpcRequestFields('ServerLive'), { endHeaders: false }));
     await c.closes(10_000);
+  });
+});
+
+/** A request head without the fields named. */
+function without(...names: string[]): string[] {
+  const fields = grpcRequestFields('ServerLive');
+  return fields.filter((_, i) => i % 2 === 0 && !names.includes(fields[i] as string)).flatMap((name) => [name, fields[fields.indexOf(name) + 1] as string]);
+}
+
+/** A header block of raw HPACK bytes on stream 1. */
+const block = (...bytes: number[]): Buffer => frame(FrameType.HEADERS, Flag.END_HEADERS, 1, Buffer.from(bytes));
+
+describe('the router’s own HTTP/2 framing, frame by frame, as nghttp2 answers (RFC 9113, RFC 7541)', () => {
+  it.each<[string, Buffer[], number]>([
+    ['a dynamic table size update over its 4096', [block(0x3f, 0xe2, 0x1f)], ErrorCode.COMPRESSION_ERROR],
+    ['a literal of 2^31-1 bytes', [block(0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0x07)], ErrorCode.COMPRESSION_ERROR],
+    ['an integer past 2^31', [block(0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0x0f)], ErrorCode.COMPRESSION_ERROR],
+    ['a Huffman string holding EOS', [block(0x00, 0x84, 0xff, 0xff, 0xff, 0xff, 0x01, 0x61)], ErrorCode.COMPRESSION_ERROR],
+    ['a Huffman string padded with zeros', [block(0x00, 0x81, 0x00, 0x01, 0x61)], ErrorCode.COMPRESSION_ERROR],
+    ['an index of 0', [block(0x80)], ErrorCode.COMPRESSION_ERROR],
+    ['an index past both tables', [block(0xff, 0x49)], ErrorCode.COMPRESSION_ERROR],
+    ['a table size update after a field', [block(0x82, 0x20)], ErrorCode.COMPRESSION_ERROR],
+    ['HEADERS padding longer than the frame', [frame(FrameType.HEADERS, Flag.PADDED | Flag.END_HEADERS, 1, Buffer.from([5, 0x82]))], ErrorCode.PROTOCOL_ERROR],
+    ['DATA padding longer than the frame', [headersFrame(1, grpcRequestFields('ServerLive')), frame(FrameType.DATA, Flag.PADDED, 1, Buffer.from([5, 0, 0]))], ErrorCode.PROTOCOL_ERROR],
+    ['a connection WINDOW_UPDATE of 0', [windowUpdateFrame(0, 0)], ErrorCode.PROTOCOL_ERROR],
+    ['RST_STREAM on an idle stream', [rstStreamFrame(7, ErrorCode.CANCEL)], ErrorCode.PROTOCOL_ERROR],
+    ['WINDOW_UPDATE on an idle stream', [windowUpdateFrame(7, 1)], ErrorCode.PROTOCOL_ERROR],
+    ['DATA on an idle stream', [dataFrame(7, EMPTY_MESSAGE)], ErrorCode.PROTOCOL_ERROR],
+    ['HEADERS on a lower stream id than the last', [headersFrame(5, grpcRequestFields('ServerLive')), headersFrame(3, grpcRequestFields('ServerLive'))], ErrorCode.STREAM_CLOSED],
+    ['a stream that depends on itself', [frame(FrameType.HEADERS, Flag.PRIORITY | Flag.END_HEADERS, 1, Buffer.from([0, 0, 0, 1, 16, 0x82]))], ErrorCode.PROTOCOL_ERROR],
+    ['SETTINGS of 5 bytes', [frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(5))], ErrorCode.FRAME_SIZE_ERROR],
+    ['a SETTINGS ACK with a payload', [frame(FrameType.SETTINGS, Flag.ACK, 0, Buffer.alloc(6))], ErrorCode.FRAME_SIZE_ERROR],
+    ['SETTINGS_ENABLE_PUSH 2', [settingsFrame([[Setting.ENABLE_PUSH, 2]])], ErrorCode.PROTOCOL_ERROR],
+    ['SETTINGS_MAX_FRAME_SIZE under 16 KiB', [settingsFrame([[Setting.MAX_FRAME_SIZE, 100]])], ErrorCode.PROTOCOL_ERROR],
+    ['SETTINGS_INITIAL_WINDOW_SIZE 2^31', [settingsFrame([[Setting.INITIAL_WINDOW_SIZE, 2 ** 31]])], ErrorCode.FLOW_CONTROL_ERROR],
+    ['a PING of 7 bytes', [frame(FrameType.PING, 0, 0, Buffer.alloc(7))], ErrorCode.FRAME_SIZE_ERROR],
+    ['PUSH_PROMISE from the client', [frame(FrameType.PUSH_PROMISE, Flag.END_HEADERS, 1, Buffer.alloc(4))], ErrorCode.PROTOCOL_ERROR],
+    ['GOAWAY on a stream', [frame(FrameType.GOAWAY, 0, 1, Buffer.alloc(8))], ErrorCode.PROTOCOL_ERROR],
+  ])('ends a connection on %s (GOAWAY %d)', async (_what, frames, code) => {
+    const c = await client();
+    c.send(...frames);
+    expect(await c.goaway()).toBe(code);
+    await c.closes();
+  });
+
+  // Where RFC 9113 makes it a stream error, the connection and its other calls live on (nghttp2 ends the
+  // connection for a stream WINDOW_UPDATE of 0, a PRIORITY of 4 bytes and DATA after END_STREAM).
+  it.each<[string, Buffer[], number]>([
+    ['without :path', [headersFrame(1, without(':path'))], ErrorCode.PROTOCOL_ERROR],
+    ['without :method', [headersFrame(1, without(':method'))], ErrorCode.PROTOCOL_ERROR],
+    ['without :scheme', [headersFrame(1, without(':scheme'))], ErrorCode.PROTOCOL_ERROR],
+    ['without :authority or host', [headersFrame(1, without(':authority'))], ErrorCode.PROTOCOL_ERROR],
+    ['with a pseudo-header after a regular field', [headersFrame(1, ['x-a', 'b', ...grpcRequestFields('ServerLive')])], ErrorCode.PROTOCOL_ERROR],
+    ['with an unknown pseudo-header', [headersFrame(1, [':foo', 'x', ...grpcRequestFields('ServerLive')])], ErrorCode.PROTOCOL_ERROR],
+    ['with a connection field', [headersFrame(1, grpcRequestFields('ServerLive', ['connection', 'keep-alive']))], ErrorCode.PROTOCOL_ERROR],
+    ['with te other than trailers', [headersFrame(1, [...without('te'), 'te', 'gzip'])], ErrorCode.PROTOCOL_ERROR],
+    ['whose DATA falls short of its content-length', [headersFrame(1, grpcRequestFields('ServerLive', ['content-length', '10'])), dataFrame(1, EMPTY_MESSAGE, true)], ErrorCode.PROTOCOL_ERROR],
+    ['whose DATA runs past its content-length', [headersFrame(1, grpcRequestFields('ServerLive', ['content-length', '1'])), dataFrame(1, EMPTY_MESSAGE)], ErrorCode.PROTOCOL_ERROR],
+    ['with trailers without END_STREAM', [headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, EMPTY_MESSAGE), headersFrame(1, ['x-t', 'a'])], ErrorCode.PROTOCOL_ERROR],
+    ['with a stream WINDOW_UPDATE of 0', [headersFrame(1, grpcRequestFields('ServerLive')), windowUpdateFrame(1, 0)], ErrorCode.PROTOCOL_ERROR],
+    ['with a PRIORITY of 4 bytes', [headersFrame(1, grpcRequestFields('ServerLive')), frame(FrameType.PRIORITY, 0, 1, Buffer.alloc(4))], ErrorCode.FRAME_SIZE_ERROR],
+    ['with DATA after its END_STREAM', [headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, Buffer.from([0, 0, 0, 0, 10]), true), dataFrame(1, EMPTY_MESSAGE)], ErrorCode.STREAM_CLOSED],
+  ])('resets a request %s (RST_STREAM %d) and serves the next on its connection', async (_what, frames, code) => {
+    const c = await client();
+    c.send(...frames);
+    expect(await c.reset(1)).toBe(code);
+    c.send(headersFrame(3, grpcRequestFields('ServerLive')), dataFrame(3, EMPTY_MESSAGE, true));
+    await c.closesStream(3);
+    expect(c.count(FrameType.GOAWAY)).toBe(0);
+  });
+
+  it('refuses a header block that decodes past 16 KiB from a few bytes (an HPACK bomb) on its stream, with the router’s memory flat', async () => {
+    const rss = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${rt.pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
+    const before = rss();
+    const c = await client();
+    // One 4000-byte entry in the dynamic table, then 12,000 one-byte references to it: 48 MB decoded.
+    const entry = Buffer.concat([Buffer.from([0x40, 0x01, 0x78, 0x7f, 0x91, 0x1e]), Buffer.alloc(3984, 0x61)]);
+    c.send(headersFrame(1, grpcRequestFields('ServerLive')), frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 3, Buffer.concat([entry, Buffer.alloc(12_000, 0xbe)])));
+    expect(await c.reset(3)).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+    expect(rss() - before).toBeLessThan(32 * 1024 * 1024);
+    c.send(dataFrame(1, EMPTY_MESSAGE, true));
+    await c.closesStream(1);
   });
 });
 
