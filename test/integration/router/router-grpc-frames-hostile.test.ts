@@ -10,7 +10,7 @@ import { frame, pingFrame, rstStreamFrame, SETTINGS_ACK, settingsFrame, windowUp
 import { MAX_JUNK_FRAMES } from '../../../common/http2/server-connection.js';
 import { identityModel } from '../../helpers/datatype-models.js';
 import { identityInfer } from '../../helpers/grpc-messages.js';
-import { dataFrame, grpcRequestFields, headersFrame, RawH2Client } from '../../helpers/h2-frames.js';
+import { dataFrame, grpcRequestFields, headersFrame, RawH2Client, RawH2Clients } from '../../helpers/h2-frames.js';
 import { modelFolder } from '../../helpers/wine-folder.js';
 
 // ADR 0055, red-teamed: what an attacker's cheap frames and a strict reading of RFC 9113 do to
@@ -25,13 +25,8 @@ let models: string;
 let rt: RouterProcess;
 let port: number;
 const stops: { stop(graceMs?: number): Promise<number | null> }[] = [];
-const clients: RawH2Client[] = [];
-
-async function client(o: Parameters<typeof RawH2Client.open>[1] = {}): Promise<RawH2Client> {
-  const c = await RawH2Client.open(port, o);
-  clients.push(c);
-  return c;
-}
+const clients = new RawH2Clients(() => port);
+const client = clients.open.bind(clients);
 
 /** A well-behaved client's call on a fresh connection is answered within 2 s. */
 async function stillServes(): Promise<void> {
@@ -79,9 +74,7 @@ beforeAll(async () => {
   port = Number((rt.grpcAddress ?? '').split(':')[1]);
 });
 
-afterEach(() => {
-  for (const c of clients.splice(0)) c.close();
-});
+afterEach(() => clients.closeAll());
 
 afterAll(async () => {
   await Promise.all(stops.map((p) => p.stop(5000)));
