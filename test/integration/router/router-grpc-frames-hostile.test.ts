@@ -10,7 +10,7 @@ import { frame, pingFrame, rstStreamFrame, SETTINGS_ACK, settingsFrame, windowUp
 import { MAX_JUNK_FRAMES } from '../../../common/http2/server-connection.js';
 import { identityModel } from '../../helpers/datatype-models.js';
 import { identityInfer } from '../../helpers/grpc-messages.js';
-import { dataFrame, grpcRequestFields, headersFrame, RawH2Client, RawH2Clients } from '../../helpers/h2-frames.js';
+import { dataFrame, grpcRequestFields, headersFrame, RawH2Clients, type RawH2Client } from '../../helpers/h2-frames.js';
 import { modelFolder } from '../../helpers/wine-folder.js';
 
 // ADR 0055, red-teamed: what an attacker's cheap frames and a strict reading of RFC 9113 do to
