@@ -28,6 +28,8 @@ export const MAX_JUNK_FRAMES = 1000;
 const JUNK_WINDOW_MS = 10_000;
 /** Control frames owed (SETTINGS and PING ACKs, RST_STREAMs) queued before the socket took the earlier ones, as nghttp2's outbound queue bound. */
 export const MAX_OWED_CONTROL_FRAMES = 1000;
+/** Entries of one SETTINGS frame, as nghttp2's max_settings: each INITIAL_WINDOW_SIZE walks every stream (CVE-2020-11080). */
+export const MAX_SETTINGS_ENTRIES = 32;
 /** The client preface and SETTINGS must come within this of the connection. */
 export const PREFACE_TIMEOUT_MS = 10_000;
 /** A connection closed on an error gets this long to flush its GOAWAY before it is cut. */
@@ -214,6 +216,7 @@ export class ServerConnection implements CallSession, StreamOwner {
   private checkHeader(type: number, flags: number, streamId: number, length: number): void {
     const err = frameHeaderError(type, flags, streamId, length);
     if (err !== undefined) throw err;
+    if (type === FrameType.SETTINGS && length > 6 * MAX_SETTINGS_ENTRIES) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'a SETTINGS of too many entries');
     if (!this.settled && type !== FrameType.SETTINGS) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'the client preface is not followed by SETTINGS');
     if (this.continuing !== undefined && (type !== FrameType.CONTINUATION || streamId !== this.continuing.streamId))
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'a frame inside a header block');

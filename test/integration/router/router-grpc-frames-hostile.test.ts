@@ -7,7 +7,7 @@ import { startRouter, type RouterProcess } from '../../../harness/router-process
 import { framed, RawGrpcConnection } from '../../../harness/raw-grpc-client.js';
 import { ErrorCode, Flag, FrameType, MAX_WINDOW, Setting } from '../../../common/http2/frame-types.js';
 import { frame, pingFrame, rstStreamFrame, SETTINGS_ACK, settingsFrame, windowUpdateFrame } from '../../../common/http2/frame-writer.js';
-import { MAX_JUNK_FRAMES } from '../../../common/http2/server-connection.js';
+import { MAX_JUNK_FRAMES, MAX_SETTINGS_ENTRIES } from '../../../common/http2/server-connection.js';
 import { identityModel } from '../../helpers/datatype-models.js';
 import { identityInfer } from '../../helpers/grpc-messages.js';
 import { dataFrame, grpcRequestFields, headersFrame, RawH2Clients, type RawH2Client } from '../../helpers/h2-frames.js';
@@ -158,6 +158,14 @@ describe('the router’s own HTTP/2 framing against a strict reading of RFC 9113
     const c = await client();
     c.send(headersFrame(1, grpcRequestFields('ServerLive', ['content-length', '5', 'content-length', '6'])), dataFrame(1, EMPTY_MESSAGE, true));
     expect(await c.reset(1)).toBe(ErrorCode.PROTOCOL_ERROR);
+  });
+
+  it(`ends a connection whose SETTINGS carries more than ${MAX_SETTINGS_ENTRIES} entries (ENHANCE_YOUR_CALM, CVE-2020-11080, as nghttp2)`, async () => {
+    const c = await client();
+    const entries = Array.from({ length: 2730 }, (_, i): [number, number] => [Setting.INITIAL_WINDOW_SIZE, 65_535 + (i % 2)]);
+    c.send(settingsFrame(entries));
+    expect(await c.goaway()).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+    await stillServes();
   });
 
   it.each([0, 100])('answers a node:http2 client whose SETTINGS_HEADER_TABLE_SIZE is %d (a table size update opens the next header block, RFC 7541 §4.2)', async (headerTableSize) => {
