@@ -30,6 +30,8 @@ const JUNK_WINDOW_MS = 10_000;
 export const MAX_OWED_CONTROL_FRAMES = 1000;
 /** Entries of one SETTINGS frame, as nghttp2's max_settings: each INITIAL_WINDOW_SIZE walks every stream (CVE-2020-11080). */
 export const MAX_SETTINGS_ENTRIES = 32;
+/** DATA on a stream this side reset is work for nothing below this size; a message's full frames are a client's in flight. */
+const SMALL_FRAME_BYTES = 1024;
 /** The client preface and SETTINGS must come within this of the connection. */
 export const PREFACE_TIMEOUT_MS = 10_000;
 /** A connection closed on an error gets this long to flush its GOAWAY before it is cut. */
@@ -263,7 +265,11 @@ export class ServerConnection implements CallSession, StreamOwner {
     if (data === undefined) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA padding longer than its frame');
     this.consumed(f.payload.length);
     const s = this.streams.get(f.streamId);
-    if (s === undefined && this.resetIds.has(f.streamId)) return this.junkFrame();
+    if (s === undefined && this.resetIds.has(f.streamId)) {
+      // A message in flight when this side reset its stream is a legitimate client's, in full frames: small ones count.
+      if (f.payload.length < SMALL_FRAME_BYTES) this.junkFrame();
+      return;
+    }
     if (s === undefined || s.remoteEnded) {
       this.junkFrame();
       if (s !== undefined) s.close(ErrorCode.STREAM_CLOSED);
@@ -410,7 +416,8 @@ export class ServerConnection implements CallSession, StreamOwner {
     }
     if (f.streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
     const s = this.streams.get(f.streamId);
-    if (s === undefined) return this.junkFrame();
+    // Not junk: a client that read an answer's last bytes after its END_STREAM opens its window late.
+    if (s === undefined) return;
     if (increment === 0) return s.close(ErrorCode.PROTOCOL_ERROR);
     s.sendWindow += increment;
     if (s.sendWindow > MAX_WINDOW) return s.close(ErrorCode.FLOW_CONTROL_ERROR);

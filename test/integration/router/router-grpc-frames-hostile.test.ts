@@ -93,13 +93,6 @@ describe('the router’s own HTTP/2 framing against floods of frames that cost n
       },
     ],
     [
-      'WINDOW_UPDATEs of a closed stream',
-      async (c: RawH2Client): Promise<void> => {
-        await afterOneCall(c);
-        c.send(...Array.from({ length: FLOOD }, () => windowUpdateFrame(1, 1)));
-      },
-    ],
-    [
       'empty DATA frames on a stream the router reset',
       async (c: RawH2Client): Promise<void> => {
         await afterRefusedStream(c);
@@ -158,6 +151,16 @@ describe('the router’s own HTTP/2 framing against a strict reading of RFC 9113
     const c = await client();
     c.send(headersFrame(1, grpcRequestFields('ServerLive', ['content-length', '5', 'content-length', '6'])), dataFrame(1, EMPTY_MESSAGE, true));
     expect(await c.reset(1)).toBe(ErrorCode.PROTOCOL_ERROR);
+  });
+
+  it('keeps a connection whose client’s message was in flight when the router refused its call', async () => {
+    const c = await client();
+    c.send(headersFrame(1, grpcRequestFields('NoSuchMethod')));
+    await c.closesStream(1);
+    c.send(...Array.from({ length: FLOOD }, () => dataFrame(1, Buffer.alloc(16_384))));
+    c.send(headersFrame(3, grpcRequestFields('ServerLive')), dataFrame(3, EMPTY_MESSAGE, true));
+    await c.closesStream(3, 10_000);
+    expect(c.count(FrameType.GOAWAY)).toBe(0);
   });
 
   it(`ends a connection whose SETTINGS carries more than ${MAX_SETTINGS_ENTRIES} entries (ENHANCE_YOUR_CALM, CVE-2020-11080, as nghttp2)`, async () => {
