@@ -67,7 +67,8 @@ export class ConnectionError extends Error {
 
 /**
  * What a frame's header alone makes a connection error, whatever the connection's state: a
- * connection frame on a stream, a stream frame on stream 0, a length its type cannot have, a
+ * connection frame on a stream, a stream frame on stream 0, a length its type cannot have (a
+ * HEADERS too short for its priority fields included), a
  * PUSH_PROMISE from a client. Found before the payload is awaited, as nghttp2 finds it.
  */
 export function frameHeaderError(type: number, flags: number, streamId: number, length: number): ConnectionError | undefined {
@@ -76,10 +77,16 @@ export function frameHeaderError(type: number, flags: number, streamId: number, 
   const streamLevel = type === FrameType.DATA || type === FrameType.HEADERS || type === FrameType.PRIORITY || type === FrameType.RST_STREAM || type === FrameType.CONTINUATION;
   if (streamLevel && streamId === 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'a stream frame on stream 0');
   if (type === FrameType.PUSH_PROMISE) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
-  const badLength =
+  return badLength(type, flags, length) ? new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, `a frame of type ${type} and ${length} bytes`) : undefined;
+}
+
+/** A length a frame of `type` with `flags` cannot have (RFC 9113 §6). */
+function badLength(type: number, flags: number, length: number): boolean {
+  return (
     (type === FrameType.SETTINGS && (length % 6 !== 0 || ((flags & Flag.ACK) !== 0 && length !== 0))) ||
     (type === FrameType.PING && length !== 8) ||
     (type === FrameType.GOAWAY && length < 8) ||
-    ((type === FrameType.RST_STREAM || type === FrameType.WINDOW_UPDATE) && length !== 4);
-  return badLength ? new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, `a frame of type ${type} and ${length} bytes`) : undefined;
+    ((type === FrameType.RST_STREAM || type === FrameType.WINDOW_UPDATE) && length !== 4) ||
+    (type === FrameType.HEADERS && (flags & Flag.PRIORITY) !== 0 && length < ((flags & Flag.PADDED) !== 0 ? 6 : 5))
+  );
 }

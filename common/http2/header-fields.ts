@@ -50,13 +50,15 @@ const REQUEST_PSEUDO = new Set([':method', ':scheme', ':authority', ':path']);
 const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
 /** A field name: lowercase token characters only (RFC 9110 §5.6.2, RFC 9113 §8.2.1). */
 const NAME = /^[a-z0-9!#$%&'*+\-.^_`|~]+$/;
+const UPPER = /[A-Z]/;
 /** A field value: no NUL, CR or LF, no leading or trailing blank (RFC 9113 §8.2.1). */
 const BAD_VALUE = /[\0\r\n]|^[ \t]|[ \t]$/;
 
 /**
  * A request's fields checked as nghttp2 checks them (nghttp2_http_on_header): the reason it is
  * malformed (a stream error PROTOCOL_ERROR), or the headers as node:http2 builds them. As
- * nghttp2 does, a regular field of a malformed name or value is left out, not an error.
+ * nghttp2 does, a regular field of a malformed name or value is left out, not an error, unless
+ * the name has upper case.
  */
 export function requestHeaders(fields: readonly string[]): IncomingHttpHeaders | string {
   const out = Object.create(null) as Record<string, string | string[]>;
@@ -71,8 +73,11 @@ export function requestHeaders(fields: readonly string[]): IncomingHttpHeaders |
       if (BAD_VALUE.test(value)) return `pseudo-header ${name} has a malformed value`;
     } else {
       regular = true;
+      const malformed = regularFieldError(name, value);
+      if (malformed !== undefined) return malformed;
       if (!NAME.test(name) || BAD_VALUE.test(value)) continue;
-      if (CONNECTION_SPECIFIC.has(name) || (name === 'te' && value !== 'trailers')) return `connection-specific field ${name}`;
+      // nghttp2 takes one, whatever the values: two could be read two ways by two hops.
+      if (name === 'content-length' && out[name] !== undefined) return 'content-length repeated';
     }
     add(out, name, value);
   }
@@ -81,6 +86,24 @@ export function requestHeaders(fields: readonly string[]): IncomingHttpHeaders |
   const length = out['content-length'];
   if (length !== undefined && !/^[0-9]+$/.test(String(length))) return 'a malformed content-length';
   return out;
+}
+
+/** A request's trailers checked as nghttp2 checks them: the reason they make it malformed (RFC 9113 §8.1), or undefined. */
+export function trailersError(fields: readonly string[]): string | undefined {
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i] as string;
+    const malformed = name.startsWith(':') ? `pseudo-header ${name} in trailers` : regularFieldError(name, fields[i + 1] as string);
+    if (malformed !== undefined) return malformed;
+  }
+  return undefined;
+}
+
+/** What makes a regular field malformed rather than left out: upper case (RFC 9113 §8.2.1), a connection-specific field (§8.2.2). */
+function regularFieldError(name: string, value: string): string | undefined {
+  if (UPPER.test(name)) return `field name ${name} has upper-case letters`;
+  if (!NAME.test(name) || BAD_VALUE.test(value)) return undefined;
+  if (CONNECTION_SPECIFIC.has(name) || (name === 'te' && value !== 'trailers')) return `connection-specific field ${name}`;
+  return undefined;
 }
 
 function add(out: Record<string, string | string[]>, name: string, value: string): void {

@@ -4,7 +4,7 @@ import type { CallSession } from '../grpc/call-stream.js';
 import { FrameReader, unpadded } from './frame-reader.js';
 import { ConnectionError, DEFAULT_MAX_FRAME_SIZE, frameHeaderError, DEFAULT_WINDOW, ErrorCode, Flag, FrameType, MAX_WINDOW, Setting, type Frame } from './frame-types.js';
 import { dataFrames, goawayFrame, headersFrames, pingFrame, rstStreamFrame, SETTINGS_ACK, settingsFrame, windowUpdateFrame } from './frame-writer.js';
-import { requestHeaders } from './header-fields.js';
+import { requestHeaders, trailersError } from './header-fields.js';
 import { encodeHeaderBlock, HpackDecoder, HpackError } from './hpack.js';
 import { ServerStream, type StreamOwner } from './server-stream.js';
 
@@ -30,11 +30,19 @@ const JUNK_WINDOW_MS = 10_000;
 export const MAX_OWED_CONTROL_FRAMES = 1000;
 /** Answer bytes a connection hands its socket beyond what the client has taken; the rest waits in its streams. */
 export const MAX_QUEUED_BYTES = 1024 * 1024;
+/** Entries of one SETTINGS frame, as nghttp2's max_settings: each INITIAL_WINDOW_SIZE walks every stream (CVE-2020-11080). */
+export const MAX_SETTINGS_ENTRIES = 32;
+/** DATA on a stream this side reset is work for nothing below this size; a message's full frames are a client's in flight. */
+const SMALL_FRAME_BYTES = 1024;
 /** The client preface and SETTINGS must come within this of the connection. */
 export const PREFACE_TIMEOUT_MS = 10_000;
 /** A connection closed on an error gets this long to flush its GOAWAY before it is cut. */
 const CLOSE_LINGER_MS = 1000;
 const PING_PAYLOAD = Buffer.from('mmuxping', 'latin1');
+/** SETTINGS_HEADER_TABLE_SIZE's initial value (RFC 9113 §6.5.2). */
+const DEFAULT_HEADER_TABLE_BYTES = 4096;
+/** An HPACK dynamic table size update to 0 (RFC 7541 §6.3). */
+const TABLE_SIZE_ZERO = Buffer.from([0x20]);
 /** Frames of one turn up to this many bytes are copied into one buffer for one write; more go as a writev. */
 const ONE_WRITE_BYTES = 64 * 1024;
 
@@ -90,6 +98,10 @@ export class ServerConnection implements CallSession, StreamOwner {
   /** Streams this side reset, whose frames in flight are ignored (RFC 9113 §5.1), the latest first out. */
   private readonly resetIds = new Set<number>();
   private pingCb: ((err: Error | null) => void) | undefined;
+  /** The dynamic table size the client's decoder holds ours to: 4096 until a size update of 0 tells it ours is unused. */
+  private encoderTableBytes = DEFAULT_HEADER_TABLE_BYTES;
+  /** The client's SETTINGS_HEADER_TABLE_SIZE went below it: our next header block must open with a size update (RFC 7541 §4.2). */
+  private tableSizeOwed = false;
   private readonly prefaceTimer: NodeJS.Timeout;
 
   constructor(
@@ -148,7 +160,14 @@ export class ServerConnection implements CallSession, StreamOwner {
   // --- what streams ask ----------------------------------------------------------------------
 
   sendHeaders(id: number, fields: readonly string[], endStream: boolean): void {
-    this.write(headersFrames(id, encodeHeaderBlock(fields), this.peerMaxFrame, endStream));
+    let block = encodeHeaderBlock(fields);
+    if (this.tableSizeOwed) {
+      // Our encoder adds no entries: one update to 0 satisfies any size the client sets later.
+      block = Buffer.concat([TABLE_SIZE_ZERO, block]);
+      this.tableSizeOwed = false;
+      this.encoderTableBytes = 0;
+    }
+    this.write(headersFrames(id, block, this.peerMaxFrame, endStream));
   }
 
   sendData(stream: ServerStream, data: Buffer, endStream: boolean, cb: (() => void) | undefined): number {
@@ -156,6 +175,7 @@ export class ServerConnection implements CallSession, StreamOwner {
     // grants, leaves answers in their streams (in the byte budget, under the write timeout), not
     // in the socket's memory.
     const room = MAX_QUEUED_BYTES - this.socket.writableLength - this.outBytes;
+    // Windows made negative by SETTINGS_INITIAL_WINDOW_SIZE send nothing, an empty END_STREAM included.
     const n = Math.max(0, Math.min(data.length, stream.sendWindow, this.sendWindow, room));
     if (n === 0 && data.length > 0) return 0;
     stream.sendWindow -= n;
@@ -192,6 +212,7 @@ export class ServerConnection implements CallSession, StreamOwner {
   private checkHeader(type: number, flags: number, streamId: number, length: number): void {
     const err = frameHeaderError(type, flags, streamId, length);
     if (err !== undefined) throw err;
+    if (type === FrameType.SETTINGS && length > 6 * MAX_SETTINGS_ENTRIES) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'a SETTINGS of too many entries');
     if (!this.settled && type !== FrameType.SETTINGS) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'the client preface is not followed by SETTINGS');
     if (this.continuing !== undefined && (type !== FrameType.CONTINUATION || streamId !== this.continuing.streamId))
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'a frame inside a header block');
@@ -210,8 +231,9 @@ export class ServerConnection implements CallSession, StreamOwner {
       case FrameType.HEADERS:
         return this.onHeaders(f);
       case FrameType.PRIORITY:
-        if (f.payload.length !== 5) return this.streamError(f.streamId, ErrorCode.FRAME_SIZE_ERROR);
-        return this.junkFrame();
+        this.junkFrame();
+        if (f.payload.length !== 5) this.streamError(f.streamId, ErrorCode.FRAME_SIZE_ERROR);
+        return;
       case FrameType.RST_STREAM:
         return this.onReset(f);
       case FrameType.SETTINGS:
@@ -237,7 +259,11 @@ export class ServerConnection implements CallSession, StreamOwner {
     if (data === undefined) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA padding longer than its frame');
     this.consumed(f.payload.length);
     const s = this.streams.get(f.streamId);
-    if (s === undefined && this.resetIds.has(f.streamId)) return;
+    if (s === undefined && this.resetIds.has(f.streamId)) {
+      // A message in flight when this side reset its stream is a legitimate client's, in full frames: small ones count.
+      if (f.payload.length < SMALL_FRAME_BYTES) this.junkFrame();
+      return;
+    }
     if (s === undefined || s.remoteEnded) {
       this.junkFrame();
       if (s !== undefined) s.close(ErrorCode.STREAM_CLOSED);
@@ -301,8 +327,8 @@ export class ServerConnection implements CallSession, StreamOwner {
     }
     const end = (flags & Flag.END_STREAM) !== 0;
     const open = this.streams.get(id);
-    if (open !== undefined) return this.trailers(open, end);
-    if (this.resetIds.has(id)) return;
+    if (open !== undefined) return this.trailers(open, end, decoded.fields);
+    if (this.resetIds.has(id)) return this.junkFrame();
     this.lastStreamId = id;
     if (this.goawaySent || this.closed) return this.refuse(id, ErrorCode.REFUSED_STREAM);
     if (decoded.tooLarge) return this.refuse(id, ErrorCode.ENHANCE_YOUR_CALM);
@@ -318,10 +344,10 @@ export class ServerConnection implements CallSession, StreamOwner {
     s.remoteEnd();
   }
 
-  /** A second header block on an open stream: the request's trailers, which end it; their fields are not read. */
-  private trailers(s: ServerStream, end: boolean): void {
+  /** A second header block on an open stream: the request's trailers, which end it; their fields are checked, not kept. */
+  private trailers(s: ServerStream, end: boolean, fields: readonly string[]): void {
     if (s.remoteEnded) return s.close(ErrorCode.STREAM_CLOSED);
-    if (!end) return s.close(ErrorCode.PROTOCOL_ERROR);
+    if (!end || trailersError(fields) !== undefined) return s.close(ErrorCode.PROTOCOL_ERROR);
     if (s.contentLength !== undefined && s.received !== s.contentLength) return s.close(ErrorCode.PROTOCOL_ERROR);
     s.remoteEnd();
   }
@@ -333,11 +359,15 @@ export class ServerConnection implements CallSession, StreamOwner {
 
   private onReset(f: Frame): void {
     if (f.streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
-    this.streams.get(f.streamId)?.destroy();
+    const s = this.streams.get(f.streamId);
+    // A reset of an open call is the reset budget's (unary-server.ts); of a closed stream, work for nothing.
+    if (s === undefined) return this.junkFrame();
+    s.destroy();
   }
 
   private onSettings(f: Frame): void {
-    if ((f.flags & Flag.ACK) !== 0) return;
+    // Our one SETTINGS is owed one ACK: a stream of them is work for nothing.
+    if ((f.flags & Flag.ACK) !== 0) return this.junkFrame();
     for (let at = 0; at < f.payload.length; at += 6) this.setting(f.payload.readUInt16BE(at), f.payload.readUInt32BE(at + 2));
     if (!this.settled) {
       this.settled = true;
@@ -347,6 +377,7 @@ export class ServerConnection implements CallSession, StreamOwner {
   }
 
   private setting(id: number, value: number): void {
+    if (id === Setting.HEADER_TABLE_SIZE && value < this.encoderTableBytes) this.tableSizeOwed = true;
     if (id === Setting.ENABLE_PUSH && value > 1) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_ENABLE_PUSH other than 0 or 1');
     if (id === Setting.MAX_FRAME_SIZE) {
       if (value < DEFAULT_MAX_FRAME_SIZE || value > 16_777_215) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
@@ -365,6 +396,7 @@ export class ServerConnection implements CallSession, StreamOwner {
 
   private onPing(f: Frame): void {
     if ((f.flags & Flag.ACK) === 0) return this.owe(pingFrame(f.payload, true));
+    if (this.pingCb === undefined) return this.junkFrame();
     const cb = this.pingCb;
     this.pingCb = undefined;
     cb?.(null);
@@ -380,6 +412,7 @@ export class ServerConnection implements CallSession, StreamOwner {
     }
     if (f.streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
     const s = this.streams.get(f.streamId);
+    // Not junk: a client that read an answer's last bytes after its END_STREAM opens its window late.
     if (s === undefined) return;
     if (increment === 0) return s.close(ErrorCode.PROTOCOL_ERROR);
     s.sendWindow += increment;

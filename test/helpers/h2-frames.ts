@@ -128,6 +128,11 @@ export class RawH2Client {
     return this.frames.filter((f) => f.type === type).length;
   }
 
+  /** A paused client starts reading. */
+  resume(): void {
+    this.socket.resume();
+  }
+
   close(): void {
     this.socket.destroy();
   }
@@ -141,5 +146,22 @@ export class RawH2Client {
       buf = buf.subarray(9 + length);
     }
     this.held = buf;
+  }
+}
+
+/** The raw clients a test file opens on one port, closed together after each test. */
+export class RawH2Clients {
+  private readonly opened: RawH2Client[] = [];
+
+  constructor(private readonly port: () => number) {}
+
+  async open(o: Parameters<typeof RawH2Client.open>[1] = {}): Promise<RawH2Client> {
+    const c = await RawH2Client.open(this.port(), o);
+    this.opened.push(c);
+    return c;
+  }
+
+  closeAll(): void {
+    for (const c of this.opened.splice(0)) c.close();
   }
 }

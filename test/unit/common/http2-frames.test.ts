@@ -71,7 +71,11 @@ describe('request header fields as nghttp2 and node:http2 take them', () => {
   });
 
   it('leaves out a regular field of a malformed name or value, as nghttp2 does', () => {
-    expect(requestHeaders([...REQUEST, 'X-Upper', '1', 'x-ok', 'v ', 'x-good', 'v'])).toEqual({ ':method': 'POST', ':scheme': 'http', ':path': '/p', ':authority': 'a', 'x-good': 'v' });
+    expect(requestHeaders([...REQUEST, 'x bad', '1', 'x-ok', 'v ', 'x-good', 'v'])).toEqual({ ':method': 'POST', ':scheme': 'http', ':path': '/p', ':authority': 'a', 'x-good': 'v' });
+  });
+
+  it('refuses a request with an upper-case field name, as nghttp2 does (RFC 9113 §8.2.1)', () => {
+    expect(typeof requestHeaders([...REQUEST, 'X-Upper', '1'])).toBe('string');
   });
 
   it.each([
