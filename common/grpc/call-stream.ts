@@ -9,6 +9,8 @@ export interface CallStream {
   readonly destroyed: boolean;
   readonly headersSent: boolean;
   readonly writableEnded: boolean;
+  /** Answer bytes written to the stream and not yet sent on (held by its flow-control window or its queue). */
+  readonly writableLength: number;
   respond(headers: OutgoingHttpHeaders, options?: { endStream?: boolean; waitForTrailers?: boolean }): void;
   /** False when the stream holds more than it should: wait for `drain`. */
   write(chunk: Buffer, cb?: () => void): boolean;

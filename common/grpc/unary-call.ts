@@ -68,6 +68,8 @@ export class UnaryCall implements ServedCall {
   /** When the answer's bytes last moved to the client (writing phase). */
   movedAt = 0;
   movedBytes = 0;
+  /** The stream's unsent answer bytes at the last check. */
+  movedPending = 0;
   private held = 0;
   private cancelListeners: ((why: CancelReason) => void)[] = [];
   private cancelledFlag = false;

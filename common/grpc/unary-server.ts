@@ -340,11 +340,18 @@ export class UnaryServer {
     for (const [session, st] of this.sessions) this.checkSession(session, st, now);
   }
 
-  /** Progress is the connection's bytes moving while the answer is unwritten, as HTTP's write timeout (nginx's send_timeout). */
+  /**
+   * Progress is the answer's own bytes leaving its stream, or, once they all have, the
+   * connection's bytes moving (as HTTP's write timeout, nginx's send_timeout): an answer a zero
+   * window holds is not kept alive by the PING ACKs of a client that pings and never reads.
+   */
   private checkWrite(call: UnaryCall, state: SessionState, now: number): void {
     const written = state.socket.bytesWritten;
+    const pending = call.stream.writableLength;
+    const left = pending < call.movedPending || (pending === 0 && written !== call.movedBytes);
+    call.movedPending = pending;
     // A relayed answer whose bytes the client has all taken waits on its replica, not on the client.
-    if (written !== call.movedBytes || call.heldBytes === 0) {
+    if (left || call.heldBytes === 0) {
       call.movedBytes = written;
       call.movedAt = now;
       return;

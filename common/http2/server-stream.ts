@@ -61,6 +61,10 @@ export class ServerStream extends EventEmitter implements CallStream {
     this.sendWindow = sendWindow;
   }
 
+  get writableLength(): number {
+    return this.queued;
+  }
+
   respond(headers: OutgoingHttpHeaders, options?: { endStream?: boolean; waitForTrailers?: boolean }): void {
     if (this.destroyed) return;
     if (this.headersSent) throw new Error('the stream has answered its headers already');

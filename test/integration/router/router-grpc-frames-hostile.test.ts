@@ -25,7 +25,9 @@ let models: string;
 let rt: RouterProcess;
 let port: number;
 const stops: { stop(graceMs?: number): Promise<number | null> }[] = [];
+let replicaGrpcPort: number;
 const clients = new RawH2Clients(() => port);
+const replicaClients = new RawH2Clients(() => replicaGrpcPort);
 const client = clients.open.bind(clients);
 
 /** A well-behaved client's call on a fresh connection is answered within 2 s. */
@@ -67,14 +69,18 @@ async function afterRefusedStream(c: RawH2Client): Promise<void> {
 
 beforeAll(async () => {
   models = await modelFolder('router-grpc-frames-hostile-', { identity: identityModel('float32') });
-  const r = await startReplica({ args: ['--model-source', `file://${models}`] });
+  const r = await startReplica({ args: ['--model-source', `file://${models}`, '--write-timeout-ms', '1000'] });
   stops.push(r);
+  replicaGrpcPort = Number((r.grpcAddress ?? '').split(':')[1]);
   rt = await startRouter(['--routes', `/w=${r.url}?grpc-port=${(r.grpcAddress ?? '').split(':')[1]}`, '--grpc-framing', 'own', '--write-timeout-ms', '1000', '--keep-alive-timeout-ms', '2000']);
   stops.push(rt);
   port = Number((rt.grpcAddress ?? '').split(':')[1]);
 });
 
-afterEach(() => clients.closeAll());
+afterEach(() => {
+  clients.closeAll();
+  replicaClients.closeAll();
+});
 
 afterAll(async () => {
   await Promise.all(stops.map((p) => p.stop(5000)));
@@ -283,6 +289,22 @@ describe('the router’s own HTTP/2 framing against a client that opens no windo
     c.send(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'), settingsFrame([[Setting.INITIAL_WINDOW_SIZE, 0]]));
     c.send(headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, EMPTY_MESSAGE, true));
     expect(await c.reset(1, 8000)).toBe(ErrorCode.CANCEL);
+  });
+
+  it.each([
+    ['the router’s own framing', () => client({ preface: false })],
+    ['node:http2 (the replica’s port)', () => replicaClients.open({ preface: false })],
+  ])('resets it after the write timeout even while the client keeps the connection busy with PINGs: %s', async (_, open) => {
+    const c = await open();
+    c.send(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'), settingsFrame([[Setting.INITIAL_WINDOW_SIZE, 0]]));
+    c.send(headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, EMPTY_MESSAGE, true));
+    // Each PING's ACK moves the connection's bytes; none of them is the held answer's.
+    const pings = setInterval(() => c.send(pingFrame(Buffer.from('keepbusy', 'latin1'), false)), 200);
+    try {
+      expect(await c.reset(1, 8000)).toBe(ErrorCode.CANCEL);
+    } finally {
+      clearInterval(pings);
+    }
   });
 
   it('keeps the answers of a client that does not read in their streams past a socket’s worth, so that the write timeout frees them', async () => {
