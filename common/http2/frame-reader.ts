@@ -10,6 +10,8 @@ import { CLIENT_PREFACE, ConnectionError, ErrorCode, FRAME_HEADER_BYTES, type Fr
 export class FrameReader {
   private held: Buffer[] = [];
   private heldBytes = 0;
+  /** Bytes the held frame needs before it can be read on: its header's, then its whole length. */
+  private wanted = 0;
   private prefaceLeft = CLIENT_PREFACE.length;
   /** The frame whose bytes are held has had its header checked. */
   private headerChecked = false;
@@ -25,6 +27,12 @@ export class FrameReader {
     let buf = chunk;
     if (this.heldBytes > 0) {
       this.held.push(chunk);
+      // Joined only once the frame (or its header) is in: a frame sent a byte per packet is
+      // copied once, not once per byte.
+      if (this.heldBytes + chunk.length < this.wanted) {
+        this.heldBytes += chunk.length;
+        return;
+      }
       buf = Buffer.concat(this.held, this.heldBytes + chunk.length);
       this.held = [];
       this.heldBytes = 0;
@@ -42,6 +50,7 @@ export class FrameReader {
       if (!this.headerChecked) this.checkHeader(type, flags, streamId, length);
       if (end > buf.length) {
         this.headerChecked = true;
+        this.wanted = end - at;
         break;
       }
       this.headerChecked = false;
@@ -51,6 +60,7 @@ export class FrameReader {
     if (at < buf.length) {
       this.held.push(buf.subarray(at));
       this.heldBytes = buf.length - at;
+      if (!this.headerChecked) this.wanted = FRAME_HEADER_BYTES;
     }
   }
 

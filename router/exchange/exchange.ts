@@ -20,7 +20,6 @@ import type { RequestForm } from '../../common/request-grammar.js';
 import { TryAttempts } from './try-attempts.js';
 import { BodyBuffer } from './body-buffer.js';
 import { POOLED_BODY_BYTES } from '../../common/buffer-pool.js';
-import { releaseRead } from '../../common/read-release.js';
 import type { UpstreamController, UpstreamHandler } from './upstream-pool.js';
 
 /** Socket failures before any byte of the response (UPSTREAM_CLOSED: upstream-pool.ts). */
@@ -235,7 +234,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     if (pooled === undefined) return void this.chunks.push(chunk);
     if (this.size > pooled.bytes.length) return this.fail(new ModelmuxError('invalid_request', 'the body is longer than its Content-Length'));
     pooled.append(chunk);
-    releaseRead(chunk);
+    this.req.release?.(chunk);
   };
 
   private readonly onBodyEnd = (): void => {

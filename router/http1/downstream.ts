@@ -14,6 +14,12 @@ export interface DownstreamRequest {
   };
   on(event: 'data', listener: (chunk: Buffer) => void): unknown;
   on(event: 'end', listener: () => void): unknown;
+  /**
+   * The listener has copied `chunk` and keeps no view of it: a request whose chunks are its
+   * connection's reads frees the read at once (common/read-release.ts). Absent where chunks are
+   * shared, as an in-memory request's body sent to several members.
+   */
+  release?(chunk: Buffer): void;
 }
 
 export interface DownstreamResponse {

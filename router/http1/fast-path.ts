@@ -8,6 +8,7 @@ import { fieldValue } from './http1-syntax.js';
 import type { TimeoutPhase } from '../metrics.js';
 import { endWithAnswer } from './socket-end.js';
 import { writeHeadAndBody } from './socket-write.js';
+import { releaseRead } from '../../common/read-release.js';
 
 export interface FastPathOptions {
   /** Largest request head read here; a larger one goes to node:http (which answers 431). */
@@ -317,6 +318,11 @@ class FastRequest implements DownstreamRequest {
 
   finish(): void {
     this.onEnd?.();
+  }
+
+  release(chunk: Buffer): void {
+    // A chunk that is a whole read is no longer in the connection's buffer (pump cleared it).
+    releaseRead(chunk);
   }
 }
 

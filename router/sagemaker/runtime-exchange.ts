@@ -37,6 +37,9 @@ class RuntimeRequest implements DownstreamRequest {
   on(event: 'data' | 'end', listener: ((chunk: Buffer) => void) & (() => void)): unknown {
     return this.inner.on(event as 'data', listener);
   }
+  release(chunk: Buffer): void {
+    this.inner.release?.(chunk);
+  }
 }
 
 /**
