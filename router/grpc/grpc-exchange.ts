@@ -14,6 +14,7 @@ import { serveGrpcComposite } from './grpc-composite.js';
 import type { CompositeContext } from '../composite/composite-route.js';
 import { answerHeaders, forwardedHeaders, headerText, passedTrailers, statusOf, tryHeaders, upstreamError, type UpstreamStatus } from './grpc-forward-headers.js';
 import type { GrpcSessions } from './grpc-sessions.js';
+import { GrpcCallMetrics } from './grpc-call-metrics.js';
 import { Http1Try, Http2Try, type GrpcTry, type GrpcTryEvents } from './grpc-upstream-try.js';
 import type { RetryReason, RouteMetrics } from '../metrics.js';
 import type { RouterContext } from '../exchange/context.js';
@@ -452,8 +453,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     this.budgeted = 0;
     const ms = router.clock.now() - this.started;
     const route = this.route === undefined ? 'none' : this.route.prefix;
-    router.metrics.grpcRequests.labels({ route, method: this.method, code: GrpcStatus[this.grpcCode] ?? String(this.grpcCode) }).inc();
-    router.metrics.grpcRequestDuration.labels({ route, method: this.method }).observe(ms / 1000);
+    GrpcCallMetrics.for(router.metrics).answered(route, this.method, GrpcStatus[this.grpcCode] ?? String(this.grpcCode), ms / 1000);
     if (this.routed !== undefined) ModelRouteMetrics.for(router.metrics).answered(this.routed.route, this.routed.backend, this.httpStatus);
     router.access.request({
       requestId: this.requestId,
