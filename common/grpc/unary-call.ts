@@ -70,6 +70,7 @@ export class UnaryCall implements ServedCall {
   movedBytes = 0;
   private held = 0;
   private cancelListeners: ((why: CancelReason) => void)[] = [];
+  private answerClosedListener: (() => void) | undefined;
   private cancelledFlag = false;
 
   constructor(
@@ -113,6 +114,14 @@ export class UnaryCall implements ServedCall {
   /** Runs `f` once if the call is cancelled (reset by the client, its deadline passed, its connection gone) before its answer. */
   onCancel(f: (why: CancelReason) => void): void {
     this.cancelListeners.push(f);
+  }
+
+  /**
+   * Runs `f` when the stream closes after the answer started (at its end too): a forwarder's
+   * watch on an answer it relays, without a `close` listener on the stream per call.
+   */
+  onAnswerClosed(f: () => void): void {
+    this.answerClosedListener = f;
   }
 
   /** Takes `n` more bytes of the budget for this call; false (nothing taken) when they do not fit. */
@@ -186,6 +195,7 @@ export class UnaryCall implements ServedCall {
   end(trailers: OutgoingHttpHeaders): void {
     const s = this.stream;
     if (this.phase !== 'writing' || s.destroyed || s.writableEnded) return;
+    if (s.endWithTrailers !== undefined) return s.endWithTrailers(trailers);
     s.once('wantTrailers', () => {
       try {
         s.sendTrailers(trailers);
@@ -229,7 +239,9 @@ export class UnaryCall implements ServedCall {
   /** The stream is closed: the bytes go back; an unanswered call is cancelled. Returns whether it was unanswered. */
   closed(): boolean {
     const unanswered = this.phase === 'message' || this.phase === 'handling';
+    const answering = this.phase === 'writing';
     this.finish();
+    if (answering) this.answerClosedListener?.();
     return unanswered;
   }
 

@@ -291,9 +291,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     this.adaptivePending = false;
     this.deadlineAt = this.requestDeadline;
     this.router.deadlines.add(this);
-    this.call.stream.once('close', () => {
-      if (this.phase === 'responding') this.fail(new ModelmuxError('client_closed', 'the client went away during the answer'));
-    });
+    this.call.onAnswerClosed(this.onAnswerClosed);
     this.call.startAnswer(answerHeaders(this.head ?? {}, this.requestId, this.routed?.backend));
   }
 
@@ -415,6 +413,10 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
       this.fail(err);
     }
   }
+
+  private readonly onAnswerClosed = (): void => {
+    if (this.phase === 'responding') this.fail(new ModelmuxError('client_closed', 'the client went away during the answer'));
+  };
 
   /** The client cancelled the call, or its deadline passed: no work for nobody. */
   private readonly onCancelled = (why: CancelReason): void => {
