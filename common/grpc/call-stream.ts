@@ -16,6 +16,8 @@ export interface CallStream {
   write(chunk: Buffer, cb?: () => void): boolean;
   end(chunk?: Buffer): void;
   sendTrailers(headers: OutgoingHttpHeaders): void;
+  /** Ends the answer with `headers` as its trailers once its DATA has gone: `end` and a `wantTrailers` listener in one, where the stream has it (the router's own framing). */
+  endWithTrailers?(headers: OutgoingHttpHeaders): void;
   /** Resets the stream with `code` (an RST_STREAM error code). */
   close(code?: number): void;
   on(event: 'data', listener: (chunk: Buffer) => void): unknown;

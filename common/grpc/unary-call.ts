@@ -72,6 +72,7 @@ export class UnaryCall implements ServedCall {
   movedPending = 0;
   private held = 0;
   private cancelListeners: ((why: CancelReason) => void)[] = [];
+  private answerClosedListener: (() => void) | undefined;
   private cancelledFlag = false;
 
   constructor(
@@ -115,6 +116,14 @@ export class UnaryCall implements ServedCall {
   /** Runs `f` once if the call is cancelled (reset by the client, its deadline passed, its connection gone) before its answer. */
   onCancel(f: (why: CancelReason) => void): void {
     this.cancelListeners.push(f);
+  }
+
+  /**
+   * Runs `f` when the stream closes after the answer started (at its end too): a forwarder's
+   * watch on an answer it relays, without a `close` listener on the stream per call.
+   */
+  onAnswerClosed(f: () => void): void {
+    this.answerClosedListener = f;
   }
 
   /** Takes `n` more bytes of the budget for this call; false (nothing taken) when they do not fit. */
@@ -188,6 +197,7 @@ export class UnaryCall implements ServedCall {
   end(trailers: OutgoingHttpHeaders): void {
     const s = this.stream;
     if (this.phase !== 'writing' || s.destroyed || s.writableEnded) return;
+    if (s.endWithTrailers !== undefined) return s.endWithTrailers(trailers);
     s.once('wantTrailers', () => {
       try {
         s.sendTrailers(trailers);
@@ -231,7 +241,9 @@ export class UnaryCall implements ServedCall {
   /** The stream is closed: the bytes go back; an unanswered call is cancelled. Returns whether it was unanswered. */
   closed(): boolean {
     const unanswered = this.phase === 'message' || this.phase === 'handling';
+    const answering = this.phase === 'writing';
     this.finish();
+    if (answering) this.answerClosedListener?.();
     return unanswered;
   }
 

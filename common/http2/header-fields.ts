@@ -116,15 +116,16 @@ function add(out: Record<string, string | string[]>, name: string, value: string
 
 /** Response headers as a flat list of names and values, pseudo-headers first (RFC 9113 §8.3). */
 export function responseFields(headers: OutgoingHttpHeaders): string[] {
-  const pseudo: string[] = [];
-  const rest: string[] = [];
-  for (const name of Object.keys(headers)) {
-    const value = headers[name];
-    if (value === undefined) continue;
-    const to = name.startsWith(':') ? pseudo : rest;
-    const key = name.toLowerCase();
-    if (Array.isArray(value)) for (const v of value) to.push(key, v);
-    else to.push(key, String(value));
-  }
-  return pseudo.length === 0 ? rest : pseudo.concat(rest);
+  // Two passes over the keys into one list: no key array, no second list joined (ADR 0055, "Shaving the call path").
+  const out: string[] = [];
+  for (const name in headers) if (name.startsWith(':')) pushField(out, name, headers[name]);
+  for (const name in headers) if (!name.startsWith(':')) pushField(out, name, headers[name]);
+  return out;
+}
+
+function pushField(out: string[], name: string, value: OutgoingHttpHeaders[string]): void {
+  if (value === undefined) return;
+  const key = name.toLowerCase();
+  if (Array.isArray(value)) for (const v of value) out.push(key, v);
+  else out.push(key, String(value));
 }

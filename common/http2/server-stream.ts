@@ -48,6 +48,8 @@ export class ServerStream extends EventEmitter implements CallStream {
   private queued = 0;
   private endPending = false;
   private trailersWanted = false;
+  /** Trailers given with the end (endWithTrailers): sent when wanted, with no `wantTrailers` listener. */
+  private trailers: OutgoingHttpHeaders | undefined;
   private full = false;
 
   constructor(
@@ -95,6 +97,13 @@ export class ServerStream extends EventEmitter implements CallStream {
     this.flush();
   }
 
+  endWithTrailers(headers: OutgoingHttpHeaders): void {
+    if (this.destroyed || this.writableEnded) return;
+    this.trailersWanted = true;
+    this.trailers = headers;
+    this.end();
+  }
+
   sendTrailers(headers: OutgoingHttpHeaders): void {
     if (this.destroyed || this.localEnded) return;
     this.trailersWanted = false;
@@ -129,6 +138,7 @@ export class ServerStream extends EventEmitter implements CallStream {
     }
     if (!this.endPending || this.localEnded) return;
     this.endPending = false;
+    if (this.trailers !== undefined) return this.sendTrailers(this.trailers);
     if (this.trailersWanted) return void this.emit('wantTrailers');
     this.owner.sendData(this, Buffer.alloc(0), true, undefined);
     this.localEnd();

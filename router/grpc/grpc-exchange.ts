@@ -12,8 +12,9 @@ import type { Lease } from '../placement/balancer.js';
 import { addressedTo } from './grpc-head.js';
 import { serveGrpcComposite } from './grpc-composite.js';
 import type { CompositeContext } from '../composite/composite-route.js';
-import { answerHeaders, forwardedHeaders, headerText, passedTrailers, statusOf, tryHeaders, upstreamError, type UpstreamStatus } from './grpc-forward-headers.js';
+import { answerHeaders, forwardedFields, forwardedHeaders, grpcTimeout, headerText, passedTrailers, statusOf, tryHeaders, upstreamError, type UpstreamStatus } from './grpc-forward-headers.js';
 import type { GrpcSessions } from './grpc-sessions.js';
+import { GrpcCallMetrics } from './grpc-call-metrics.js';
 import { Http1Try, Http2Try, type GrpcTry, type GrpcTryEvents } from './grpc-upstream-try.js';
 import type { RetryReason, RouteMetrics } from '../metrics.js';
 import type { RouterContext } from '../exchange/context.js';
@@ -57,8 +58,10 @@ export interface GrpcContext {
  */
 export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
   private requestId = '';
-  /** The request headers every try sends, but for its grpc-timeout. */
-  private forwarded: OutgoingHttpHeaders = {};
+  /** The request headers every try sends, but for its grpc-timeout: as an HTTP/2 header object, made at the first try over HTTP/2. */
+  private forwarded: OutgoingHttpHeaders | undefined;
+  /** The same as the upstream pool's flat list, made at the first try of the HTTP/1.1 form. */
+  private forwardedList: string[] | undefined;
   /** The request message forwarded: as received (the server holds it in the byte budget), or renamed for a ModelRoute's backend. */
   private message: Buffer | undefined;
   /** Bytes of the renamed copy, which this exchange holds in the byte budget. */
@@ -112,7 +115,6 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
         this.budgeted = message.length;
       }
       this.message = message;
-      this.forwarded = forwardedHeaders(call.headers, this.method, this.requestId, call.client);
       const now = router.clock.now();
       this.requestDeadline = now + Math.min(router.limits.requestTimeoutMs, Math.max(0, call.deadlineAt - Date.now()));
       this.deadlineAt = this.requestDeadline;
@@ -174,7 +176,8 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
       const t = new Http1Try(this);
       this.upstream = t;
       this.framed ??= framedMessage(this.message as Buffer);
-      return t.send(pool, `${GRPC_SERVICE_PATH}${this.method}`, tryHeaders(this.forwarded, '', this.remainingMs()), this.framed);
+      this.forwardedList ??= forwardedFields(this.call.headers, this.requestId, this.call.client);
+      return t.send(pool, `${GRPC_SERVICE_PATH}${this.method}`, this.forwardedList.concat('grpc-timeout', grpcTimeout(this.remainingMs())), this.framed);
     }
     this.sendHttp2(lease);
   }
@@ -195,6 +198,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     const t = new Http2Try(this);
     this.upstream = t;
     try {
+      this.forwarded ??= forwardedHeaders(this.call.headers, this.method, this.requestId, this.call.client);
       t.send(sessions, tryHeaders(this.forwarded, sessions.address, this.remainingMs()), this.message as Buffer);
     } catch (err) {
       // The replica just left the route under the lease: as a refused connection.
@@ -287,9 +291,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     this.adaptivePending = false;
     this.deadlineAt = this.requestDeadline;
     this.router.deadlines.add(this);
-    this.call.stream.once('close', () => {
-      if (this.phase === 'responding') this.fail(new ModelmuxError('client_closed', 'the client went away during the answer'));
-    });
+    this.call.onAnswerClosed(this.onAnswerClosed);
     this.call.startAnswer(answerHeaders(this.head ?? {}, this.requestId, this.routed?.backend));
   }
 
@@ -412,6 +414,10 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     }
   }
 
+  private readonly onAnswerClosed = (): void => {
+    if (this.phase === 'responding') this.fail(new ModelmuxError('client_closed', 'the client went away during the answer'));
+  };
+
   /** The client cancelled the call, or its deadline passed: no work for nobody. */
   private readonly onCancelled = (why: CancelReason): void => {
     if (this.phase === 'done') return;
@@ -452,8 +458,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     this.budgeted = 0;
     const ms = router.clock.now() - this.started;
     const route = this.route === undefined ? 'none' : this.route.prefix;
-    router.metrics.grpcRequests.labels({ route, method: this.method, code: GrpcStatus[this.grpcCode] ?? String(this.grpcCode) }).inc();
-    router.metrics.grpcRequestDuration.labels({ route, method: this.method }).observe(ms / 1000);
+    GrpcCallMetrics.for(router.metrics).answered(route, this.method, GrpcStatus[this.grpcCode] ?? String(this.grpcCode), ms / 1000);
     if (this.routed !== undefined) ModelRouteMetrics.for(router.metrics).answered(this.routed.route, this.routed.backend, this.httpStatus);
     router.access.request({
       requestId: this.requestId,

@@ -42,15 +42,41 @@ export function forwardedHeaders(incoming: IncomingHttpHeaders, method: string, 
     te: 'trailers',
   });
   out[HEADER_REQUEST_ID] = requestId;
-  const forwardedFor = incoming['x-forwarded-for'];
-  out['x-forwarded-for'] = typeof forwardedFor === 'string' ? `${forwardedFor}, ${client}` : client;
+  out['x-forwarded-for'] = forwardedFor(incoming, client);
   return out;
+}
+
+/**
+ * The same headers as the upstream pool's flat list of names and values, for tries of the
+ * HTTP/1.1 form (no pseudo-headers, no `te`): built straight from the call's, without the header
+ * objects of forwardedHeaders and tryHeaders between (ADR 0055, "Shaving the call path").
+ */
+export function forwardedFields(incoming: IncomingHttpHeaders, requestId: string, client: string): string[] {
+  const out = ['content-type', 'application/grpc'];
+  for (const key in incoming) {
+    const value = incoming[key];
+    if (value === undefined || key.startsWith(':') || NOT_FORWARDED.has(key)) continue;
+    if (Array.isArray(value)) for (const v of value) out.push(key, v);
+    else out.push(key, value);
+  }
+  out.push(HEADER_REQUEST_ID, requestId, 'x-forwarded-for', forwardedFor(incoming, client));
+  return out;
+}
+
+/** The client's address appended to the call's x-forwarded-for. */
+function forwardedFor(incoming: IncomingHttpHeaders, client: string): string {
+  const given = incoming['x-forwarded-for'];
+  return typeof given === 'string' ? `${given}, ${client}` : client;
+}
+
+/** grpc-timeout's value for what is left of a call's deadline. */
+export function grpcTimeout(remainingMs: number): string {
+  return `${Math.min(MAX_TIMEOUT_MS, Math.max(1, Math.ceil(remainingMs)))}m`;
 }
 
 /** One try's headers: the call's, to `authority`, with what is left of its deadline. */
 export function tryHeaders(base: OutgoingHttpHeaders, authority: string, remainingMs: number): OutgoingHttpHeaders {
-  const ms = Math.min(MAX_TIMEOUT_MS, Math.max(1, Math.ceil(remainingMs)));
-  return { ...base, ':authority': authority, 'grpc-timeout': `${ms}m` };
+  return { ...base, ':authority': authority, 'grpc-timeout': grpcTimeout(remainingMs) };
 }
 
 /** The answer's response headers the client gets: the replica's metadata, the request id and a split's backend. */

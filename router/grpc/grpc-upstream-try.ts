@@ -83,8 +83,9 @@ export class Http1Try implements GrpcTry, UpstreamHandler {
 
   constructor(private readonly events: GrpcTryEvents) {}
 
-  send(pool: UpstreamPool, path: string, headers: OutgoingHttpHeaders, body: Buffer): void {
-    pool.dispatch({ method: 'POST', path, headers: flatHeaders(headers), body }, this);
+  /** `headers`: the pool's flat list of names and values (grpc-forward-headers.ts' forwardedFields). */
+  send(pool: UpstreamPool, path: string, headers: string[], body: Buffer): void {
+    pool.dispatch({ method: 'POST', path, headers, body }, this);
   }
 
   cancel(): void {
@@ -129,15 +130,4 @@ export class Http1Try implements GrpcTry, UpstreamHandler {
     this.controller = undefined;
     this.events.closed(this, err.message);
   }
-}
-
-/** HTTP/2 request headers as the pool's flat list: pseudo-headers and HTTP/2's `te` left out. */
-function flatHeaders(h: OutgoingHttpHeaders): string[] {
-  const out: string[] = [];
-  for (const [key, value] of Object.entries(h)) {
-    if (key.startsWith(':') || key === 'te' || value === undefined) continue;
-    if (Array.isArray(value)) for (const v of value) out.push(key, v);
-    else out.push(key, String(value));
-  }
-  return out;
 }
