@@ -53,6 +53,9 @@ const NAME = /^[a-z0-9!#$%&'*+\-.^_`|~]+$/;
 const UPPER = /[A-Z]/;
 /** A field value: no NUL, CR or LF, no leading or trailing blank (RFC 9113 §8.2.1). */
 const BAD_VALUE = /[\0\r\n]|^[ \t]|[ \t]$/;
+/** regularField's verdicts other than a malformed field's reason. */
+const KEPT: unique symbol = Symbol('kept');
+const LEFT_OUT: unique symbol = Symbol('left out');
 
 /**
  * A request's fields checked as nghttp2 checks them (nghttp2_http_on_header): the reason it is
@@ -73,9 +76,9 @@ export function requestHeaders(fields: readonly string[]): IncomingHttpHeaders |
       if (BAD_VALUE.test(value)) return `pseudo-header ${name} has a malformed value`;
     } else {
       regular = true;
-      const malformed = regularFieldError(name, value);
-      if (malformed !== undefined) return malformed;
-      if (!NAME.test(name) || BAD_VALUE.test(value)) continue;
+      const verdict = regularField(name, value);
+      if (verdict === LEFT_OUT) continue;
+      if (verdict !== KEPT) return verdict;
       // nghttp2 takes one, whatever the values: two could be read two ways by two hops.
       if (name === 'content-length' && out[name] !== undefined) return 'content-length repeated';
     }
@@ -92,18 +95,23 @@ export function requestHeaders(fields: readonly string[]): IncomingHttpHeaders |
 export function trailersError(fields: readonly string[]): string | undefined {
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i] as string;
-    const malformed = name.startsWith(':') ? `pseudo-header ${name} in trailers` : regularFieldError(name, fields[i + 1] as string);
-    if (malformed !== undefined) return malformed;
+    if (name.startsWith(':')) return `pseudo-header ${name} in trailers`;
+    const verdict = regularField(name, fields[i + 1] as string);
+    if (verdict !== KEPT && verdict !== LEFT_OUT) return verdict;
   }
   return undefined;
 }
 
-/** What makes a regular field malformed rather than left out: upper case (RFC 9113 §8.2.1), a connection-specific field (§8.2.2). */
-function regularFieldError(name: string, value: string): string | undefined {
-  if (UPPER.test(name)) return `field name ${name} has upper-case letters`;
-  if (!NAME.test(name) || BAD_VALUE.test(value)) return undefined;
+/**
+ * A regular field, each test run once: KEPT, LEFT_OUT (a malformed name or value, as nghttp2
+ * drops it), or the reason it makes the request malformed: upper case (RFC 9113 §8.2.1), a
+ * connection-specific field (§8.2.2).
+ */
+function regularField(name: string, value: string): string | typeof KEPT | typeof LEFT_OUT {
+  if (!NAME.test(name)) return UPPER.test(name) ? `field name ${name} has upper-case letters` : LEFT_OUT;
+  if (BAD_VALUE.test(value)) return LEFT_OUT;
   if (CONNECTION_SPECIFIC.has(name) || (name === 'te' && value !== 'trailers')) return `connection-specific field ${name}`;
-  return undefined;
+  return KEPT;
 }
 
 function add(out: Record<string, string | string[]>, name: string, value: string): void {
