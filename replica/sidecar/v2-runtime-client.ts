@@ -83,28 +83,43 @@ export class V2RuntimeClient {
     if (answer.status !== 200 && answer.status !== 404) throw new Error(`the runtime answered ${answer.status} to the unload of model "${id}": ${reason(answer.body)}`);
   }
 
-  /** Forwards one V2 request (`/v2/models/<id>/infer` or the metadata GET) as it came. */
+  /**
+   * Forwards one V2 request (`/v2/models/<id>/infer` or the metadata GET) as it came. A request
+   * whose kept-alive connection the runtime had closed is sent once more on a new one: uvicorn
+   * (MLServer) closes a connection after a handler's exception without saying so in the answer,
+   * and the next request on it meets a reset. Every call here may be repeated (probes and the
+   * index read, load and unload of the same model, inference without side effects).
+   */
   async forward(path: string, body: Buffer | undefined, headerLength: string | undefined, timeoutMs: number): Promise<RuntimeAnswer> {
-    const headers: Record<string, string> = {};
-    if (body !== undefined) headers['content-type'] = headerLength !== undefined ? 'application/octet-stream' : 'application/json';
-    if (headerLength !== undefined) headers[HEADER_LENGTH] = headerLength;
     try {
-      const res = await this.pool.request({
-        path,
-        method: body === undefined ? 'GET' : 'POST',
-        headers,
-        ...(body !== undefined ? { body } : {}),
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-      });
-      const header = (name: string): string | undefined => {
-        const v = res.headers[name];
-        return Array.isArray(v) ? v[0] : v;
-      };
-      return { status: res.statusCode, contentType: header('content-type'), body: Buffer.from(await res.body.arrayBuffer()), headerLength: header(HEADER_LENGTH) };
+      return await this.send(path, body, headerLength, timeoutMs);
+    } catch (err) {
+      if (!connectionClosed(err)) throw unreachable(err);
+    }
+    try {
+      return await this.send(path, body, headerLength, timeoutMs);
     } catch (err) {
       throw unreachable(err);
     }
+  }
+
+  private async send(path: string, body: Buffer | undefined, headerLength: string | undefined, timeoutMs: number): Promise<RuntimeAnswer> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers['content-type'] = headerLength !== undefined ? 'application/octet-stream' : 'application/json';
+    if (headerLength !== undefined) headers[HEADER_LENGTH] = headerLength;
+    const res = await this.pool.request({
+      path,
+      method: body === undefined ? 'GET' : 'POST',
+      headers,
+      ...(body !== undefined ? { body } : {}),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    const header = (name: string): string | undefined => {
+      const v = res.headers[name];
+      return Array.isArray(v) ? v[0] : v;
+    };
+    return { status: res.statusCode, contentType: header('content-type'), body: Buffer.from(await res.body.arrayBuffer()), headerLength: header(HEADER_LENGTH) };
   }
 
   close(): Promise<void> {
@@ -121,6 +136,12 @@ export class RuntimeTimeout extends ModelmuxError {
   constructor() {
     super('runtime_unavailable', 'the runtime did not answer in time');
   }
+}
+
+/** The connection was closed or reset under the request (not refused, not timed out). */
+function connectionClosed(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE';
 }
 
 function unreachable(err: unknown): ModelmuxError {

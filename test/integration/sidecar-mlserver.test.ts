@@ -156,6 +156,7 @@ describe('replica in sidecar mode over MLServer', () => {
     await s3.put('wine/sk-0.tar.gz', archive);
     const want = expected['sk-0'] as Expected;
     const res = await infer('sk-0.tar.gz', want.rows);
+    if (res.status !== 200) await explainFailure();
     expect(res.status).toBe(200);
     expectClose(predictions(res.body), want.predictions);
     expect((await listFiles(join(mlserver.modelsDir, 'sk-0.tar.gz'))).sort()).toEqual(['model-settings.json', 'model.joblib']);

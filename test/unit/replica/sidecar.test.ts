@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { writeOrder } from '../../../replica/store/model-folders.js';
 import { inferenceError, lostModels, slowProbeStreak } from '../../../replica/sidecar/runtime-backend.js';
@@ -83,6 +84,52 @@ describe("the runtime client's readiness probe, over a real socket", () => {
       expect(await nobody.ready()).toBe('down');
     } finally {
       await nobody.close();
+    }
+  });
+});
+
+describe('the runtime client over a runtime that closes kept-alive connections, over a real socket', () => {
+  /** Answers each connection's first request 200 and resets it on the next, as uvicorn after a handler's exception; or resets at once. */
+  async function runtime(resetAll: boolean): Promise<{ url: string; connections: () => number; requests: () => number; close: () => Promise<void> }> {
+    let connections = 0;
+    let requests = 0;
+    const server = createNetServer((socket) => {
+      connections++;
+      let answered = false;
+      socket.on('data', (chunk) => {
+        if (!chunk.includes('\r\n\r\n')) return;
+        requests++;
+        if (answered || resetAll) return void socket.resetAndDestroy();
+        answered = true;
+        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    return { url, connections: () => connections, requests: () => requests, close: () => new Promise((r) => server.close(() => r())) };
+  }
+
+  it('sends a request met by a reset once more on a new connection, and only once', async () => {
+    const rt = await runtime(false);
+    const client = new V2RuntimeClient({ url: rt.url, loadTimeoutMs: 1000, probeTimeoutMs: 500 });
+    try {
+      expect(await client.ready()).toBe('ready');
+      // The pool takes a connection back a moment after its answer; then the next request reuses it.
+      await new Promise((r) => setTimeout(r, 20));
+      expect(await client.ready()).toBe('ready');
+      expect({ connections: rt.connections(), requests: rt.requests() }).toEqual({ connections: 2, requests: 3 });
+    } finally {
+      await client.close();
+      await rt.close();
+    }
+    const resets = await runtime(true);
+    const broken = new V2RuntimeClient({ url: resets.url, loadTimeoutMs: 1000, probeTimeoutMs: 500 });
+    try {
+      await expect(broken.load('m')).rejects.toMatchObject({ code: 'runtime_unavailable' });
+      expect(resets.requests()).toBe(2);
+    } finally {
+      await broken.close();
+      await resets.close();
     }
   });
 });
