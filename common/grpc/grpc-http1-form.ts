@@ -28,26 +28,33 @@ export function http1AnswerHeaders(head: OutgoingHttpHeaders, trailers: Outgoing
   return out;
 }
 
-/** Trailers of every answer, whatever GRPC_TRAILER_NAMES_HEADER names. */
-const STATUS_TRAILERS: readonly string[] = ['grpc-status', 'grpc-message'];
 /** Response headers of the HTTP/1.1 connection or of the form itself, neither headers nor trailers of the answer. */
 const FORM_HEADERS: ReadonlySet<string> = new Set([GRPC_TRAILER_NAMES_HEADER, 'content-length', 'connection', 'keep-alive', 'date']);
 
+/** Whether `name` is one of the comma-separated names of `list`. */
+function listed(list: string, name: string): boolean {
+  for (let at = list.indexOf(name); at !== -1; at = list.indexOf(name, at + 1)) {
+    const end = at + name.length;
+    if ((at === 0 || list.charCodeAt(at - 1) === 44) && (end === list.length || list.charCodeAt(end) === 44)) return true;
+  }
+  return false;
+}
+
 /**
  * An answer's response headers, a flat list of names and values as received, split back into the
- * headers and the trailers of a gRPC answer in one pass (no object of all of them built first: it
- * showed in the router's profile). A name received twice has its values in an array.
+ * headers and the trailers of a gRPC answer in one pass (no object of all of them built first,
+ * no set of the trailers' names: both showed in the router's profile). grpc-status and
+ * grpc-message are always trailers. A name received twice has its values in an array.
  */
 export function splitHttp1Answer(raw: readonly string[]): { head: IncomingHttpHeaders; trailers: IncomingHttpHeaders } {
   let named = '';
   for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i] === GRPC_TRAILER_NAMES_HEADER) named = raw[i + 1] as string;
-  const trailerNames = new Set(named === '' ? STATUS_TRAILERS : [...named.split(','), ...STATUS_TRAILERS]);
   const head: IncomingHttpHeaders = {};
   const trailers: IncomingHttpHeaders = {};
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const key = raw[i] as string;
     if (FORM_HEADERS.has(key)) continue;
-    const to = trailerNames.has(key) ? trailers : head;
+    const to = key === 'grpc-status' || key === 'grpc-message' || (named !== '' && listed(named, key)) ? trailers : head;
     const value = raw[i + 1] as string;
     const had = to[key];
     to[key] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [had, value];

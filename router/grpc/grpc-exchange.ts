@@ -26,6 +26,14 @@ import { TryAttempts } from '../exchange/try-attempts.js';
 /** The calls the router forwards to a replica; ServerLive and ServerReady it answers itself. */
 export type ForwardedMethod = 'ModelInfer' | 'ModelMetadata' | 'ModelReady' | 'ServerMetadata';
 
+/** Each method's path, built once: a path built per call was a new string to flatten for the access log. */
+const METHOD_PATHS: Readonly<Record<ForwardedMethod, string>> = {
+  ModelInfer: `${GRPC_SERVICE_PATH}ModelInfer`,
+  ModelMetadata: `${GRPC_SERVICE_PATH}ModelMetadata`,
+  ModelReady: `${GRPC_SERVICE_PATH}ModelReady`,
+  ServerMetadata: `${GRPC_SERVICE_PATH}ServerMetadata`,
+};
+
 /**
  * The metadata key that names a call's route (`wine` or `/wine`): gRPC has no path prefix to
  * carry it. A router with one route needs none.
@@ -177,7 +185,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
       this.upstream = t;
       this.framed ??= framedMessage(this.message as Buffer);
       this.forwardedList ??= forwardedFields(this.call.headers, this.requestId, this.call.client);
-      return t.send(pool, `${GRPC_SERVICE_PATH}${this.method}`, this.forwardedList.concat('grpc-timeout', grpcTimeout(this.remainingMs())), this.framed);
+      return t.send(pool, METHOD_PATHS[this.method], this.forwardedList.concat('grpc-timeout', grpcTimeout(this.remainingMs())), this.framed);
     }
     this.sendHttp2(lease);
   }
@@ -463,7 +471,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     router.access.request({
       requestId: this.requestId,
       method: 'GRPC',
-      path: `/inference.GRPCInferenceService/${this.method}`,
+      path: METHOD_PATHS[this.method],
       route,
       model: this.model,
       form: 'grpc',
