@@ -25,7 +25,8 @@ import { median, percentile, rotated } from './lib/stats.js';
  * and through a router: what HTTP, the request's decoding and the replica's path add to a large
  * model. A CNN (1×3×224×224 FP32 in, 602 KB binary, about 5.5 GFLOP) in binary tensors and in
  * JSON, and a 4 MiB one-channel image through one light convolution, where the per-byte costs
- * show. The ways take turns request by request, in an order rotated every round, and the rounds
+ * show. A floor way runs the model in process and then posts the same body to a node:http
+ * process that drops it: the least any replica behind a socket could take. The ways take turns request by request, in an order rotated every round, and the rounds
  * are apart (`--pause-ms`), so the machine's noise falls on all alike; a p50 is the median of the
  * rounds' p50s, with their spread. Refuses to start on a busy machine (`--max-load`). Writes
  * bench/results/threads.{json,md}.
@@ -63,7 +64,35 @@ const CASES: Case[] = [
 ];
 
 const IN_PROCESS = 'onnxruntime in process';
-const WAYS = [IN_PROCESS, 'replica, shared graph (the default)', 'replica, own session (config.json shareGraph: false)', 'router → replica, shared graph'] as const;
+const FLOOR = 'in process + the body posted to a node:http process that drops it';
+const WAYS = [IN_PROCESS, FLOOR, 'replica, shared graph (the default)', 'replica, own session (config.json shareGraph: false)', 'router → replica, shared graph'] as const;
+
+/**
+ * A floor under any replica in another process: a node:http server that reads the body, keeps
+ * none of it and answers two bytes. The FLOOR way runs the model in process, then posts the same
+ * body to it: the least a replica behind a socket could take, its own path costing nothing.
+ */
+const BARE_SERVER = `
+const server = require('node:http').createServer((req, res) => {
+  // Each read freed at once, as the replica frees its reads once copied (common/read-release.ts).
+  req.on('data', (c) => { if (c.byteOffset === 0 && c.byteLength === c.buffer.byteLength) c.buffer.transfer(0); });
+  req.on('end', () => res.end('{}'));
+});
+server.listen(0, '127.0.0.1', () => console.log('bare server on ' + server.address().port));
+`;
+
+/** Posts a body to the bare server on one kept-alive connection and reads its answer. */
+function barePoster(origin: string, headers: Record<string, string>, body: Buffer): { post: () => Promise<void>; close: () => Promise<void> } {
+  const pool = new Pool(origin, { connections: 1, pipelining: 1, keepAliveTimeout: 60_000 });
+  return {
+    post: async () => {
+      const res = await pool.request({ method: 'POST', path: '/', headers, body, headersTimeout: 120_000, bodyTimeout: 120_000 });
+      await res.body.arrayBuffer();
+      if (res.statusCode !== 200) throw new Error(`the bare server answered ${res.statusCode}`);
+    },
+    close: () => pool.close(),
+  };
+}
 type Way = (typeof WAYS)[number];
 
 /** The request body of a case, as tritonclient sends it: binary tensors answered in binary, or JSON. */
@@ -194,6 +223,9 @@ async function main(bench: BenchRun<Options>): Promise<void> {
     );
     children.push(replica);
     const replicaUrl = `http://127.0.0.1:${replica.ready[1]}`;
+    const bare = await startChild(process.execPath, ['-e', BARE_SERVER], { ready: /bare server on (\d+)/, readyTimeoutMs: 30_000 });
+    children.push(bare);
+    const bareUrl = `http://127.0.0.1:${bare.ready[1]}`;
     const [routerPort] = await freePorts(1);
     children.push(await startBenchRouter(cli, routerPort ?? 0, replicaUrl));
     for (const m of [CNN, LARGE_INPUT]) sessions.set(m.id, await createSession(join(dir, m.id, 'model.onnx'), 'cpu', { ...REPLICA_TUNING, intraOpThreads: o.threads }));
@@ -202,11 +234,18 @@ async function main(bench: BenchRun<Options>): Promise<void> {
       const { body, headers } = request(c);
       const direct = poster(replicaUrl, c.form, headers, body);
       const routed = poster(new URL(routerUrl(routerPort ?? 0)).origin, c.form, headers, body);
-      clients.push(direct, routed);
+      const floor = barePoster(bareUrl, headers, body);
+      clients.push(direct, routed, floor);
       const image = inputImage(c.model);
       const session = sessions.get(c.model.id) as ort.InferenceSession;
+      const inProcess = async (): Promise<Float32Array> => (await session.run({ image: new ort.Tensor('float32', image, inputDims(c.model)) }))['logits']!.data as Float32Array;
       return {
-        [IN_PROCESS]: async () => (await session.run({ image: new ort.Tensor('float32', image, inputDims(c.model)) }))['logits']!.data as Float32Array,
+        [IN_PROCESS]: inProcess,
+        [FLOOR]: async () => {
+          const logits = await inProcess();
+          await floor.post();
+          return logits;
+        },
         'replica, shared graph (the default)': () => direct.post(`/v2/models/${c.model.id}/infer`),
         'replica, own session (config.json shareGraph: false)': () => direct.post(`/v2/models/${c.model.id}-own/infer`),
         'router → replica, shared graph': () => routed.post(`${new URL(routerUrl(routerPort ?? 0)).pathname}v2/models/${c.model.id}/infer`),
@@ -239,7 +278,8 @@ async function main(bench: BenchRun<Options>): Promise<void> {
             rows: table.map((r) => [r.model, r.form, r.way, fmt(r.p50), range(r.spread), fmt(r.p90), fmt(r.ratio, 3), range(r.ratioSpread, 3)]),
           },
           after:
-            'Goal: the replica at most 1.05× onnxruntime in process at p50 with binary tensors, and at most 1.1× through the router (docs/adr/0051-replica-request-path.md). JSON rows show what decoding a body of numbers costs.',
+            'Goal: the replica at most 1.05× onnxruntime in process at p50 with binary tensors, and at most 1.1× through the router (docs/adr/0051-replica-request-path.md). JSON rows show what decoding a body of numbers costs. ' +
+            `"${FLOOR}" is the floor of a replica in another process: the model run here, then the same body posted to a node:http server that reads it, keeps none of it and answers two bytes: the least any replica behind a socket could take.`,
         },
       ],
       data: { gflopPerRun: { [CNN.id]: gflop(CNN), [LARGE_INPUT.id]: gflop(LARGE_INPUT) }, rows: table },
