@@ -67,32 +67,6 @@ const IN_PROCESS = 'onnxruntime in process';
 const FLOOR = 'in process + the body posted to a node:http process that drops it';
 const WAYS = [IN_PROCESS, FLOOR, 'replica, shared graph (the default)', 'replica, own session (config.json shareGraph: false)', 'router → replica, shared graph'] as const;
 
-/**
- * A floor under any replica in another process: a node:http server that reads the body, keeps
- * none of it and answers two bytes. The FLOOR way runs the model in process, then posts the same
- * body to it: the least a replica behind a socket could take, its own path costing nothing.
- */
-const BARE_SERVER = `
-const server = require('node:http').createServer((req, res) => {
-  // Each read freed at once, as the replica frees its reads once copied (common/read-release.ts).
-  req.on('data', (c) => { if (c.byteOffset === 0 && c.byteLength === c.buffer.byteLength) c.buffer.transfer(0); });
-  req.on('end', () => res.end('{}'));
-});
-server.listen(0, '127.0.0.1', () => console.log('bare server on ' + server.address().port));
-`;
-
-/** Posts a body to the bare server on one kept-alive connection and reads its answer. */
-function barePoster(origin: string, headers: Record<string, string>, body: Buffer): { post: () => Promise<void>; close: () => Promise<void> } {
-  const pool = new Pool(origin, { connections: 1, pipelining: 1, keepAliveTimeout: 60_000 });
-  return {
-    post: async () => {
-      const res = await pool.request({ method: 'POST', path: '/', headers, body, headersTimeout: 120_000, bodyTimeout: 120_000 });
-      await res.body.arrayBuffer();
-      if (res.statusCode !== 200) throw new Error(`the bare server answered ${res.statusCode}`);
-    },
-    close: () => pool.close(),
-  };
-}
 type Way = (typeof WAYS)[number];
 
 /** The request body of a case, as tritonclient sends it: binary tensors answered in binary, or JSON. */
@@ -118,15 +92,19 @@ function logits(status: number, headers: Record<string, string | string[] | unde
 /**
  * One kept-alive connection to `origin`, written with undici's own API: fetch copies a request
  * body and streams it in pieces (about 10 ms more for 4 MiB here), a cost of the client that
- * would be counted as the replica's.
+ * would be counted as the replica's. `read` takes each answer whole.
  */
-function poster(origin: string, form: Form, headers: Record<string, string>, body: Buffer): { post: (path: string) => Promise<Float32Array>; close: () => Promise<void> } {
+function poster<T>(
+  origin: string,
+  headers: Record<string, string>,
+  body: Buffer,
+  read: (status: number, headers: Record<string, string | string[] | undefined>, all: Buffer) => T,
+): { post: (path: string) => Promise<T>; close: () => Promise<void> } {
   const pool = new Pool(origin, { connections: 1, pipelining: 1, keepAliveTimeout: 60_000 });
   return {
     post: async (path) => {
       const res = await pool.request({ method: 'POST', path, headers, body, headersTimeout: 120_000, bodyTimeout: 120_000 });
-      const all = Buffer.from(await res.body.arrayBuffer());
-      return logits(res.statusCode, res.headers, all, form);
+      return read(res.statusCode, res.headers, Buffer.from(await res.body.arrayBuffer()));
     },
     close: () => pool.close(),
   };
@@ -223,18 +201,22 @@ async function main(bench: BenchRun<Options>): Promise<void> {
     );
     children.push(replica);
     const replicaUrl = `http://127.0.0.1:${replica.ready[1]}`;
-    const bare = await startChild(process.execPath, ['-e', BARE_SERVER], { ready: /bare server on (\d+)/, readyTimeoutMs: 30_000 });
-    children.push(bare);
-    const bareUrl = `http://127.0.0.1:${bare.ready[1]}`;
+    // The floor way's server (bench/lib/drop-server.ts): reads each body and keeps none of it.
+    const drop = await startChild(process.execPath, [join(repoRoot(), 'dist/bench/lib/drop-server.js')], { ready: /drop server on (\d+)/, readyTimeoutMs: 30_000 });
+    children.push(drop);
+    const dropUrl = `http://127.0.0.1:${drop.ready[1]}`;
     const [routerPort] = await freePorts(1);
     children.push(await startBenchRouter(cli, routerPort ?? 0, replicaUrl));
     for (const m of [CNN, LARGE_INPUT]) sessions.set(m.id, await createSession(join(dir, m.id, 'model.onnx'), 'cpu', { ...REPLICA_TUNING, intraOpThreads: o.threads }));
 
     const runs = (c: Case): Record<Way, () => Promise<Float32Array>> => {
       const { body, headers } = request(c);
-      const direct = poster(replicaUrl, c.form, headers, body);
-      const routed = poster(new URL(routerUrl(routerPort ?? 0)).origin, c.form, headers, body);
-      const floor = barePoster(bareUrl, headers, body);
+      const answer = (status: number, h: Record<string, string | string[] | undefined>, all: Buffer): Float32Array => logits(status, h, all, c.form);
+      const direct = poster(replicaUrl, headers, body, answer);
+      const routed = poster(new URL(routerUrl(routerPort ?? 0)).origin, headers, body, answer);
+      const floor = poster(dropUrl, headers, body, (status) => {
+        if (status !== 200) throw new Error(`the drop server answered ${status}`);
+      });
       clients.push(direct, routed, floor);
       const image = inputImage(c.model);
       const session = sessions.get(c.model.id) as ort.InferenceSession;
@@ -243,7 +225,7 @@ async function main(bench: BenchRun<Options>): Promise<void> {
         [IN_PROCESS]: inProcess,
         [FLOOR]: async () => {
           const logits = await inProcess();
-          await floor.post();
+          await floor.post('/');
           return logits;
         },
         'replica, shared graph (the default)': () => direct.post(`/v2/models/${c.model.id}/infer`),
