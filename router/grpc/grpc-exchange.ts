@@ -206,7 +206,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     const t = new Http2Try(this);
     this.upstream = t;
     try {
-      this.forwarded ??= forwardedHeaders(this.call.headers, this.method, this.requestId, this.call.client);
+      this.forwarded ??= forwardedHeaders(this.call.headers, METHOD_PATHS[this.method], this.requestId, this.call.client);
       t.send(sessions, tryHeaders(this.forwarded, sessions.address, this.remainingMs()), this.message as Buffer);
     } catch (err) {
       // The replica just left the route under the lease: as a refused connection.

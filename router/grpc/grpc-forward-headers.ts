@@ -32,11 +32,11 @@ function copyHeaders(from: IncomingHttpHeaders, skip: ReadonlySet<string>, into:
 /** The largest value grpc-timeout's 8 digits hold in milliseconds. */
 const MAX_TIMEOUT_MS = 99_999_999;
 
-/** What every try of a call sends: the method, the call's metadata, the router's request id and the client's address appended to x-forwarded-for. */
-export function forwardedHeaders(incoming: IncomingHttpHeaders, method: string, requestId: string, client: string): OutgoingHttpHeaders {
+/** What every try of a call sends: the method's path, the call's metadata, the router's request id and the client's address appended to x-forwarded-for. */
+export function forwardedHeaders(incoming: IncomingHttpHeaders, path: string, requestId: string, client: string): OutgoingHttpHeaders {
   const out = copyHeaders(incoming, NOT_FORWARDED, {
     ':method': 'POST',
-    ':path': `/inference.GRPCInferenceService/${method}`,
+    ':path': path,
     ':scheme': 'http',
     'content-type': 'application/grpc',
     te: 'trailers',

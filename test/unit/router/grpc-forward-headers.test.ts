@@ -19,7 +19,7 @@ describe("the HTTP/1.1 form's request header list", () => {
   };
 
   it('carries every header of the HTTP/2 object but its pseudo-headers and te, in its order', () => {
-    const object = forwardedHeaders(incoming, 'ModelInfer', 'req-7', '127.0.0.9');
+    const object = forwardedHeaders(incoming, '/inference.GRPCInferenceService/ModelInfer', 'req-7', '127.0.0.9');
     const expected: string[] = [];
     for (const [key, value] of Object.entries(object)) {
       if (key.startsWith(':') || key === 'te' || value === undefined) continue;
