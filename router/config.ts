@@ -9,6 +9,7 @@ import { DEFAULT_COMPOSITE_LIMITS } from './composite/composite-admission.js';
 import { DEFAULT_OUTLIER_POLICY } from './placement/outlier-detection.js';
 import { MIN_PER_SECOND, WINDOW_MS } from './placement/retry-budget.js';
 import { DEFAULT_MIRROR_MAX_IN_FLIGHT } from './routes/route-split.js';
+import { DEFAULT_CUT_THROUGH_HOLD_MS } from './exchange/context.js';
 import { parseStaticRoutes, type StaticRoute } from './discovery/static-discovery.js';
 
 const positiveInt = z.coerce.number().int().positive();
@@ -71,6 +72,7 @@ export const routerConfigSchema = z.object({
   shutdownGraceMs: positiveInt.default(25_000),
   fastPath: booleanString.default(true),
   bodyCutThrough: booleanString.default(true),
+  bodyCutThroughHoldMs: positiveInt.default(DEFAULT_CUT_THROUGH_HOLD_MS),
   headersTimeoutMs: positiveInt.default(30_000),
   bodyIdleTimeoutMs: positiveInt.default(DEFAULT_BODY_IDLE_TIMEOUT_MS),
   bodyTimeoutMs: positiveInt.default(DEFAULT_BODY_TIMEOUT_MS),
@@ -214,6 +216,11 @@ const specs: OptionSpecs<typeof routerConfigSchema.shape> = {
     flag: 'body-cut-through',
     env: 'MODELMUX_BODY_CUT_THROUGH',
     help: 'Send a request body of 64 KiB or more with a Content-Length on to its replica as it arrives, kept whole for retries; false: read it whole before placing the request. Default true.',
+  },
+  bodyCutThroughHoldMs: {
+    flag: 'body-cut-through-hold-ms',
+    env: 'MODELMUX_BODY_CUT_THROUGH_HOLD_MS',
+    help: "Longest a request may hold its replica's slot while its body is cut through; a body not whole by then is taken back (the try cut, the slot freed) and read whole before the request is placed again. Default 2000.",
   },
   headersTimeoutMs: {
     flag: 'headers-timeout-ms',

@@ -60,6 +60,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<void>
       maxBufferedBytes: config.maxBufferedBytes,
       maxResponseBufferBytes: config.maxResponseBufferBytes,
       bodyCutThrough: config.bodyCutThrough,
+      bodyCutThroughHoldMs: config.bodyCutThroughHoldMs,
       slowReaderTimeoutMs: config.slowReaderTimeoutMs,
       mirrorMaxInFlight: config.mirrorMaxInFlight,
       composite: {

@@ -55,6 +55,12 @@ export class RouterMetrics {
     ['route'],
     this.registry,
   );
+  readonly bodiesTakenBack = new BoundCounter(
+    'modelmux_router_bodies_taken_back_total',
+    "Requests whose body, cut through to a replica, was not whole within --body-cut-through-hold-ms: the try was cut, freeing the replica's slot, and the body read whole before the request was placed again.",
+    ['route'],
+    this.registry,
+  );
   readonly ejections = new BoundCounter(
     'modelmux_router_outlier_ejections_total',
     'Replicas taken out of placement by outlier detection, by the outcome that ejected them.',
@@ -168,6 +174,11 @@ export class RouteMetrics {
   /** A try past its adaptive timeout stayed at its replica, alive (rare: no cached child). */
   slowTryKept(): void {
     this.metrics.slowTriesKept.labels({ route: this.route }).inc();
+  }
+
+  /** A body cut through was taken back from its replica (rare: no cached child). */
+  bodyTakenBack(): void {
+    this.metrics.bodiesTakenBack.labels({ route: this.route }).inc();
   }
 
   /** Outlier detection ejected a replica after a try that ended as `outcome` (rare: no cached child). */

@@ -10,6 +10,13 @@ import type { Deadlines } from './deadlines.js';
 import type { RequestIds } from './request-id.js';
 import type { TryTimeoutPolicy } from './try-timeout.js';
 
+/**
+ * How long a body cut through to its replica may hold the replica's slot while it comes: long
+ * enough for a few MiB over a slow client link, short next to the body timeouts a stalled upload
+ * would otherwise hold it for (docs/adr/0051, "Router cut-through").
+ */
+export const DEFAULT_CUT_THROUGH_HOLD_MS = 2000;
+
 export interface ProxyLimits {
   maxBodyBytes: number;
   /** The request once its body is in: waiting for a slot, the tries and the answer. */
@@ -35,6 +42,8 @@ export interface ProxyLimits {
   slowReaderTimeoutMs: number;
   /** Large bodies go to their replica as they arrive (ADR 0051, "Router cut-through"); on when absent. */
   bodyCutThrough?: boolean;
+  /** How long a cut-through body may hold its replica's slot before it is taken back (`DEFAULT_CUT_THROUGH_HOLD_MS` when absent). */
+  bodyCutThroughHoldMs?: number;
   /** Mirror copies of split-route requests under way at once; past it copies are dropped (route-mirror.ts). */
   mirrorMaxInFlight?: number;
   /** The bounds of ensemble and sequence requests (composite-admission.ts); its defaults when absent. */

@@ -7,7 +7,7 @@ import { errorHeaders } from '../http1/error-headers.js';
 import { endToEndFields, type ScannedRequestHeaders } from '../http1/hop-headers.js';
 import { fieldValue } from '../http1/http1-syntax.js';
 import type { RetryReason, RouteMetrics, TimeoutPhase } from '../metrics.js';
-import type { RouterContext } from './context.js';
+import { DEFAULT_CUT_THROUGH_HOLD_MS, type RouterContext } from './context.js';
 import type { SendOptions } from './request-sender.js';
 import { ResponseBacklog } from './response-backlog.js';
 import { ModelRouteMetrics } from '../routes/route-metrics.js';
@@ -73,6 +73,12 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   private bodyOpen = true;
   /** The request is placed at its head and its body sent to the replica as it arrives (ADR 0051, "Router cut-through"). */
   private cutThrough = false;
+  /**
+   * When a body cut through and still arriving is taken back from its replica, so that a client
+   * that stalls mid-body holds a replica's slot only this long, not for the body timeouts; set at
+   * its first try.
+   */
+  private takeBackAt = Number.POSITIVE_INFINITY;
   /**
    * An answer that came before the body was whole (a cut-through request), held until it is: the
    * client sends its whole body before it sees an answer, as when the router read the body first,
@@ -224,7 +230,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     const bodyDeadline = Math.min(this.bodyStart + limits.bodyTimeoutMs, now + limits.bodyIdleTimeoutMs);
     if (this.cutThrough) {
       this.requestDeadline = bodyDeadline;
-      this.deadlineAt = Math.min(bodyDeadline, this.holdUntil);
+      this.deadlineAt = Math.min(bodyDeadline, this.holdUntil, this.phase === 'upstream' ? this.takeBackAt : Number.POSITIVE_INFINITY);
     } else this.deadlineAt = bodyDeadline;
     this.size += chunk.length;
     if (this.size > limits.maxBodyBytes) return this.fail(new ModelmuxError('body_too_large', `the body is larger than the limit of ${limits.maxBodyBytes} bytes`));
@@ -284,12 +290,40 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     this.phase = 'upstream';
     this.discarding = undefined;
     this.controller = undefined;
-    if (this.bodyOpen) this.tryStart = this.router.clock.now();
+    if (this.bodyOpen) this.holdWhileBodyComes();
     else this.timeTry(lease);
     route.balancer.watch(lease, this);
     const method = this.req.method ?? 'GET';
     this.dispatched = true;
     pool.dispatch({ method, path: this.upstreamPath, headers: this.headers, body: method === 'GET' || method === 'HEAD' ? null : this.body, bodyBuffer: this.pooled }, this);
+  }
+
+  private get holdMs(): number {
+    return this.router.limits.bodyCutThroughHoldMs ?? DEFAULT_CUT_THROUGH_HOLD_MS;
+  }
+
+  /** A try sent before its body is whole holds the replica's slot from now, up to `takeBackAt`. */
+  private holdWhileBodyComes(): void {
+    const now = this.router.clock.now();
+    this.tryStart = now;
+    if (this.takeBackAt === Number.POSITIVE_INFINITY) this.takeBackAt = now + this.holdMs;
+    this.deadlineAt = Math.min(this.deadlineAt, this.takeBackAt);
+  }
+
+  /**
+   * The body did not come whole within the hold: the try is cut (the replica sees its request
+   * end and frees its slot) and the body is read whole, as with cut-through off, before the
+   * request is placed again. No fault of the replica's: nothing is reported or retried, and the
+   * bytes already kept are sent again whole.
+   */
+  private takeBack(): void {
+    this.cutThrough = false;
+    (this.routeMetrics as RouteMetrics).bodyTakenBack();
+    this.phase = 'body';
+    // Its end (onResponseError, at once) gives the slot back.
+    (this.controller as UpstreamController).abort(new ModelmuxError('timeout', `the body was not whole within ${this.holdMs} ms`));
+    this.deadlineAt = Math.min(this.bodyStart + this.router.limits.bodyTimeoutMs, this.bodyAt + this.router.limits.bodyIdleTimeoutMs);
+    this.router.deadlines.add(this);
   }
 
   /** The try is over (answered, failed or aborted): its slot goes back to the balancer. */
@@ -442,7 +476,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
   onResponseError(_controller: UpstreamController, err: Error): void {
     this.endTry();
     const phase = this.phase;
-    if (phase === 'done') return;
+    // Taken back (`takeBack`): the body is read whole now, and the request placed again then.
+    if (phase === 'done' || phase === 'body') return;
     const replica = this.replica as string;
     try {
       if (phase === 'upstream') {
@@ -471,6 +506,8 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
         const idle = now - this.bodyAt >= limits.bodyIdleTimeoutMs;
         this.timedOut(idle ? 'body_idle' : 'body_total');
         this.fail(new ModelmuxError('request_timeout', idle ? `no byte of the body came for ${limits.bodyIdleTimeoutMs} ms` : `the body did not arrive within ${limits.bodyTimeoutMs} ms`));
+      } else if (this.bodyOpen && this.cutThrough && this.phase === 'upstream' && now >= this.takeBackAt) {
+        this.takeBack();
       } else if (this.phase === 'waiting') {
         this.timedOut('request');
         this.fail(new ModelmuxError('timeout', 'no replica slot freed up before the request deadline'));

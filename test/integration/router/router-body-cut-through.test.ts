@@ -177,6 +177,37 @@ describe('a large body cut through to its replica', () => {
   });
 });
 
+describe('a body that does not come whole within --body-cut-through-hold-ms', () => {
+  it("is taken back from its replica, freeing the replica's slot, and sent whole once it is in", async () => {
+    const replica = await recordingReplica();
+    // One slot per replica: while the stalled request holds it, no other request could be placed.
+    const r = await start(['--body-cut-through-hold-ms', '300', '--max-ongoing-requests', '1', '--request-timeout-ms', '5000'], replica);
+    const body = bodyOf(8, BODY);
+    const stalled = slowUpload(r, 'held-1', body, HALF);
+    clients.push(stalled);
+    await eventually(() => expect(replica.seen.get('held-1')?.bodyBytes).toBe(HALF), 10_000, 50);
+    // The client sends nothing more: past the hold, the router cuts the try it was cut through on.
+    await eventually(() => expect(replica.seen.get('held-1')?.cut).toBe(true), 10_000, 50);
+    expect((await r.metrics()).get('modelmux_router_bodies_taken_back_total{route="/r"}')).toBe(1);
+    // The slot is free: another client's request for the same model is answered while the first still holds its body.
+    const small = bodyOf(9, 1024);
+    const other = new RawClient(r.port);
+    clients.push(other);
+    other.send(`POST /r/v2/models/held-1/infer HTTP/1.1\r\nhost: x\r\nx-request-id: other-1\r\ncontent-type: application/octet-stream\r\ncontent-length: ${small.length}\r\n\r\n`);
+    other.send(small);
+    await other.until((c) => c.responses() === 1 && c.body().endsWith('}'), 10_000);
+    expect(other.text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(other.json()).toEqual({ digest: digest(small) });
+    expect(stalled.text).toBe('');
+    // The rest comes: the request is placed again, and the replica gets the whole body on a new connection.
+    stalled.send(body.subarray(HALF));
+    await stalled.until((c) => c.responses() === 1 && c.body().endsWith('}'), 10_000);
+    expect(stalled.text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(stalled.json()).toEqual({ digest: digest(body) });
+    expect(replica.seen.get('held-1')).toEqual({ bodyBytes: BODY, whole: true, cut: false });
+  });
+});
+
 describe('with --body-cut-through=false', () => {
   it('reads the body whole first: a client that stalls mid-body gets 408, and the replica never saw its request', async () => {
     const replica = await recordingReplica();
