@@ -20,7 +20,8 @@ import { rawGrpcSenders, type Send } from './lib/raw-grpc-senders.js';
  * `npm run bench:grpc`: the Open Inference Protocol's HTTP/JSON and gRPC forms through the same
  * router to the same replicas, the same models and the same number of closed-loop clients: what
  * each costs the router and the replicas per request (requests per CPU-second from /proc), and
- * its p50 and p99, then both at an equal offered load below saturation (open loop, lib/offered-load.ts). HTTP: `POST /<route>/v2/models/<id>/infer` with a JSON body, one keep-alive
+ * its p50 and p99; then the latency of both at an equal offered load below saturation (open loop,
+ * lib/offered-load.ts). HTTP: `POST /<route>/v2/models/<id>/infer` with a JSON body, one keep-alive
  * connection per client. gRPC: ModelInfer with the rows in `fp32_contents`, one HTTP/2 connection
  * per client: by default a lean node:http2 client (lib/raw-grpc-senders.ts), as lean as the
  * HTTP one, so that the clients' CPU on the same cores weighs on both alike; `--grpc-client
@@ -204,7 +205,7 @@ function openLoopSetup(o: Options, closed: readonly Window[], open: OpenLoop): s
     return o.rate === 0 ? 'No open-loop windows (`--rate 0`).' : 'No open-loop windows: a protocol answered nothing in the closed loop, so there was no rate below saturation to offer.';
   const why =
     o.rate === undefined
-      ? `${DEFAULT_RATE_FRACTION * 100}% of the lower closed-loop rate of this run (${fmt(defaultOfferedRate(closed, 1), 0)} req/s), below saturation for both; \`--rate\` sets it`
+      ? `${DEFAULT_RATE_FRACTION * 100}% of this run's lower closed-loop rate, ${fmt(defaultOfferedRate(closed, 1), 0)} req/s: below saturation for both; \`--rate\` sets it`
       : `\`--rate ${o.rate}\``;
   return (
     `Then, per round and in the same order, one open-loop window per protocol, ${o.durationSeconds} s each: Poisson arrivals at an equal offered load of ${open.rateRps} req/s (${why}), ` +
