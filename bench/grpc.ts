@@ -10,7 +10,8 @@ import { fmt } from './lib/markdown.js';
 import { ensureModelFiles, modelDirFor } from './lib/model-set.js';
 import { startModelmuxLocal, type ModelmuxLocal } from './lib/modelmux-local.js';
 import { totalCpuSeconds } from './lib/proc-cpu.js';
-import { writeReport, type BenchReport } from './lib/report.js';
+import { DEFAULT_RATE_FRACTION, defaultOfferedRate, inFlightCap, offeredLoadWindow, worstP99Ms, type OfferedLoadResult } from './lib/offered-load.js';
+import { writeReport, type BenchReport, type ReportSection } from './lib/report.js';
 import { summarize, type LatencySummary } from './lib/stats.js';
 import { modelIds } from './lib/traffic.js';
 import { rawGrpcSenders, type Send } from './lib/raw-grpc-senders.js';
@@ -19,7 +20,8 @@ import { rawGrpcSenders, type Send } from './lib/raw-grpc-senders.js';
  * `npm run bench:grpc`: the Open Inference Protocol's HTTP/JSON and gRPC forms through the same
  * router to the same replicas, the same models and the same number of closed-loop clients: what
  * each costs the router and the replicas per request (requests per CPU-second from /proc), and
- * its p50 and p99. HTTP: `POST /<route>/v2/models/<id>/infer` with a JSON body, one keep-alive
+ * its p50 and p99; then the latency of both at an equal offered load below saturation (open loop,
+ * lib/offered-load.ts). HTTP: `POST /<route>/v2/models/<id>/infer` with a JSON body, one keep-alive
  * connection per client. gRPC: ModelInfer with the rows in `fp32_contents`, one HTTP/2 connection
  * per client: by default a lean node:http2 client (lib/raw-grpc-senders.ts), as lean as the
  * HTTP one, so that the clients' CPU on the same cores weighs on both alike; `--grpc-client
@@ -37,6 +39,7 @@ const schema = z.object({
   warmupSeconds: z.coerce.number().min(0).max(600).default(3),
   rounds: intString(1, 20).default(1),
   grpcClient: z.enum(['raw', 'grpc-js']).default('raw'),
+  rate: z.coerce.number().min(0).max(1_000_000).optional(),
 });
 type Options = z.infer<typeof schema>;
 const specs: OptionSpecs<typeof schema.shape> = {
@@ -48,11 +51,22 @@ const specs: OptionSpecs<typeof schema.shape> = {
   warmupSeconds: { flag: 'warmup-seconds', help: 'Unmeasured seconds of each protocol before the first round (default 3).' },
   rounds: { flag: 'rounds', help: 'Rounds of one window per protocol, the order alternating (default 1).' },
   grpcClient: { flag: 'grpc-client', help: 'gRPC clients: raw (one node:http2 session each, messages encoded once, as lean as the HTTP clients) or grpc-js (one channel each) (default raw).' },
+  rate: {
+    flag: 'rate',
+    help: `Requests per second offered to each protocol in the open-loop windows after the closed-loop ones, Poisson arrivals (default: ${DEFAULT_RATE_FRACTION * 100}% of the lower closed-loop req/s of the run; 0: no open-loop windows).`,
+  },
 };
 
 type Protocol = 'http' | 'grpc';
 
-interface Window {
+interface CpuUse {
+  routerCpuSeconds: number;
+  replicaCpuSeconds: number;
+  /** The benchmark process's, where the clients run. */
+  benchCpuSeconds: number;
+}
+
+interface Window extends CpuUse {
   protocol: Protocol;
   round: number;
   requests: number;
@@ -60,10 +74,12 @@ interface Window {
   firstFailure?: string;
   seconds: number;
   latency: LatencySummary;
-  routerCpuSeconds: number;
-  replicaCpuSeconds: number;
-  /** The benchmark process's, where the clients run. */
-  benchCpuSeconds: number;
+}
+
+/** An open-loop window: both protocols offered the same Poisson arrivals. */
+interface OpenWindow extends OfferedLoadResult, CpuUse {
+  protocol: Protocol;
+  round: number;
 }
 
 function rowsOf(n: number): number[][] {
@@ -107,11 +123,23 @@ const ownCpuSeconds = (): number => {
   return (u.user + u.system) / 1e6;
 };
 
-/** `concurrency` closed-loop clients for `ms`, models in turn; CPU of the router, the replicas and this process across the window. */
-async function measure(pool: ModelmuxLocal, protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number): Promise<Window> {
+/** `work`'s result with the CPU of the router, the replicas and this process across it. */
+async function withCpu<T>(pool: ModelmuxLocal, work: () => Promise<T>): Promise<T & CpuUse> {
   const pids = { router: pool.routerPid === undefined ? [] : [pool.routerPid], replicas: pool.replicaPids };
   const cpu0 = await Promise.all([totalCpuSeconds(pids.router), totalCpuSeconds(pids.replicas)]);
   const own0 = ownCpuSeconds();
+  const result = await work();
+  const own1 = ownCpuSeconds();
+  const cpu1 = await Promise.all([totalCpuSeconds(pids.router), totalCpuSeconds(pids.replicas)]);
+  return { ...result, routerCpuSeconds: cpu1[0] - cpu0[0], replicaCpuSeconds: cpu1[1] - cpu0[1], benchCpuSeconds: own1 - own0 };
+}
+
+/** `concurrency` closed-loop clients for `ms`, models in turn; CPU of the router, the replicas and this process across the window. */
+async function measure(pool: ModelmuxLocal, protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number): Promise<Window> {
+  return withCpu(pool, () => closedLoop(protocol, round, sends, ids, ms));
+}
+
+async function closedLoop(protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number): Promise<Omit<Window, keyof CpuUse>> {
   const latencies: number[] = [];
   let requests = 0;
   let ok = 0;
@@ -135,20 +163,13 @@ async function measure(pool: ModelmuxLocal, protocol: Protocol, round: number, s
     }),
   );
   const seconds = (performance.now() - start) / 1000;
-  const own1 = ownCpuSeconds();
-  const cpu1 = await Promise.all([totalCpuSeconds(pids.router), totalCpuSeconds(pids.replicas)]);
-  return {
-    protocol,
-    round,
-    requests,
-    ok,
-    ...(firstFailure !== undefined ? { firstFailure } : {}),
-    seconds,
-    latency: summarize(latencies),
-    routerCpuSeconds: cpu1[0] - cpu0[0],
-    replicaCpuSeconds: cpu1[1] - cpu0[1],
-    benchCpuSeconds: own1 - own0,
-  };
+  return { protocol, round, requests, ok, ...(firstFailure !== undefined ? { firstFailure } : {}), seconds, latency: summarize(latencies) };
+}
+
+/** An open-loop window at `rateRps` (lib/offered-load.ts); each round's seed gives both protocols the same arrivals. */
+async function measureOpen(pool: ModelmuxLocal, protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number, rateRps: number): Promise<OpenWindow> {
+  const w = await withCpu(pool, () => offeredLoadWindow({ sends, ids, rateRps, durationMs: ms, seed: 51 + round, cap: inFlightCap(rateRps) }));
+  return { protocol, round, ...w };
 }
 
 /** Every model once by each protocol, checked against the reference forward pass: a fast wrong answer never counts. */
@@ -166,12 +187,70 @@ async function checkAnswers(ids: readonly string[], http: Send, grpc: Send): Pro
   }
 }
 
+/** Each round's order of protocols, alternating, so neither always runs first on a machine that drifts. */
+const orderOf = (round: number): readonly Protocol[] => (round % 2 === 0 ? ['http', 'grpc'] : ['grpc', 'http']);
+
 const perCpuSecond = (ok: number, cpu: number): number => (cpu > 0 ? ok / cpu : Number.NaN);
 
-function report(o: Options, windows: readonly Window[]): BenchReport {
+const protocolName = (p: Protocol): string => (p === 'http' ? 'HTTP/JSON' : 'gRPC');
+
+/** The open-loop windows and the rate they were offered (0: none ran). */
+interface OpenLoop {
+  rateRps: number;
+  windows: OpenWindow[];
+}
+
+function openLoopSetup(o: Options, closed: readonly Window[], open: OpenLoop): string {
+  if (open.rateRps === 0)
+    return o.rate === 0 ? 'No open-loop windows (`--rate 0`).' : 'No open-loop windows: a protocol answered nothing in the closed loop, so there was no rate below saturation to offer.';
+  const why =
+    o.rate === undefined
+      ? `${DEFAULT_RATE_FRACTION * 100}% of this run's lower closed-loop rate, ${fmt(defaultOfferedRate(closed, 1), 0)} req/s: below saturation for both; \`--rate\` sets it`
+      : `\`--rate ${o.rate}\``;
+  return (
+    `Then, per round and in the same order, one open-loop window per protocol, ${o.durationSeconds} s each: Poisson arrivals at an equal offered load of ${open.rateRps} req/s (${why}), ` +
+    "the same seeded schedule for both protocols in a round, models in turn, through the same clients (HTTP: the keep-alive pool, where a request waits for a free connection; gRPC: the sessions in turn, each multiplexing). Each latency runs from the request's intended start, so a stall is charged to every request scheduled behind it, which the closed loop hides (coordinated omission); " +
+    `at most ${inFlightCap(open.rateRps)} requests in flight, an arrival past that is dropped and counted.`
+  );
+}
+
+function openLoopSection(open: OpenLoop): ReportSection {
+  const failed = open.windows.filter((w) => w.errors + w.dropped > 0);
+  return {
+    heading: 'At an equal offered load (open loop)',
+    // Issue 51's p99 target is judged here, so RESULTS.md shows it beside the closed loop's CPU ratio.
+    headline: true,
+    table: {
+      header: ['round', 'protocol', 'offered req/s', 'achieved req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'send lag p99 ms', 'router µs/req', 'client µs/req', 'errors', 'dropped'],
+      rows: open.windows.map((w) => [
+        String(w.round + 1),
+        protocolName(w.protocol),
+        fmt(w.offeredRps, 0),
+        fmt(w.ok / w.seconds, 0),
+        fmt(w.latency.p50Ms, 2),
+        fmt(w.latency.p99Ms, 2),
+        fmt(w.latency.p999Ms, 2),
+        fmt(w.sendLagP99Ms, 2),
+        fmt((w.routerCpuSeconds * 1e6) / w.ok, 0),
+        fmt((w.benchCpuSeconds * 1e6) / w.ok, 0),
+        String(w.errors),
+        String(w.dropped),
+      ]),
+    },
+    after:
+      `**p99 at an equal offered load of ${open.rateRps} req/s: gRPC ${fmt(worstP99Ms(open.windows, 'grpc'), 2)} ms, HTTP ${fmt(worstP99Ms(open.windows, 'http'), 2)} ms** (worst window of each; ` +
+      `latency from each request's intended start, over the answered requests).${
+        failed.length > 0
+          ? ` Windows with errors or dropped arrivals: ${failed.map((w) => `round ${w.round + 1} ${w.protocol}: ${w.errors} errors, ${w.dropped} dropped${w.firstFailure === undefined ? '' : ` (${w.firstFailure})`}`).join('; ')}.`
+          : ''
+      }`,
+  };
+}
+
+function report(o: Options, windows: readonly Window[], open: OpenLoop): BenchReport {
   const rows = windows.map((w) => [
     String(w.round + 1),
-    w.protocol === 'http' ? 'HTTP/JSON' : 'gRPC',
+    protocolName(w.protocol),
     fmt(w.ok / w.seconds, 0),
     fmt(w.latency.p50Ms, 2),
     fmt(w.latency.p99Ms, 2),
@@ -186,7 +265,6 @@ function report(o: Options, windows: readonly Window[]): BenchReport {
   const ratio = (f: (w: Window) => number): number => total('grpc', (w) => w.ok) / total('grpc', f) / (total('http', (w) => w.ok) / total('http', f));
   // The issue's target reads as CPU per request, and the p99 of each protocol's worst window.
   const perRequest = (p: Protocol, f: (w: Window) => number): number => (total(p, f) * 1e6) / total(p, (w) => w.ok);
-  const worstP99 = (p: Protocol): number => Math.max(...windows.filter((w) => w.protocol === p).map((w) => w.latency.p99Ms));
   return {
     title: 'V2 inference over HTTP/JSON and over gRPC, through the router',
     setup:
@@ -195,7 +273,8 @@ function report(o: Options, windows: readonly Window[]): BenchReport {
       "HTTP: `POST /wine/v2/models/<id>/infer` with a JSON body over keep-alive connections (one per client); gRPC: `ModelInfer` with `fp32_contents` to the router's gRPC port, " +
       (o.grpcClient === 'raw' ? 'one node:http2 session per client, each message encoded once up front' : 'one grpc-js channel per client') +
       ` (\`--grpc-client ${o.grpcClient}\`). ` +
-      'CPU seconds of the router process and of the replica processes from /proc across each window, and of the benchmark process, where the clients run (client µs/req): on a machine with few cores the clients compete with the router and replicas, and their cost weighs on the latency.',
+      'CPU seconds of the router process and of the replica processes from /proc across each window, and of the benchmark process, where the clients run (client µs/req): on a machine with few cores the clients compete with the router and replicas, and their cost weighs on the latency. ' +
+      openLoopSetup(o, windows, open),
     sections: [
       {
         headline: true,
@@ -219,7 +298,7 @@ function report(o: Options, windows: readonly Window[]): BenchReport {
             perRequest('http', (w) => w.benchCpuSeconds),
             0,
           )} µs; ` +
-          `p99 of the worst window: gRPC ${fmt(worstP99('grpc'), 2)} ms, HTTP ${fmt(worstP99('http'), 2)} ms.${
+          `p99 of the worst window: gRPC ${fmt(worstP99Ms(windows, 'grpc'), 2)} ms, HTTP ${fmt(worstP99Ms(windows, 'http'), 2)} ms.${
             windows.some((w) => w.firstFailure)
               ? ` First failures: ${windows
                   .filter((w) => w.firstFailure)
@@ -228,8 +307,9 @@ function report(o: Options, windows: readonly Window[]): BenchReport {
               : ''
           }`,
       },
+      ...(open.windows.length > 0 ? [openLoopSection(open)] : []),
     ],
-    data: { windows },
+    data: { windows, openLoop: open },
   };
 }
 
@@ -251,6 +331,7 @@ async function main(run: BenchRun<Options>): Promise<void> {
     modelSource: `file://${dir}`,
   });
   const windows: Window[] = [];
+  const open: OpenLoop = { rateRps: 0, windows: [] };
   const address = /^\s+grpc\s+(\S+)$/m.exec(pool.child.output())?.[1];
   const routeUrl = pool.url.replace(/\/$/, '');
   const http = httpSender(routeUrl, o.concurrency, o.rows);
@@ -262,7 +343,7 @@ async function main(run: BenchRun<Options>): Promise<void> {
     const senders: Record<Protocol, Send[]> = { http: Array.from({ length: o.concurrency }, () => http.send), grpc: grpc.sends };
     for (const p of ['http', 'grpc'] as const) if (o.warmupSeconds > 0) await measure(pool, p, -1, senders[p], ids, o.warmupSeconds * 1000);
     for (let round = 0; round < o.rounds; round++) {
-      for (const p of round % 2 === 0 ? (['http', 'grpc'] as const) : (['grpc', 'http'] as const)) {
+      for (const p of orderOf(round)) {
         const w = await measure(pool, p, round, senders[p], ids, o.durationSeconds * 1000);
         windows.push(w);
         log(
@@ -270,12 +351,21 @@ async function main(run: BenchRun<Options>): Promise<void> {
         );
       }
     }
+    open.rateRps = o.rate ?? defaultOfferedRate(windows);
+    if (open.rateRps > 0) log(`open loop at ${open.rateRps} req/s per protocol`);
+    for (let round = 0; round < o.rounds && open.rateRps > 0; round++) {
+      for (const p of orderOf(round)) {
+        const w = await measureOpen(pool, p, round, senders[p], ids, o.durationSeconds * 1000, open.rateRps);
+        open.windows.push(w);
+        log(`open loop round ${round + 1} ${p}: ${(w.ok / w.seconds).toFixed(0)} req/s, p99 ${w.latency.p99Ms.toFixed(2)} ms, ${w.errors} errors, ${w.dropped} dropped`);
+      }
+    }
   } finally {
     grpc?.close();
     await http.close();
     await pool.stop();
   }
-  await writeReport(run, report(o, windows));
+  await writeReport(run, report(o, windows, open));
 }
 
 await runBench({ name: 'grpc', summary: 'V2 over HTTP/JSON and over gRPC through the router: CPU per request of router and replicas, p50, p99.', schema, specs }, main);

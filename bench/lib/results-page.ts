@@ -28,7 +28,8 @@ export const PROGRAMS: readonly ProgramEntry[] = [
   },
   {
     name: 'grpc',
-    measures: 'The Open Inference Protocol over HTTP/JSON and over gRPC through the same router to the same replicas: requests per CPU-second of the router and the replicas, p50 and p99.',
+    measures:
+      'The Open Inference Protocol over HTTP/JSON and over gRPC through the same router to the same replicas: requests per CPU-second of the router and the replicas, p50 and p99 of closed-loop clients, then p99 at an equal offered load below saturation (open loop).',
   },
   { name: 'autoscale', measures: "A step load against the operator's own HPA (prometheus-adapter, the chart's rules) on the test cluster: time to scale up and down, and the requests it cost." },
   { name: 'sim', measures: "The placement simulator: the router's placement against a Ray-like router and the ideal global LRU, loads and wait per traffic pattern and pool shape, no processes." },
