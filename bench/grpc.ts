@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Client, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { Pool } from 'undici';
@@ -10,18 +13,20 @@ import { fmt } from './lib/markdown.js';
 import { ensureModelFiles, modelDirFor } from './lib/model-set.js';
 import { startModelmuxLocal, type ModelmuxLocal } from './lib/modelmux-local.js';
 import { totalCpuSeconds } from './lib/proc-cpu.js';
-import { DEFAULT_RATE_FRACTION, defaultOfferedRate, inFlightCap, offeredLoadWindow, worstP99Ms, type OfferedLoadResult } from './lib/offered-load.js';
+import { DEFAULT_RATE_FRACTION, defaultOfferedRate, worstP99Ms } from './lib/offered-load.js';
+import { sumMetric } from './lib/prom-text.js';
+import { attack, report as vegetaReport, targetsText, vegetaBinary, type VegetaSummary } from './lib/vegeta.js';
 import { writeReport, type BenchReport, type ReportSection } from './lib/report.js';
 import { summarize, type LatencySummary } from './lib/stats.js';
 import { modelIds } from './lib/traffic.js';
-import { rawGrpcSenders, type Send } from './lib/raw-grpc-senders.js';
+import { inferMessages, rawGrpcSenders, type Send } from './lib/raw-grpc-senders.js';
 
 /**
  * `npm run bench:grpc`: the Open Inference Protocol's HTTP/JSON and gRPC forms through the same
  * router to the same replicas, the same models and the same number of closed-loop clients: what
  * each costs the router and the replicas per request (requests per CPU-second from /proc), and
- * its p50 and p99; then the latency of both at an equal offered load below saturation (open loop,
- * lib/offered-load.ts). HTTP: `POST /<route>/v2/models/<id>/infer` with a JSON body, one keep-alive
+ * its p50 and p99; then the latency of both at an equal offered load below saturation, sent by
+ * vegeta (open loop, lib/vegeta.ts). HTTP: `POST /<route>/v2/models/<id>/infer` with a JSON body, one keep-alive
  * connection per client. gRPC: ModelInfer with the rows in `fp32_contents`, one HTTP/2 connection
  * per client: by default a lean node:http2 client (lib/raw-grpc-senders.ts), as lean as the
  * HTTP one, so that the clients' CPU on the same cores weighs on both alike; `--grpc-client
@@ -53,7 +58,7 @@ const specs: OptionSpecs<typeof schema.shape> = {
   grpcClient: { flag: 'grpc-client', help: 'gRPC clients: raw (one node:http2 session each, messages encoded once, as lean as the HTTP clients) or grpc-js (one channel each) (default raw).' },
   rate: {
     flag: 'rate',
-    help: `Requests per second offered to each protocol in the open-loop windows after the closed-loop ones, Poisson arrivals (default: ${DEFAULT_RATE_FRACTION * 100}% of the lower closed-loop req/s of the run; 0: no open-loop windows).`,
+    help: `Requests per second vegeta offers each protocol, at a constant rate, in the open-loop windows after the closed-loop ones (default: ${DEFAULT_RATE_FRACTION * 100}% of the lower closed-loop req/s of the run; 0: no open-loop windows).`,
   },
 };
 
@@ -76,20 +81,27 @@ interface Window extends CpuUse {
   latency: LatencySummary;
 }
 
-/** An open-loop window: both protocols offered the same Poisson arrivals. */
-interface OpenWindow extends OfferedLoadResult, CpuUse {
+/** An open-loop window: vegeta offered the protocol the same constant rate as the other. */
+interface OpenWindow extends CpuUse {
   protocol: Protocol;
   round: number;
+  offeredRps: number;
+  summary: VegetaSummary;
+  /** Requests not answered OK: another status than 200, or for gRPC a 200 the router did not count as OK (its grpc-status). */
+  errors: number;
 }
 
 function rowsOf(n: number): number[][] {
   return Array.from({ length: n }, () => [...SAMPLE_WINE]);
 }
 
+/** The V2 JSON request body of `rows` sample rows. */
+const httpBody = (rows: number): string => JSON.stringify({ inputs: [{ name: WINE_INPUT, shape: [rows, WINE_FEATURES], datatype: 'FP32', data: rowsOf(rows).flat() }] });
+
 function httpSender(routeUrl: string, concurrency: number, rows: number): { send: Send; close(): Promise<void> } {
   const url = new URL(routeUrl);
   const pool = new Pool(url.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 });
-  const body = JSON.stringify({ inputs: [{ name: WINE_INPUT, shape: [rows, WINE_FEATURES], datatype: 'FP32', data: rowsOf(rows).flat() }] });
+  const body = httpBody(rows);
   const send: Send = async (model) => {
     const res = await pool.request({ method: 'POST', path: `${url.pathname}/v2/models/${model}/infer`, headers: { 'content-type': 'application/json' }, body });
     const text = await res.body.text();
@@ -166,18 +178,47 @@ async function closedLoop(protocol: Protocol, round: number, sends: readonly Sen
   return { protocol, round, requests, ok, ...(firstFailure !== undefined ? { firstFailure } : {}), seconds, latency: summarize(latencies) };
 }
 
-/** An open-loop window at `rateRps` (lib/offered-load.ts); each round's seed gives both protocols the same arrivals. */
-async function measureOpen(
-  pool: ModelmuxLocal,
-  protocol: Protocol,
-  round: number,
-  sends: readonly Send[],
-  ids: readonly string[],
-  ms: number,
-  rateRps: number,
-): Promise<OpenWindow & { samplesMs: number[] }> {
-  const w = await withCpu(pool, () => offeredLoadWindow({ sends, ids, rateRps, durationMs: ms, seed: 51 + round, cap: inFlightCap(rateRps) }));
-  return { protocol, round, ...w };
+/** vegeta and what it sends: a targets file per protocol, each model in turn, in a folder of their own. */
+interface OpenLoopClient {
+  bin: string;
+  dir: string;
+  targets: Record<Protocol, string>;
+}
+
+/** The same requests as the closed loop's: each model's JSON body and its framed ModelInfer message. */
+async function openLoopClient(repoRoot: string, ids: readonly string[], routeUrl: string, grpcAddress: string, rows: number): Promise<OpenLoopClient> {
+  const bin = await vegetaBinary(repoRoot);
+  const dir = await mkdtemp(join(tmpdir(), 'bench-grpc-'));
+  const messages = inferMessages(ids, rows);
+  const json = join(dir, 'infer.json');
+  await writeFile(json, httpBody(rows));
+  for (const [id, message] of messages) await writeFile(join(dir, `${id}.bin`), message);
+  const targets = { http: join(dir, 'http.targets'), grpc: join(dir, 'grpc.targets') };
+  await writeFile(targets.http, targetsText(ids.map((id) => ({ url: `${routeUrl}/v2/models/${id}/infer`, headers: { 'Content-Type': 'application/json' }, bodyFile: json }))));
+  await writeFile(
+    targets.grpc,
+    targetsText(
+      ids.map((id) => ({ url: `http://${grpcAddress}/inference.GRPCInferenceService/ModelInfer`, headers: { 'Content-Type': 'application/grpc', Te: 'trailers' }, bodyFile: join(dir, `${id}.bin`) })),
+    ),
+  );
+  return { bin, dir, targets };
+}
+
+/** ModelInfer calls the router answered OK: a gRPC answer is a 200 whatever its grpc-status, which vegeta does not read. */
+async function grpcCallsOk(pool: ModelmuxLocal): Promise<number> {
+  return sumMetric(await (await fetch(`${pool.adminUrl}/metrics`)).text(), 'modelmux_router_grpc_requests_total', { method: 'ModelInfer', code: 'OK' });
+}
+
+/** One open-loop window of `seconds` at `rateRps`, its results in `out`. */
+async function measureOpen(pool: ModelmuxLocal, client: OpenLoopClient, protocol: Protocol, round: number, seconds: number, rateRps: number, out: string): Promise<OpenWindow> {
+  const okBefore = protocol === 'grpc' ? await grpcCallsOk(pool) : 0;
+  const cpu = await withCpu(pool, async () => {
+    await attack(client.bin, { targetsFile: client.targets[protocol], ratePerSecond: rateRps, seconds, h2c: protocol === 'grpc', out });
+    return {};
+  });
+  const summary = await vegetaReport(client.bin, [out]);
+  const ok = protocol === 'grpc' ? Math.min(summary.statusCodes['200'] ?? 0, (await grpcCallsOk(pool)) - okBefore) : (summary.statusCodes['200'] ?? 0);
+  return { protocol, round, offeredRps: rateRps, summary, errors: summary.requests - ok, ...cpu };
 }
 
 /** Every model once by each protocol, checked against the reference forward pass: a fast wrong answer never counts. */
@@ -206,8 +247,8 @@ const protocolName = (p: Protocol): string => (p === 'http' ? 'HTTP/JSON' : 'gRP
 interface OpenLoop {
   rateRps: number;
   windows: OpenWindow[];
-  /** Each protocol's latencies over all its windows: the p99 a client of that protocol saw. */
-  pooled: Partial<Record<Protocol, LatencySummary>>;
+  /** Each protocol's requests over all its windows: the p99 a client of that protocol saw. */
+  pooled: Partial<Record<Protocol, VegetaSummary>>;
 }
 
 function openLoopSetup(o: Options, closed: readonly Window[], open: OpenLoop): string {
@@ -218,41 +259,57 @@ function openLoopSetup(o: Options, closed: readonly Window[], open: OpenLoop): s
       ? `${DEFAULT_RATE_FRACTION * 100}% of this run's lower closed-loop rate, ${fmt(defaultOfferedRate(closed, 1), 0)} req/s: below saturation for both; \`--rate\` sets it`
       : `\`--rate ${o.rate}\``;
   return (
-    `Then, per round and in the same order, one open-loop window per protocol, ${o.durationSeconds} s each: Poisson arrivals at an equal offered load of ${open.rateRps} req/s (${why}), ` +
-    "the same seeded schedule for both protocols in a round, models in turn, through clients that never hold an arrival back (HTTP: a keep-alive pool with a connection for each request that may be in flight, opened in an unmeasured window first; gRPC: the same sessions in turn, each multiplexing). Each latency runs from the request's intended start, so a stall is charged to every request scheduled behind it, which the closed loop hides (coordinated omission); " +
-    `at most ${inFlightCap(open.rateRps)} requests in flight, an arrival past that is dropped and counted.`
+    `Then, after an unmeasured window of each, per round and in the same order, one open-loop window per protocol, ${o.durationSeconds} s each, at an equal offered load of ${open.rateRps} req/s (${why}), ` +
+    'the same requests, models in turn, sent by vegeta (a Go load generator, its own process): at a constant rate whatever the answers, each request from a goroutine of its own, over HTTP/1.1 with a connection for each request in flight and over h2c with the calls multiplexed on one connection. ' +
+    "The same client code for both protocols, with Go's concurrent collector: the benchmark process's own node:http2 clients paused 10–40 ms for their collections, which landed in the tail of whichever protocol's window they fell in. " +
+    "A gRPC call counts as answered only if the router counted it OK (vegeta reads no grpc-status). Router µs/req: the router's CPU over the window's requests."
   );
 }
 
 function openLoopSection(open: OpenLoop): ReportSection {
-  const failed = open.windows.filter((w) => w.errors + w.dropped > 0);
+  const failed = open.windows.filter((w) => w.errors > 0);
+  const pooled = (p: Protocol, f: (s: VegetaSummary) => number): string => {
+    const s = open.pooled[p];
+    return s === undefined ? '–' : fmt(f(s), 2);
+  };
   return {
     heading: 'At an equal offered load (open loop)',
     // Issue 51's p99 target is judged here, so RESULTS.md shows it beside the closed loop's CPU ratio.
     headline: true,
     table: {
-      header: ['round', 'protocol', 'offered req/s', 'achieved req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'send lag p99 ms', 'router µs/req', 'client µs/req', 'errors', 'dropped'],
+      header: ['round', 'protocol', 'offered req/s', 'answered req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'router µs/req', 'replicas µs/req', 'errors'],
       rows: open.windows.map((w) => [
         String(w.round + 1),
         protocolName(w.protocol),
         fmt(w.offeredRps, 0),
-        fmt(w.ok / w.seconds, 0),
-        fmt(w.latency.p50Ms, 2),
-        fmt(w.latency.p99Ms, 2),
-        fmt(w.latency.p999Ms, 2),
-        fmt(w.sendLagP99Ms, 2),
-        fmt((w.routerCpuSeconds * 1e6) / w.ok, 0),
-        fmt((w.benchCpuSeconds * 1e6) / w.ok, 0),
+        fmt(w.summary.throughput, 0),
+        fmt(w.summary.latency.p50Ms, 2),
+        fmt(w.summary.latency.p90Ms, 2),
+        fmt(w.summary.latency.p99Ms, 2),
+        fmt(w.summary.latency.maxMs, 2),
+        fmt((w.routerCpuSeconds * 1e6) / w.summary.requests, 0),
+        fmt((w.replicaCpuSeconds * 1e6) / w.summary.requests, 0),
         String(w.errors),
-        String(w.dropped),
       ]),
     },
     after:
-      `**p99 at an equal offered load of ${open.rateRps} req/s, over all windows of each protocol: gRPC ${fmt(open.pooled.grpc?.p99Ms ?? Number.NaN, 2)} ms, HTTP ${fmt(open.pooled.http?.p99Ms ?? Number.NaN, 2)} ms** ` +
-      `(p50 ${fmt(open.pooled.grpc?.p50Ms ?? Number.NaN, 2)} and ${fmt(open.pooled.http?.p50Ms ?? Number.NaN, 2)} ms); worst window's p99: gRPC ${fmt(worstP99Ms(open.windows, 'grpc'), 2)} ms, HTTP ${fmt(worstP99Ms(open.windows, 'http'), 2)} ms ` +
-      `(latency from each request's intended start, over the answered requests).${
+      `**p99 at an equal offered load of ${open.rateRps} req/s, over all windows of each protocol: gRPC ${pooled('grpc', (s) => s.latency.p99Ms)} ms, HTTP ${pooled('http', (s) => s.latency.p99Ms)} ms** ` +
+      `(p50 ${pooled('grpc', (s) => s.latency.p50Ms)} and ${pooled('http', (s) => s.latency.p50Ms)} ms); ` +
+      `worst window's p99: gRPC ${fmt(
+        worstP99Ms(
+          open.windows.map((w) => ({ protocol: w.protocol, latency: w.summary.latency })),
+          'grpc',
+        ),
+        2,
+      )} ms, HTTP ${fmt(
+        worstP99Ms(
+          open.windows.map((w) => ({ protocol: w.protocol, latency: w.summary.latency })),
+          'http',
+        ),
+        2,
+      )} ms.${
         failed.length > 0
-          ? ` Windows with errors or dropped arrivals: ${failed.map((w) => `round ${w.round + 1} ${w.protocol}: ${w.errors} errors, ${w.dropped} dropped${w.firstFailure === undefined ? '' : ` (${w.firstFailure})`}`).join('; ')}.`
+          ? ` Windows with errors: ${failed.map((w) => `round ${w.round + 1} ${w.protocol}: ${w.errors} of ${w.summary.requests}${w.summary.errors.length > 0 ? ` (${w.summary.errors.slice(0, 2).join('; ')})` : ''}`).join('; ')}.`
           : ''
       }`,
   };
@@ -324,6 +381,38 @@ function report(o: Options, windows: readonly Window[], open: OpenLoop): BenchRe
   };
 }
 
+/** After an unmeasured window of each protocol, `o.rounds` rounds of one window each, alternating; then each protocol's windows together. */
+async function openLoop(
+  repoRoot: string,
+  pool: ModelmuxLocal,
+  o: Options,
+  ids: readonly string[],
+  routeUrl: string,
+  grpcAddress: string,
+  rateRps: number,
+  log: (msg: string) => void,
+): Promise<Omit<OpenLoop, 'rateRps'>> {
+  log(`open loop at ${rateRps} req/s per protocol (vegeta)`);
+  const client = await openLoopClient(repoRoot, ids, routeUrl, grpcAddress, o.rows);
+  try {
+    if (o.warmupSeconds > 0) for (const p of ['http', 'grpc'] as const) await measureOpen(pool, client, p, -1, o.warmupSeconds, rateRps, join(client.dir, `warmup-${p}.bin`));
+    const windows: OpenWindow[] = [];
+    const results: Record<Protocol, string[]> = { http: [], grpc: [] };
+    for (let round = 0; round < o.rounds; round++) {
+      for (const p of orderOf(round)) {
+        const out = join(client.dir, `${p}-${round}.bin`);
+        const w = await measureOpen(pool, client, p, round, o.durationSeconds, rateRps, out);
+        windows.push(w);
+        results[p].push(out);
+        log(`open loop round ${round + 1} ${p}: ${w.summary.throughput.toFixed(0)} req/s, p99 ${w.summary.latency.p99Ms.toFixed(2)} ms, ${w.errors} errors`);
+      }
+    }
+    return { windows, pooled: { http: await vegetaReport(client.bin, results.http), grpc: await vegetaReport(client.bin, results.grpc) } };
+  } finally {
+    await rm(client.dir, { recursive: true, force: true });
+  }
+}
+
 async function main(run: BenchRun<Options>): Promise<void> {
   const o = run.options;
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -343,12 +432,10 @@ async function main(run: BenchRun<Options>): Promise<void> {
   });
   const windows: Window[] = [];
   const open: OpenLoop = { rateRps: 0, windows: [], pooled: {} };
-  const samples: Record<Protocol, number[]> = { http: [], grpc: [] };
   const address = /^\s+grpc\s+(\S+)$/m.exec(pool.child.output())?.[1];
   const routeUrl = pool.url.replace(/\/$/, '');
   const http = httpSender(routeUrl, o.concurrency, o.rows);
   let grpc: { sends: Send[]; check: Send; close(): void } | undefined;
-  let openHttp: { send: Send; close(): Promise<void> } | undefined;
   try {
     if (address === undefined) throw new Error(`modelmux local printed no gRPC address:\n${pool.child.output()}`);
     grpc = o.grpcClient === 'raw' ? await rawGrpcSenders(address, o.concurrency, ids, o.rows) : grpcJsSenders(address, o.concurrency, o.rows);
@@ -365,27 +452,9 @@ async function main(run: BenchRun<Options>): Promise<void> {
       }
     }
     open.rateRps = o.rate ?? defaultOfferedRate(windows);
-    if (open.rateRps > 0) {
-      log(`open loop at ${open.rateRps} req/s per protocol`);
-      // An HTTP/1.1 request needs a connection of its own, as a gRPC call needs only a stream:
-      // with as many as may be in flight, no arrival waits in the client for one.
-      openHttp = httpSender(routeUrl, inFlightCap(open.rateRps), o.rows);
-      const openSenders: Record<Protocol, Send[]> = { http: [openHttp.send], grpc: grpc.sends };
-      // Unmeasured, so that the HTTP pool's connections are open before the first window.
-      for (const p of ['http', 'grpc'] as const) if (o.warmupSeconds > 0) await measureOpen(pool, p, -1, openSenders[p], ids, o.warmupSeconds * 1000, open.rateRps);
-      for (let round = 0; round < o.rounds; round++) {
-        for (const p of orderOf(round)) {
-          const { samplesMs, ...w } = await measureOpen(pool, p, round, openSenders[p], ids, o.durationSeconds * 1000, open.rateRps);
-          open.windows.push(w);
-          for (const ms of samplesMs) samples[p].push(ms);
-          log(`open loop round ${round + 1} ${p}: ${(w.ok / w.seconds).toFixed(0)} req/s, p99 ${w.latency.p99Ms.toFixed(2)} ms, ${w.errors} errors, ${w.dropped} dropped`);
-        }
-      }
-    }
-    if (open.windows.length > 0) open.pooled = { http: summarize(samples.http), grpc: summarize(samples.grpc) };
+    if (open.rateRps > 0) Object.assign(open, await openLoop(repoRoot, pool, o, ids, routeUrl, address, open.rateRps, log));
   } finally {
     grpc?.close();
-    await openHttp?.close();
     await http.close();
     await pool.stop();
   }

@@ -59,25 +59,6 @@ export function sustainableRate(steps: readonly { rateRps: number; sustained: bo
   return best;
 }
 
-/**
- * Fires each arrival (ms after `start`, a `performance.now()` time) once it is due, whatever is
- * still in flight: `fire(at, now, index)` gets its place in the schedule and the time it went
- * out (ms after `start`; `now - at` is the generator's own lateness). Everything due by now goes
- * out in one turn, then the generator sleeps until the next arrival. Stops early once `stopped()`.
- */
-export async function paceArrivals(arrivals: readonly number[], start: number, fire: (at: number, now: number, index: number) => void, stopped: () => boolean = () => false): Promise<void> {
-  let i = 0;
-  while (i < arrivals.length && !stopped()) {
-    const now = performance.now() - start;
-    while (i < arrivals.length && (arrivals[i] as number) <= now) {
-      fire(arrivals[i] as number, now, i);
-      i++;
-    }
-    const next = arrivals[i];
-    if (next !== undefined) await new Promise((r) => setTimeout(r, Math.max(0, next - (performance.now() - start))));
-  }
-}
-
 export interface StepOptions {
   /** e.g. `http://127.0.0.1:8000/wine/`; with several (a pool's routers), requests take them in turn. */
   urls: readonly string[];
@@ -167,10 +148,12 @@ export async function runStep(o: StepOptions): Promise<StepResult> {
   };
 
   const start = performance.now();
-  await paceArrivals(
-    arrivals,
-    start,
-    (at, now, index) => {
+  let i = 0;
+  while (i < arrivals.length && !stop) {
+    const now = performance.now() - start;
+    // Everything due by now goes out in this turn; the generator's own lateness is recorded.
+    while (i < arrivals.length && (arrivals[i] as number) <= now) {
+      const at = arrivals[i++] as number;
       const measured = at >= o.warmupMs;
       const model = o.nextModel();
       sequence.push(model);
@@ -178,12 +161,13 @@ export async function runStep(o: StepOptions): Promise<StepResult> {
         requests++;
         lags.push(now - at);
       }
-      const p = send(start + at, measured, model, index + 1);
+      const p = send(start + at, measured, model, i);
       inFlight.add(p);
       void p.finally(() => inFlight.delete(p));
-    },
-    () => stop,
-  );
+    }
+    const next = arrivals[i];
+    if (next !== undefined) await new Promise((r) => setTimeout(r, Math.max(0, next - (performance.now() - start))));
+  }
   if (stop) {
     // The verdict is in: what is still in flight is cut off rather than waited for.
     await Promise.all(targets.map((t) => t.pool.destroy()));

@@ -15,6 +15,15 @@ function firstValue(res: ModelInferResponse): number {
   return res.outputs[0]?.contents?.fp32_contents?.[0] ?? Number.NaN;
 }
 
+/** Each model's ModelInfer request of `rows` sample rows, encoded and length-prefixed: a gRPC call's whole body. */
+export function inferMessages(ids: readonly string[], rows: number): Map<string, Buffer> {
+  const infer = modelInfer();
+  const data = Array.from({ length: rows }, () => SAMPLE_WINE).flat();
+  return new Map(
+    ids.map((id) => [id, framed(infer.requestSerialize({ model_name: id, inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [rows, WINE_FEATURES], contents: { fp32_contents: data } }] }))]),
+  );
+}
+
 /**
  * bench:grpc's lean gRPC clients, the counterpart of its HTTP clients (one undici keep-alive
  * connection each, one JSON body built up front): one node:http2 session per client and each
@@ -28,10 +37,7 @@ function firstValue(res: ModelInferResponse): number {
  */
 export async function rawGrpcSenders(address: string, concurrency: number, ids: readonly string[], rows: number): Promise<{ sends: Send[]; check: Send; close(): void }> {
   const infer = modelInfer();
-  const data = Array.from({ length: rows }, () => SAMPLE_WINE).flat();
-  const messages = new Map(
-    ids.map((id) => [id, framed(infer.requestSerialize({ model_name: id, inputs: [{ name: WINE_INPUT, datatype: 'FP32', shape: [rows, WINE_FEATURES], contents: { fp32_contents: data } }] }))]),
-  );
+  const messages = inferMessages(ids, rows);
   const connections = await Promise.all(Array.from({ length: concurrency }, () => RawGrpcConnection.open(address)));
   const call = async (i: number, model: string, decode: boolean): Promise<number> => {
     const message = messages.get(model);

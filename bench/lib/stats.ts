@@ -5,7 +5,6 @@ export interface LatencySummary {
   p50Ms: number;
   p90Ms: number;
   p99Ms: number;
-  p999Ms: number;
   maxMs: number;
 }
 
@@ -26,7 +25,6 @@ export function summarize(samplesMs: readonly number[]): LatencySummary {
     p50Ms: percentile(arr, 50),
     p90Ms: percentile(arr, 90),
     p99Ms: percentile(arr, 99),
-    p999Ms: percentile(arr, 99.9),
     maxMs: arr.length ? (arr[arr.length - 1] as number) : Number.NaN,
   };
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the benchmarks (bench/) need besides Node, on a fresh machine, from the package
-# registries only: Ray Serve + onnxruntime + boto3 from PyPI into a venv outside the clone, and
-# nginx from Debian. Not part of CI's test run. Prints the venv's python on its last line.
+# registries only: Ray Serve + onnxruntime + boto3 from PyPI into a venv outside the clone,
+# nginx from Debian, and vegeta from the Go module proxy (install-vegeta.sh). Not part of CI's
+# test run. Prints the venv's python on its last line.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 CACHE_ROOT="${MODELMUX_CACHE:-$HOME/.cache/modelmux}"
@@ -16,6 +17,8 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   if command -v systemctl >/dev/null 2>&1; then systemctl disable --now nginx >/dev/null 2>&1 || true; fi
   if [ -f /run/nginx.pid ]; then /usr/sbin/nginx -s quit >/dev/null 2>&1 || true; fi
 fi
+
+bash "$HERE/install-vegeta.sh" >&2
 
 PY="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
