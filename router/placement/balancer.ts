@@ -543,11 +543,27 @@ export class Balancer {
 
   private draining = false;
   private drainAgain = false;
+  /** Models whose waiters a pass of `drain` was told to wait for since its last placement. */
+  private readonly waitingModels = new Set<string>();
+  private readonly waitingPastTimeout = new Set<string>();
+
+  /** Whether some replica has a slot below maxOngoingRequests: `decide` places only there. */
+  private anySlotFree(): boolean {
+    for (const r of this.replicas.values()) if (r.inFlight < this.options.maxOngoingRequests) return true;
+    return false;
+  }
 
   /**
    * Re-runs waiting requests in arrival order; those that still cannot go stay queued. A
    * callback may release a slot synchronously (the simulator does): that re-entry only marks
    * another pass, so a waiter is never handed two leases.
+   *
+   * A pass decides only where a decision may differ from the last one: it ends once every
+   * replica is full, and it skips a waiter whose model's waiter was told to wait since the
+   * pass's last placement (nothing it reads has changed). Deciding every waiter on every
+   * release cost a queue of 1,000 milliseconds of CPU per answer: a burst that filled the
+   * queue kept the router too busy to empty it (a cold start at 1,000 calls/s on one gRPC
+   * connection had a third refused pool_saturated).
    */
   private drain(): void {
     if (this.draining) {
@@ -558,6 +574,9 @@ export class Balancer {
     try {
       do {
         this.drainAgain = false;
+        this.waitingModels.clear();
+        this.waitingPastTimeout.clear();
+        let slotFree = this.anySlotFree();
         for (let i = 0; i < this.waiters.length;) {
           const w = this.waiters[i];
           if (w === undefined) break;
@@ -569,8 +588,21 @@ export class Balancer {
             }
             result = { ok: false, error: NO_REPLICAS() };
           } else {
+            if (!slotFree) break;
+            // A retry's exclusions make its decision its own.
+            const m = w.exclude.size === 0 ? w.model : undefined;
+            const told = w.timedOut ? this.waitingPastTimeout : this.waitingModels;
+            if (m !== undefined && told.has(m)) {
+              i++;
+              continue;
+            }
             const lease = this.place(w);
-            if (lease) result = { ok: true, lease };
+            if (lease) {
+              result = { ok: true, lease };
+              this.waitingModels.clear();
+              this.waitingPastTimeout.clear();
+              slotFree = this.anySlotFree();
+            } else if (m !== undefined) told.add(m);
           }
           if (result === undefined) {
             i++;
