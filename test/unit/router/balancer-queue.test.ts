@@ -1,4 +1,5 @@
 import { Balancer, type AcquireResult, type BalancerOptions, type Lease } from '../../../router/placement/balancer.js';
+import { defaultPlacementPolicy } from '../../../router/placement/placement.js';
 import { FakeTime } from './fake-time.js';
 
 // What a long queue costs each release. Every decision reads the clock once, so the clock's
@@ -6,19 +7,7 @@ import { FakeTime } from './fake-time.js';
 // milliseconds of CPU per answer (a cold start at 1,000 gRPC calls/s on two cores collapsed
 // into pool_saturated refusals).
 
-const options: BalancerOptions = {
-  maxOngoingRequests: 1,
-  spreadAt: 1,
-  loadFactor: 1.25,
-  loadFloor: 1,
-  spreadPerCopy: 3,
-  copyShare: 1,
-  trafficSlack: 2,
-  matchTimeoutMs: 1000,
-  recentMs: 5000,
-  tableLagMs: 1000,
-  maxQueue: 10_000,
-};
+const options: BalancerOptions = { ...defaultPlacementPolicy(1), matchTimeoutMs: 1000, recentMs: 5000, tableLagMs: 1000, maxQueue: 10_000 };
 
 class CountingTime extends FakeTime {
   reads = 0;
