@@ -156,7 +156,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     const now = this.router.clock.now();
     this.bodyStart = now;
     this.bodyAt = now;
-    this.deadlineAt = now + Math.min(this.router.limits.bodyIdleTimeoutMs, this.router.limits.bodyTimeoutMs);
+    this.deadlineAt = this.bodyDeadline;
     this.router.deadlines.add(this);
     // Gathering a large body from its pieces made a fresh buffer of megabytes per request, and
     // V8 a full collection every few (docs/adr/0051-replica-request-path.md, "The router").
@@ -227,7 +227,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     const limits = this.router.limits;
     const now = this.router.clock.now();
     this.bodyAt = now;
-    const bodyDeadline = Math.min(this.bodyStart + limits.bodyTimeoutMs, now + limits.bodyIdleTimeoutMs);
+    const bodyDeadline = this.bodyDeadline;
     if (this.cutThrough) {
       this.requestDeadline = bodyDeadline;
       this.deadlineAt = Math.min(bodyDeadline, this.holdUntil, this.phase === 'upstream' ? this.takeBackAt : Number.POSITIVE_INFINITY);
@@ -298,6 +298,12 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     pool.dispatch({ method, path: this.upstreamPath, headers: this.headers, body: method === 'GET' || method === 'HEAD' ? null : this.body, bodyBuffer: this.pooled }, this);
   }
 
+  /** When the body must be whole: its total timeout from its start, or its idle timeout from its last byte. */
+  private get bodyDeadline(): number {
+    const limits = this.router.limits;
+    return Math.min(this.bodyStart + limits.bodyTimeoutMs, this.bodyAt + limits.bodyIdleTimeoutMs);
+  }
+
   private get holdMs(): number {
     return this.router.limits.bodyCutThroughHoldMs ?? DEFAULT_CUT_THROUGH_HOLD_MS;
   }
@@ -322,7 +328,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     this.phase = 'body';
     // Its end (onResponseError, at once) gives the slot back.
     (this.controller as UpstreamController).abort(new ModelmuxError('timeout', `the body was not whole within ${this.holdMs} ms`));
-    this.deadlineAt = Math.min(this.bodyStart + this.router.limits.bodyTimeoutMs, this.bodyAt + this.router.limits.bodyIdleTimeoutMs);
+    this.deadlineAt = this.bodyDeadline;
     this.router.deadlines.add(this);
   }
 
@@ -502,7 +508,7 @@ export class Exchange extends TryAttempts implements UpstreamHandler {
     try {
       const limits = this.router.limits;
       const now = this.router.clock.now();
-      if (this.bodyOpen && now >= Math.min(this.bodyStart + limits.bodyTimeoutMs, this.bodyAt + limits.bodyIdleTimeoutMs)) {
+      if (this.bodyOpen && now >= this.bodyDeadline) {
         const idle = now - this.bodyAt >= limits.bodyIdleTimeoutMs;
         this.timedOut(idle ? 'body_idle' : 'body_total');
         this.fail(new ModelmuxError('request_timeout', idle ? `no byte of the body came for ${limits.bodyIdleTimeoutMs} ms` : `the body did not arrive within ${limits.bodyTimeoutMs} ms`));
