@@ -547,6 +547,12 @@ export class Balancer {
   private readonly waitingModels = new Set<string>();
   private readonly waitingPastTimeout = new Set<string>();
 
+  /** A placement changed what the next decisions read: every model is decided again. */
+  private forgetWaits(): void {
+    this.waitingModels.clear();
+    this.waitingPastTimeout.clear();
+  }
+
   /** Whether some replica has a slot below maxOngoingRequests: `decide` places only there. */
   private anySlotFree(): boolean {
     for (const r of this.replicas.values()) if (r.inFlight < this.options.maxOngoingRequests) return true;
@@ -574,8 +580,7 @@ export class Balancer {
     try {
       do {
         this.drainAgain = false;
-        this.waitingModels.clear();
-        this.waitingPastTimeout.clear();
+        this.forgetWaits();
         let slotFree = this.anySlotFree();
         for (let i = 0; i < this.waiters.length;) {
           const w = this.waiters[i];
@@ -599,8 +604,7 @@ export class Balancer {
             const lease = this.place(w);
             if (lease) {
               result = { ok: true, lease };
-              this.waitingModels.clear();
-              this.waitingPastTimeout.clear();
+              this.forgetWaits();
               slotFree = this.anySlotFree();
             } else if (m !== undefined) told.add(m);
           }
