@@ -268,6 +268,7 @@ function openLoopSetup(o: Options, closed: readonly Window[], open: OpenLoop): s
 
 function openLoopSection(open: OpenLoop): ReportSection {
   const failed = open.windows.filter((w) => w.errors > 0);
+  const latencies = open.windows.map((w) => ({ protocol: w.protocol, latency: w.summary.latency }));
   const pooled = (p: Protocol, f: (s: VegetaSummary) => number): string => {
     const s = open.pooled[p];
     return s === undefined ? '–' : fmt(f(s), 2);
@@ -295,19 +296,7 @@ function openLoopSection(open: OpenLoop): ReportSection {
     after:
       `**p99 at an equal offered load of ${open.rateRps} req/s, over all windows of each protocol: gRPC ${pooled('grpc', (s) => s.latency.p99Ms)} ms, HTTP ${pooled('http', (s) => s.latency.p99Ms)} ms** ` +
       `(p50 ${pooled('grpc', (s) => s.latency.p50Ms)} and ${pooled('http', (s) => s.latency.p50Ms)} ms); ` +
-      `worst window's p99: gRPC ${fmt(
-        worstP99Ms(
-          open.windows.map((w) => ({ protocol: w.protocol, latency: w.summary.latency })),
-          'grpc',
-        ),
-        2,
-      )} ms, HTTP ${fmt(
-        worstP99Ms(
-          open.windows.map((w) => ({ protocol: w.protocol, latency: w.summary.latency })),
-          'http',
-        ),
-        2,
-      )} ms.${
+      `worst window's p99: gRPC ${fmt(worstP99Ms(latencies, 'grpc'), 2)} ms, HTTP ${fmt(worstP99Ms(latencies, 'http'), 2)} ms.${
         failed.length > 0
           ? ` Windows with errors: ${failed.map((w) => `round ${w.round + 1} ${w.protocol}: ${w.errors} of ${w.summary.requests}${w.summary.errors.length > 0 ? ` (${w.summary.errors.slice(0, 2).join('; ')})` : ''}`).join('; ')}.`
           : ''
