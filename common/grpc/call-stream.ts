@@ -16,8 +16,10 @@ export interface CallStream {
   write(chunk: Buffer, cb?: () => void): boolean;
   end(chunk?: Buffer): void;
   sendTrailers(headers: OutgoingHttpHeaders): void;
-  /** Ends the answer with `headers` as its trailers once its DATA has gone: `end` and a `wantTrailers` listener in one, where the stream has it (the router's own framing). */
-  endWithTrailers?(headers: OutgoingHttpHeaders): void;
+  /** `respond` with the header block's fields as they go out, pseudo-headers first, where the stream has it (the router's own framing): no header object between. */
+  respondFields?(fields: readonly string[], options?: { endStream?: boolean; waitForTrailers?: boolean }): void;
+  /** Ends the answer with `fields` as its trailers once its DATA has gone: `end` and a `wantTrailers` listener in one, where the stream has it (the router's own framing). */
+  endWithTrailers?(fields: readonly string[]): void;
   /** Resets the stream with `code` (an RST_STREAM error code). */
   close(code?: number): void;
   on(event: 'data', listener: (chunk: Buffer) => void): unknown;
@@ -35,4 +37,11 @@ export interface CallSession {
   goaway(code: number): void;
   /** Sends a PING; `cb` hears its ACK (err null) or its loss. False when it could not be sent. */
   ping(cb: (err: Error | null) => void): boolean;
+  /**
+   * Runs `fn` once every frame of the bytes being read has been handled and the stream events
+   * they queued have run (the router's own framing, which reads a socket chunk's frames in one
+   * turn). Without it the server waits for the next turn of the event loop (setImmediate), after
+   * nghttp2's callbacks for the same read.
+   */
+  afterRead?(fn: () => void): void;
 }

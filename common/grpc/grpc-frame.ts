@@ -9,7 +9,7 @@ export const PREFIX_BYTES = 5;
 
 export type FrameState =
   | { kind: 'partial' }
-  | { kind: 'complete'; message: Buffer }
+  | { kind: 'complete'; message: Buffer; framed: Buffer }
   /** Past `maxBytes`, compressed, or more bytes after the one message a unary call may carry. */
   | { kind: 'refused'; reason: 'too_large' | 'compressed' | 'trailing_bytes'; length?: number };
 
@@ -51,7 +51,7 @@ export class UnaryMessageReader {
     if (this.received > total) return (this.state = { kind: 'refused', reason: 'trailing_bytes' });
     const all = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.received);
     this.chunks.length = 0;
-    return (this.state = { kind: 'complete', message: all.subarray(PREFIX_BYTES) });
+    return (this.state = { kind: 'complete', message: all.subarray(PREFIX_BYTES), framed: all });
   }
 }
 

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { OutgoingHttpHeaders } from 'node:http';
 
 /**
  * The router's internal form of a unary gRPC call over HTTP/1.1 to a replica (ADR 0054): the
@@ -28,8 +28,23 @@ export function http1AnswerHeaders(head: OutgoingHttpHeaders, trailers: Outgoing
   return out;
 }
 
-/** Response headers of the HTTP/1.1 connection or of the form itself, neither headers nor trailers of the answer. */
-const FORM_HEADERS: ReadonlySet<string> = new Set([GRPC_TRAILER_NAMES_HEADER, 'content-length', 'connection', 'keep-alive', 'date']);
+/**
+ * Response headers of the HTTP/1.1 connection or of the form itself, neither headers nor trailers
+ * of the answer. Compared, not looked up in a set: each name read is a new string, which a set
+ * lookup hashes first (the router's profile).
+ */
+function formHeader(name: string): boolean {
+  switch (name) {
+    case GRPC_TRAILER_NAMES_HEADER:
+    case 'content-length':
+    case 'connection':
+    case 'keep-alive':
+    case 'date':
+      return true;
+    default:
+      return false;
+  }
+}
 
 /** Whether `name` is one of the comma-separated names of `list`. */
 function listed(list: string, name: string): boolean {
@@ -42,22 +57,21 @@ function listed(list: string, name: string): boolean {
 
 /**
  * An answer's response headers, a flat list of names and values as received, split back into the
- * headers and the trailers of a gRPC answer in one pass (no object of all of them built first,
- * no set of the trailers' names: both showed in the router's profile). grpc-status and
- * grpc-message are always trailers. A name received twice has its values in an array.
+ * headers and the trailers of a gRPC answer in one pass, each a flat list of names and values
+ * as HTTP/2 header blocks are written (no header objects, no set of the trailers' names: both
+ * showed in the router's profile). grpc-status and grpc-message are always trailers. A name
+ * received twice stays two fields.
  */
-export function splitHttp1Answer(raw: readonly string[]): { head: IncomingHttpHeaders; trailers: IncomingHttpHeaders } {
+export function splitHttp1Answer(raw: readonly string[]): { head: string[]; trailers: string[] } {
   let named = '';
   for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i] === GRPC_TRAILER_NAMES_HEADER) named = raw[i + 1] as string;
-  const head: IncomingHttpHeaders = {};
-  const trailers: IncomingHttpHeaders = {};
+  const head: string[] = [];
+  const trailers: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const key = raw[i] as string;
-    if (FORM_HEADERS.has(key)) continue;
+    if (formHeader(key)) continue;
     const to = key === 'grpc-status' || key === 'grpc-message' || (named !== '' && listed(named, key)) ? trailers : head;
-    const value = raw[i + 1] as string;
-    const had = to[key];
-    to[key] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [had, value];
+    to.push(key, raw[i + 1] as string);
   }
   return { head, trailers };
 }

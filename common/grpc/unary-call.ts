@@ -4,6 +4,7 @@ import type { ModelmuxError } from '../errors.js';
 import type { CallStream } from './call-stream.js';
 import { endWithMessage, PREFIX_BYTES, UnaryMessageReader } from './grpc-frame.js';
 import { grpcError } from './status.js';
+import { headersOf } from '../http2/header-fields.js';
 
 /** Request headers of HTTP/2 and of gRPC's transport, never a call's metadata. */
 export const TRANSPORT_HEADERS: readonly string[] = ['content-type', 'te', 'grpc-timeout', 'grpc-encoding', 'grpc-accept-encoding', 'accept-encoding', 'content-length'];
@@ -14,6 +15,8 @@ export function metadataValueOf(headers: IncomingHttpHeaders | NodeJS.Dict<strin
   const v = headers[key];
   return typeof v === 'string' ? v : v?.[0];
 }
+
+const NO_BYTES = Buffer.alloc(0);
 
 /** Response headers the server writes itself, whatever metadata a handler passes. */
 const OWN_RESPONSE_HEADERS = new Set(['content-type', 'grpc-status', 'grpc-message', 'grpc-encoding', 'grpc-accept-encoding', 'date', 'content-length']);
@@ -63,7 +66,9 @@ export class UnaryCall implements ServedCall {
   readonly openedAt: number;
   lastByteAt: number;
   /** The request message, once whole. */
-  message: Buffer = Buffer.alloc(0);
+  message: Buffer = NO_BYTES;
+  /** The same bytes with their 5-byte prefix, as they came: what a forwarder sends on. */
+  framed: Buffer = NO_BYTES;
   readonly reader: UnaryMessageReader;
   /** When the answer's bytes last moved to the client (writing phase). */
   movedAt = 0;
@@ -160,19 +165,23 @@ export class UnaryCall implements ServedCall {
   }
 
   /**
-   * Starts an answer relayed as it comes (the router's forwarder): `headers` (the answer's
-   * metadata, without pseudo-headers or the ones the server writes itself, as the forwarder's
-   * answerHeaders leaves them out: not copied again here) go out now, then
+   * Starts an answer relayed as it comes (the router's forwarder): `fields` (the answer's
+   * metadata as names and values, without pseudo-headers or the ones the server writes itself, as
+   * the forwarder's answerFields leaves them out: not checked again here) go out now, then
    * `relay` each piece of the message, then `end` with the trailers. Each piece counts in the
    * byte budget until the stream has taken it, and the write timeout watches the whole answer.
    */
-  startAnswer(headers: OutgoingHttpHeaders): boolean {
+  startAnswer(fields: readonly string[]): boolean {
     if (this.phase === 'done' || this.phase === 'writing') return false;
     this.releaseHeld();
     this.phase = 'writing';
     this.movedAt = this.lastByteAt = Date.now();
+    const head = [':status', '200', 'content-type', 'application/grpc'];
+    for (const f of fields) head.push(f);
+    const s = this.stream;
     try {
-      this.stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...headers }, { waitForTrailers: true });
+      if (s.respondFields !== undefined) s.respondFields(head, { waitForTrailers: true });
+      else s.respond(headersOf(head), { waitForTrailers: true });
       return true;
     } catch {
       this.finish();
@@ -193,14 +202,14 @@ export class UnaryCall implements ServedCall {
     });
   }
 
-  /** Ends a started answer with `trailers` (its grpc-status among them). */
-  end(trailers: OutgoingHttpHeaders): void {
+  /** Ends a started answer with `trailers`, names and values (its grpc-status among them). */
+  end(trailers: readonly string[]): void {
     const s = this.stream;
     if (this.phase !== 'writing' || s.destroyed || s.writableEnded) return;
     if (s.endWithTrailers !== undefined) return s.endWithTrailers(trailers);
     s.once('wantTrailers', () => {
       try {
-        s.sendTrailers(trailers);
+        s.sendTrailers(headersOf(trailers));
       } catch {
         // The stream is gone: its close gives the bytes back.
       }

@@ -246,7 +246,7 @@ export class UnaryServer {
     const handler = this.opts.methods.get(path);
     if (handler === undefined) return this.refuse(call, status.UNIMPLEMENTED, UNSERVED_METHODS.get(path) ?? `the server does not implement ${path}`);
     stream.on('data', (chunk: Buffer) => this.onData(call, chunk));
-    stream.once('end', () => this.onEnd(call, handler));
+    stream.once('end', () => this.onEnd(call, handler, state.session));
   }
 
   /** Answers a call the server ends itself: a catalogue error (its status and code trailer), or a bare status. */
@@ -281,25 +281,30 @@ export class UnaryServer {
       const r = frameRefusal(s, this.opts.limits.maxMessageBytes);
       return r instanceof ModelmuxError ? this.refuse(call, r) : this.refuse(call, r.code, r.details);
     }
-    if (s.kind === 'complete') call.message = s.message;
+    if (s.kind === 'complete') {
+      call.message = s.message;
+      call.framed = s.framed;
+    }
   }
 
-  private onEnd(call: UnaryCall, handler: UnaryHandler): void {
+  private onEnd(call: UnaryCall, handler: UnaryHandler, session: CallSession): void {
     if (call.phase !== 'message') return;
     if (call.reader.held === 0 || call.reader.announced === undefined || call.message.length !== call.reader.announced) {
       return this.refuse(call, new ModelmuxError('invalid_request', 'the call ended before its request message was whole'));
     }
     call.phase = 'handling';
-    // A reset that came with the message's last bytes is read in the same turn: the handler runs
-    // after it, so a cancelled call is never placed.
-    setImmediate(() => {
+    // A reset that came with the message's last bytes is read before the handler runs, so a
+    // cancelled call is never placed: after the read's last frame, or in the next turn.
+    const run = (): void => {
       if (call.phase !== 'handling' || call.cancelled) return;
       try {
         handler(call);
       } catch (err) {
         call.fail(status.INTERNAL, `unexpected server error: ${err instanceof Error ? err.message : String(err)}`);
       }
-    });
+    };
+    if (session.afterRead !== undefined) session.afterRead(run);
+    else setImmediate(run);
   }
 
   private onClose(call: UnaryCall, state: SessionState): void {

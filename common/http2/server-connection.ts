@@ -103,6 +103,9 @@ export class ServerConnection implements CallSession, StreamOwner {
   /** The client's SETTINGS_HEADER_TABLE_SIZE went below it: our next header block must open with a size update (RFC 7541 §4.2). */
   private tableSizeOwed = false;
   private readonly prefaceTimer: NodeJS.Timeout;
+  /** A socket chunk's frames are being handled; what waits for their end and their events (afterRead). */
+  private reading = false;
+  private readonly afterReads: (() => void)[] = [];
 
   constructor(
     readonly socket: Socket,
@@ -200,12 +203,27 @@ export class ServerConnection implements CallSession, StreamOwner {
 
   private onData(chunk: Buffer): void {
     if (this.destroyed || this.broken) return;
+    this.reading = true;
     try {
       this.reader.push(chunk, this.onFrame);
     } catch (err) {
       // A handler's throw is the connection's end, never the process's.
       this.fail(err instanceof ConnectionError ? err.code : ErrorCode.INTERNAL_ERROR);
+    } finally {
+      this.reading = false;
     }
+    // Once every frame of the chunk has been handled and the events they queued have run (a
+    // reset's stream 'close' among them): a tick, not a turn of the event loop.
+    if (this.afterReads.length > 0) process.nextTick(this.runAfterReads);
+  }
+
+  private readonly runAfterReads = (): void => {
+    for (const fn of this.afterReads.splice(0)) fn();
+  };
+
+  afterRead(fn: () => void): void {
+    if (this.reading) this.afterReads.push(fn);
+    else setImmediate(fn);
   }
 
   /** What a frame's header makes a connection error, with the connection's state, found before its payload is awaited (as nghttp2 finds it). */

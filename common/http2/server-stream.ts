@@ -49,7 +49,7 @@ export class ServerStream extends EventEmitter implements CallStream {
   private endPending = false;
   private trailersWanted = false;
   /** Trailers given with the end (endWithTrailers): sent when wanted, with no `wantTrailers` listener. */
-  private trailers: OutgoingHttpHeaders | undefined;
+  private trailers: readonly string[] | undefined;
   private full = false;
 
   constructor(
@@ -68,12 +68,16 @@ export class ServerStream extends EventEmitter implements CallStream {
   }
 
   respond(headers: OutgoingHttpHeaders, options?: { endStream?: boolean; waitForTrailers?: boolean }): void {
+    this.respondFields(responseFields(headers), options);
+  }
+
+  respondFields(fields: readonly string[], options?: { endStream?: boolean; waitForTrailers?: boolean }): void {
     if (this.destroyed) return;
     if (this.headersSent) throw new Error('the stream has answered its headers already');
     this.headersSent = true;
     const end = options?.endStream === true;
     this.trailersWanted = options?.waitForTrailers === true;
-    this.owner.sendHeaders(this.id, responseFields(headers), end);
+    this.owner.sendHeaders(this.id, fields, end);
     if (end) {
       this.writableEnded = true;
       this.localEnd();
@@ -97,17 +101,21 @@ export class ServerStream extends EventEmitter implements CallStream {
     this.flush();
   }
 
-  endWithTrailers(headers: OutgoingHttpHeaders): void {
+  endWithTrailers(fields: readonly string[]): void {
     if (this.destroyed || this.writableEnded) return;
     this.trailersWanted = true;
-    this.trailers = headers;
+    this.trailers = fields;
     this.end();
   }
 
   sendTrailers(headers: OutgoingHttpHeaders): void {
+    this.sendTrailerFields(responseFields(headers));
+  }
+
+  private sendTrailerFields(fields: readonly string[]): void {
     if (this.destroyed || this.localEnded) return;
     this.trailersWanted = false;
-    this.owner.sendHeaders(this.id, responseFields(headers), true);
+    this.owner.sendHeaders(this.id, fields, true);
     this.localEnd();
   }
 
@@ -138,7 +146,7 @@ export class ServerStream extends EventEmitter implements CallStream {
     }
     if (!this.endPending || this.localEnded) return;
     this.endPending = false;
-    if (this.trailers !== undefined) return this.sendTrailers(this.trailers);
+    if (this.trailers !== undefined) return this.sendTrailerFields(this.trailers);
     if (this.trailersWanted) return void this.emit('wantTrailers');
     this.owner.sendData(this, Buffer.alloc(0), true, undefined);
     this.localEnd();

@@ -1,7 +1,8 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+import type { OutgoingHttpHeaders } from 'node:http2';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorCode } from '../../common/errors.js';
 import { framedMessage, PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
+import { headersOf, responseFields } from '../../common/http2/header-fields.js';
 import { GRPC_SERVICE_PATH } from '../../common/grpc/grpc-http1-form.js';
 import { scanRequest } from '../../common/grpc/message-scan.js';
 import { errorHeaders, grpcStatus } from '../../common/grpc/status.js';
@@ -12,7 +13,19 @@ import type { Lease } from '../placement/balancer.js';
 import { addressedTo } from './grpc-head.js';
 import { serveGrpcComposite } from './grpc-composite.js';
 import type { CompositeContext } from '../composite/composite-route.js';
-import { answerHeaders, forwardedFields, forwardedHeaders, grpcTimeout, headerText, passedTrailers, statusOf, tryHeaders, upstreamError, type UpstreamStatus } from './grpc-forward-headers.js';
+import {
+  answerFields,
+  fieldValue,
+  forwardedFields,
+  forwardedHeaders,
+  grpcTimeout,
+  passedFields,
+  statusOf,
+  tryHeaders,
+  upstreamError,
+  type Fields,
+  type UpstreamStatus,
+} from './grpc-forward-headers.js';
 import type { GrpcSessions } from './grpc-sessions.js';
 import { GrpcCallMetrics } from './grpc-call-metrics.js';
 import { Http1Try, Http2Try, type GrpcTry, type GrpcTryEvents } from './grpc-upstream-try.js';
@@ -22,6 +35,8 @@ import { acceptedRequestId } from '../../common/request-id.js';
 import { ModelRouteMetrics } from '../routes/route-metrics.js';
 import type { Route } from '../routes/route-table.js';
 import { TryAttempts } from '../exchange/try-attempts.js';
+
+const NO_FIELDS: readonly string[] = [];
 
 /** The calls the router forwards to a replica; ServerLive and ServerReady it answers itself. */
 export type ForwardedMethod = 'ModelInfer' | 'ModelMetadata' | 'ModelReady' | 'ServerMetadata';
@@ -79,7 +94,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
   /** The message with its prefix, the body of every try of the HTTP/1.1 form. */
   private framed: Buffer | undefined;
   /** The answer's response headers, until its first message bytes commit the call to it. */
-  private head: IncomingHttpHeaders | undefined;
+  private head: Fields | undefined;
   /** Answer bytes received before the 5-byte prefix was whole (nothing has gone out yet). */
   private pending: Buffer[] = [];
   private answerBytes = 0;
@@ -183,9 +198,13 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
       route.balancer.watch(lease, this);
       const t = new Http1Try(this);
       this.upstream = t;
-      this.framed ??= framedMessage(this.message as Buffer);
+      // The bytes as they came where the message is not renamed: no copy.
+      this.framed ??= this.message === this.call.message ? this.call.framed : framedMessage(this.message as Buffer);
       this.forwardedList ??= forwardedFields(this.call.headers, this.requestId, this.call.client);
-      return t.send(pool, METHOD_PATHS[this.method], this.forwardedList.concat('grpc-timeout', grpcTimeout(this.remainingMs())), this.framed);
+      // slice and push, not concat: Array#concat is a call into C++ (the router's profile).
+      const headers = this.forwardedList.slice();
+      headers.push('grpc-timeout', grpcTimeout(this.remainingMs()));
+      return t.send(pool, METHOD_PATHS[this.method], headers, this.framed);
     }
     this.sendHttp2(lease);
   }
@@ -259,10 +278,10 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
   }
 
   /** Response headers: trailers-only (a status, no message: the replica's errors) end the try here. */
-  response(upstream: GrpcTry, httpStatus: number, headers: IncomingHttpHeaders): void {
+  response(upstream: GrpcTry, httpStatus: number, headers: Fields): void {
     if (upstream !== this.upstream) return;
     if (httpStatus !== 200) return upstream.cancel();
-    if (headers['grpc-status'] !== undefined) return this.status(upstream, headers);
+    if (fieldValue(headers, 'grpc-status') !== undefined) return this.status(upstream, headers);
     this.head = headers;
   }
 
@@ -300,7 +319,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     this.deadlineAt = this.requestDeadline;
     this.router.deadlines.add(this);
     this.call.onAnswerClosed(this.onAnswerClosed);
-    this.call.startAnswer(answerHeaders(this.head ?? {}, this.requestId, this.routed?.backend));
+    this.call.startAnswer(answerFields(this.head ?? NO_FIELDS, this.requestId, this.routed?.backend));
   }
 
   private tooLarge(bytes: number): void {
@@ -314,7 +333,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
   }
 
   /** The replica's status (trailers, or trailers-only headers): the try's outcome, and the call's answer. */
-  status(upstream: GrpcTry, trailers: IncomingHttpHeaders): void {
+  status(upstream: GrpcTry, trailers: Fields): void {
     if (upstream !== this.upstream) return;
     const replica = this.replica as string;
     const balancer = (this.route as Route).balancer;
@@ -330,7 +349,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
           if (code === undefined) return this.tryFailed(new ModelmuxError('upstream_unavailable', `replica ${replica} failed: ${s.details}`), refused ? 'refused' : 'failed');
           balancer.reportTry(replica, this.model, 'answered');
           // Refused before any work (overloaded, shutting down), as HTTP's 503 with x-modelmux-overloaded.
-          if (trailers[HEADER_OVERLOADED] !== undefined && this.mayRetry()) return this.retry('overloaded');
+          if (fieldValue(trailers, HEADER_OVERLOADED) !== undefined && this.mayRetry()) return this.retry('overloaded');
           return this.respond(s, trailers);
         }
         if (s.code === GrpcStatus.DEADLINE_EXCEEDED && s.errorCode === undefined) {
@@ -344,12 +363,12 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
       const ms = this.router.clock.now() - this.tryStart;
       (this.routeMetrics as RouteMetrics).upstreamLatency(ms / 1000);
       // The replica says whether it had the model in its trailers (replica/grpc/grpc-server.ts).
-      const head = this.head ?? {};
-      const cache = headerText(trailers, HEADER_CACHE) ?? headerText(head, HEADER_CACHE);
+      const head = this.head ?? NO_FIELDS;
+      const cache = fieldValue(trailers, HEADER_CACHE) ?? fieldValue(head, HEADER_CACHE);
       const ok = s.code === GrpcStatus.OK;
       balancer.reportTry(replica, this.model, 'answered', ok && (this.model === undefined || cache === 'hit') ? ms : undefined);
       if (this.model !== undefined && ok && cache !== undefined) {
-        const version = Number(headerText(trailers, HEADER_TABLE_VERSION) ?? headerText(head, HEADER_TABLE_VERSION));
+        const version = Number(fieldValue(trailers, HEADER_TABLE_VERSION) ?? fieldValue(head, HEADER_TABLE_VERSION));
         balancer.observe(replica, this.model, Number.isSafeInteger(version) ? version : undefined);
       }
       this.respond(s, trailers);
@@ -360,7 +379,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
   }
 
   /** The replica's answer, as it gave it: its message and trailers, or its status with its metadata. */
-  private respond(s: UpstreamStatus, trailers: IncomingHttpHeaders): void {
+  private respond(s: UpstreamStatus, trailers: Fields): void {
     this.endTry();
     this.grpcCode = s.code;
     this.httpStatus = s.code === GrpcStatus.OK ? 200 : s.errorCode !== undefined ? ERROR_CATALOGUE[s.errorCode].status : 502;
@@ -368,9 +387,10 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     if (this.phase === 'responding') {
       for (const chunk of this.pending) this.call.relay(chunk);
       this.pending = [];
-      this.call.end(passedTrailers(trailers));
+      this.call.end(passedFields(trailers));
     } else {
-      this.call.failWithHeaders(s.code, s.details, { ...answerHeaders(this.head ?? {}, this.requestId, this.routed?.backend), ...passedTrailers(trailers) });
+      // One header block: a trailer of the replica's takes the place of a header of the same name.
+      this.call.failWithHeaders(s.code, s.details, { ...headersOf(answerFields(this.head ?? NO_FIELDS, this.requestId, this.routed?.backend)), ...headersOf(passedFields(trailers)) });
     }
     this.phase = 'done';
     this.finish();
@@ -449,7 +469,7 @@ export class GrpcExchange extends TryAttempts implements GrpcTryEvents {
     const own: OutgoingHttpHeaders = { [HEADER_REQUEST_ID]: this.requestId, ...errorHeaders(e) };
     if (this.routed !== undefined) own[HEADER_BACKEND] = this.routed.backend;
     try {
-      if (was === 'responding') this.call.end({ ...own, 'grpc-status': String(this.grpcCode), 'grpc-message': encodeURI(e.message) });
+      if (was === 'responding') this.call.end(responseFields({ ...own, 'grpc-status': String(this.grpcCode), 'grpc-message': encodeURI(e.message) }));
       else this.call.failWithHeaders(this.grpcCode, e.message, own);
     } catch (again) {
       // The last guard: the call is answered whatever broke, never left to its deadline.

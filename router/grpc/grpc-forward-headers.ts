@@ -6,8 +6,10 @@ import { TRANSPORT_HEADERS } from '../../common/grpc/unary-call.js';
 import { HEADER_BACKEND, HEADER_REQUEST_ID } from '../../common/names.js';
 
 /**
- * The headers of a forwarded gRPC call and of its answer, as HTTP/2 header objects (node:http2's
- * own): the router passes metadata on without building grpc-js Metadata (ADR 0049). Pure.
+ * The headers of a forwarded gRPC call, as HTTP/2 header objects (node:http2's own) or the
+ * upstream pool's flat list, and of its answer, as flat lists of names and values (Fields), as
+ * header blocks are written: the router passes metadata on without building grpc-js Metadata
+ * (ADR 0049), and an answer's fields without header objects (ADR 0055). Pure.
  */
 
 /** Request headers of HTTP/2 and of gRPC's transport, and the ones the router writes anew: never passed on. */
@@ -79,23 +81,47 @@ export function tryHeaders(base: OutgoingHttpHeaders, authority: string, remaini
   return { ...base, ':authority': authority, 'grpc-timeout': grpcTimeout(remainingMs) };
 }
 
-/** The answer's response headers the client gets: the replica's metadata, the request id and a split's backend. */
-export function answerHeaders(head: IncomingHttpHeaders, requestId: string, backend: string | undefined): OutgoingHttpHeaders {
-  const out = copyHeaders(head, NOT_ANSWERED);
-  out[HEADER_REQUEST_ID] = requestId;
-  if (backend !== undefined) out[HEADER_BACKEND] = backend;
+/** Header fields as a flat list of names and values, names lower-case: [name, value, name, value, …]. */
+export type Fields = string[];
+
+/** An answer's fields as HTTP/2 headers come: each value of a name a field of its own. */
+export function fieldsOf(h: IncomingHttpHeaders): Fields {
+  const out: Fields = [];
+  for (const key in h) {
+    const value = h[key];
+    if (Array.isArray(value)) for (const v of value) out.push(key, v);
+    else if (value !== undefined) out.push(key, value);
+  }
+  return out;
+}
+
+/** The first value of `key` among `fields`. */
+export function fieldValue(fields: readonly string[], key: string): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === key) return fields[i + 1];
+  return undefined;
+}
+
+/** The answer's response headers the client gets: the replica's metadata, the request id and a split's backend, these two the router's own. */
+export function answerFields(head: readonly string[], requestId: string, backend: string | undefined): Fields {
+  const out: Fields = [];
+  for (let i = 0; i + 1 < head.length; i += 2) {
+    const key = head[i] as string;
+    if (key.startsWith(':') || NOT_ANSWERED.has(key) || key === HEADER_REQUEST_ID || (backend !== undefined && key === HEADER_BACKEND)) continue;
+    out.push(key, head[i + 1] as string);
+  }
+  out.push(HEADER_REQUEST_ID, requestId);
+  if (backend !== undefined) out.push(HEADER_BACKEND, backend);
   return out;
 }
 
 /** The replica's trailers as the client gets them: all but HTTP/2's pseudo-headers and the transport's. */
-export function passedTrailers(trailers: IncomingHttpHeaders): OutgoingHttpHeaders {
-  return copyHeaders(trailers, NOT_PASSED);
-}
-
-/** The first text value of a header. */
-export function headerText(h: IncomingHttpHeaders, key: string): string | undefined {
-  const v = h[key];
-  return typeof v === 'string' ? v : v?.[0];
+export function passedFields(trailers: readonly string[]): Fields {
+  const out: Fields = [];
+  for (let i = 0; i + 1 < trailers.length; i += 2) {
+    const key = trailers[i] as string;
+    if (!key.startsWith(':') && !NOT_PASSED.has(key)) out.push(key, trailers[i + 1] as string);
+  }
+  return out;
 }
 
 /** A catalogue code read from a trailer, when it is one. */
@@ -111,20 +137,20 @@ export interface UpstreamStatus {
 }
 
 /** A replica's status, read from its trailers (or trailers-only headers). */
-export function statusOf(trailers: IncomingHttpHeaders): UpstreamStatus {
-  const code = Number(headerText(trailers, 'grpc-status'));
-  const message = headerText(trailers, 'grpc-message') ?? '';
+export function statusOf(trailers: readonly string[]): UpstreamStatus {
+  const code = Number(fieldValue(trailers, 'grpc-status'));
+  const message = fieldValue(trailers, 'grpc-message') ?? '';
   let details = message;
   try {
     details = decodeURIComponent(message);
   } catch {
     // Not percent-encoded as gRPC asks: shown as it came.
   }
-  return { code: Number.isInteger(code) && code >= 0 ? code : status.UNKNOWN, details, errorCode: catalogueCode(headerText(trailers, ERROR_CODE_TRAILER)) };
+  return { code: Number.isInteger(code) && code >= 0 ? code : status.UNKNOWN, details, errorCode: catalogueCode(fieldValue(trailers, ERROR_CODE_TRAILER)) };
 }
 
 /** The replica's error code of a failed try, and whether nothing listened there (outlier detection ejects at once). */
-export function upstreamError(trailers: IncomingHttpHeaders, details: string): { code: ErrorCode | undefined; refused: boolean } {
-  const code = catalogueCode(headerText(trailers, ERROR_CODE_TRAILER));
+export function upstreamError(trailers: readonly string[], details: string): { code: ErrorCode | undefined; refused: boolean } {
+  const code = catalogueCode(fieldValue(trailers, ERROR_CODE_TRAILER));
   return { code, refused: code === undefined && /ECONNREFUSED|EHOSTUNREACH|ENETUNREACH/.test(details) };
 }

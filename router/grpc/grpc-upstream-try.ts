@@ -1,4 +1,5 @@
 import { constants, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
+import { fieldsOf, type Fields } from './grpc-forward-headers.js';
 import { endWithMessage } from '../../common/grpc/grpc-frame.js';
 import { splitHttp1Answer } from '../../common/grpc/grpc-http1-form.js';
 import type { UpstreamController, UpstreamHandler, UpstreamPool } from '../exchange/upstream-pool.js';
@@ -16,13 +17,13 @@ export interface GrpcTry {
   resume(): void;
 }
 
-/** What a try tells its exchange, each with the try, so that a stale try's events are known. */
+/** What a try tells its exchange, each with the try, so that a stale try's events are known; headers and trailers as flat fields. */
 export interface GrpcTryEvents {
   /** The answer's response headers; a trailers-only answer's carry its grpc-status. */
-  response(t: GrpcTry, httpStatus: number, head: IncomingHttpHeaders): void;
+  response(t: GrpcTry, httpStatus: number, head: Fields): void;
   data(t: GrpcTry, chunk: Buffer): void;
   /** The answer's status, once its last message byte has been read. */
-  status(t: GrpcTry, trailers: IncomingHttpHeaders): void;
+  status(t: GrpcTry, trailers: Fields): void;
   /** The try ended without (or after) its status; `reason` when it broke. */
   closed(t: GrpcTry, reason: string): void;
   /** The replica does not serve the HTTP/1.1 form (it answered 404, before any answer byte): the try is over. */
@@ -44,7 +45,7 @@ export class Http2Try implements GrpcTry {
     upstream.on('error', (err: Error) => {
       failure = err;
     });
-    upstream.once('response', (h: IncomingHttpHeaders) => ev.response(this, Number(h[':status']), h));
+    upstream.once('response', (h: IncomingHttpHeaders) => ev.response(this, Number(h[':status']), fieldsOf(h)));
     upstream.on('data', (chunk: Buffer) => ev.data(this, chunk));
     // The trailers can come while message bytes still wait in the paused stream: the status is
     // taken once the last of them has been read ('end').
@@ -53,7 +54,7 @@ export class Http2Try implements GrpcTry {
       trailers = t;
     });
     upstream.once('end', () => {
-      if (trailers !== undefined) ev.status(this, trailers);
+      if (trailers !== undefined) ev.status(this, fieldsOf(trailers));
     });
     upstream.once('close', () => ev.closed(this, failure?.message ?? `the stream closed (${upstream.rstCode ?? 0}) before its status`));
     endWithMessage(upstream, message);
@@ -79,7 +80,7 @@ export class Http2Try implements GrpcTry {
  */
 export class Http1Try implements GrpcTry, UpstreamHandler {
   private controller: UpstreamController | undefined;
-  private trailers: IncomingHttpHeaders = {};
+  private trailers: Fields = [];
 
   constructor(private readonly events: GrpcTryEvents) {}
 

@@ -5,7 +5,7 @@ import { startReplica } from '../../../harness/replica-process.js';
 import { startRouter, type RouterProcess } from '../../../harness/router-process.js';
 import { framed, RawGrpcConnection } from '../../../harness/raw-grpc-client.js';
 import { ErrorCode, Flag, FrameType, MAX_WINDOW, Setting } from '../../../common/http2/frame-types.js';
-import { dataFrames, frame, pingFrame, settingsFrame, windowUpdateFrame } from '../../../common/http2/frame-writer.js';
+import { dataFrames, frame, pingFrame, rstStreamFrame, settingsFrame, windowUpdateFrame } from '../../../common/http2/frame-writer.js';
 import { MAX_HEADER_BLOCK_FRAMES, MAX_JUNK_FRAMES, MAX_OWED_CONTROL_FRAMES, MAX_QUEUED_BYTES } from '../../../common/http2/server-connection.js';
 import { identityModel } from '../../helpers/datatype-models.js';
 import { identityInfer } from '../../helpers/grpc-messages.js';
@@ -68,6 +68,24 @@ describe('the router’s own HTTP/2 framing against malformed frames', () => {
     c.send(headersFrame(1, grpcRequestFields('ServerLive')), dataFrame(1, EMPTY_MESSAGE, true));
     await c.closesStream(1);
     expect(c.count(FrameType.DATA)).toBeGreaterThan(0);
+  });
+
+  it('never places a call whose RST_STREAM comes in the same read as the end of its message', async () => {
+    const placements = async (): Promise<number> => {
+      let n = 0;
+      for (const [k, v] of await rt.metrics()) if (k.startsWith('modelmux_router_placements_total{')) n += v;
+      return n;
+    };
+    const before = await placements();
+    const c = await client();
+    // One socket write: the whole call, then its reset. Its handler runs after the read's last frame.
+    c.send(headersFrame(1, grpcRequestFields('ModelInfer')), dataFrame(1, framed(identityInfer(1)), true), rstStreamFrame(1, ErrorCode.CANCEL));
+    // The next call on the connection is placed and answered: only it.
+    c.send(headersFrame(3, grpcRequestFields('ModelInfer')), dataFrame(3, framed(identityInfer(1)), true));
+    await c.closesStream(3);
+    expect(c.frames.some((f) => f.streamId === 3 && f.type === FrameType.DATA)).toBe(true);
+    expect(c.frames.some((f) => f.streamId === 1 && f.type === FrameType.DATA)).toBe(false);
+    expect((await placements()) - before).toBe(1);
   });
 
   it('answers a call whose request ends with trailers, their fields unread', async () => {

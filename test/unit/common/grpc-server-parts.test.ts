@@ -5,7 +5,7 @@ import { ResetBudget } from '../../../common/grpc/reset-budget.js';
 const framed = (message: Buffer): Buffer => Buffer.concat([messagePrefix(message.length), message]);
 
 describe('UnaryMessageReader', () => {
-  it('takes a message in any chunks, prefix split included, and holds what came', () => {
+  it('takes a message in any chunks, prefix split included, and holds what came, with its prefix as it came', () => {
     const message = Buffer.from('hello, replica');
     const bytes = framed(message);
     for (let cut = 1; cut < bytes.length; cut++) {
@@ -13,7 +13,7 @@ describe('UnaryMessageReader', () => {
       expect(r.push(bytes.subarray(0, cut)).kind).toBe('partial');
       expect(r.held).toBe(cut);
       const s = r.push(bytes.subarray(cut));
-      expect(s).toEqual({ kind: 'complete', message });
+      expect(s).toEqual({ kind: 'complete', message, framed: bytes });
     }
   });
 
@@ -34,7 +34,7 @@ describe('UnaryMessageReader', () => {
   });
 
   it('takes an empty message (an empty request, as ServerLive sends)', () => {
-    expect(new UnaryMessageReader(10).push(messagePrefix(0))).toEqual({ kind: 'complete', message: Buffer.alloc(0) });
+    expect(new UnaryMessageReader(10).push(messagePrefix(0))).toEqual({ kind: 'complete', message: Buffer.alloc(0), framed: messagePrefix(0) });
   });
 });
 

@@ -453,4 +453,15 @@ describe('HPACK encoding of responses', () => {
     expect(d.decode(encodeHeaderBlock(fields)).fields).toEqual(fields);
     expect(d.dynamicTable()).toEqual([]);
   });
+
+  it('writes names and values of any length as raw latin1 literals, bytes 0x80–0xff included', () => {
+    const latin1 = Array.from({ length: 256 }, (_, i) => String.fromCharCode(i)).join('');
+    const fields: string[] = [];
+    for (const n of [1, 63, 64, 65, 200]) fields.push(`x-${'n'.repeat(n)}`, latin1.slice(256 - n).padStart(n, 'v'));
+    const block = encodeHeaderBlock(fields);
+    expect(decoder().decode(block).fields).toEqual(fields);
+    // Byte for byte: each a literal without indexing, its name new, both raw latin1.
+    const expected = Buffer.concat(fields.flatMap((f, i) => (i % 2 === 0 ? [hex('00'), hpackString(f)] : [hpackString(f)])));
+    expect(block).toEqual(expected);
+  });
 });

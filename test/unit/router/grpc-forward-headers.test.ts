@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http2';
-import { HEADER_REQUEST_ID } from '../../../common/names.js';
-import { forwardedFields, forwardedHeaders } from '../../../router/grpc/grpc-forward-headers.js';
+import { headersOf } from '../../../common/http2/header-fields.js';
+import { HEADER_BACKEND, HEADER_REQUEST_ID } from '../../../common/names.js';
+import { answerFields, fieldsOf, fieldValue, forwardedFields, forwardedHeaders, passedFields, statusOf, upstreamError } from '../../../router/grpc/grpc-forward-headers.js';
 
 describe("the HTTP/1.1 form's request header list", () => {
   const incoming: IncomingHttpHeaders = {
@@ -38,5 +39,53 @@ describe("the HTTP/1.1 form's request header list", () => {
     expect(pairs.get('content-type')).toEqual(['application/grpc']);
     expect(pairs.get('x-tag')).toEqual(['a', 'b']);
     expect(pairs.has('grpc-timeout') || pairs.has('user-agent') || pairs.has('te')).toBe(false);
+  });
+});
+
+describe("an answer's fields, as names and values", () => {
+  const head = [
+    ':status',
+    '200',
+    'content-type',
+    'application/grpc',
+    'date',
+    'x',
+    'grpc-encoding',
+    'identity',
+    'x-meta',
+    'a',
+    'x-meta',
+    'b',
+    HEADER_REQUEST_ID,
+    'replica-given',
+    HEADER_BACKEND,
+    'theirs',
+  ];
+
+  it("keeps the replica's metadata in order, both values of a name given twice, and writes the router's request id", () => {
+    expect(answerFields(head, 'req-1', undefined)).toEqual(['x-meta', 'a', 'x-meta', 'b', HEADER_BACKEND, 'theirs', HEADER_REQUEST_ID, 'req-1']);
+  });
+
+  it("puts a split's backend in place of the replica's", () => {
+    expect(answerFields(head, 'req-1', 'fraud-v2')).toEqual(['x-meta', 'a', 'x-meta', 'b', HEADER_REQUEST_ID, 'req-1', HEADER_BACKEND, 'fraud-v2']);
+  });
+
+  it('passes every trailer but the pseudo-headers and the connection’s own', () => {
+    expect(passedFields([':status', '200', 'content-type', 'application/grpc', 'date', 'x', 'grpc-status', '0', 'x-t', '1'])).toEqual(['grpc-status', '0', 'x-t', '1']);
+  });
+
+  it("reads a status and its catalogue code from the trailers' first values", () => {
+    const trailers = ['grpc-status', '14', 'grpc-message', 'no%20slot', 'x-modelmux-error-code', 'overloaded', 'grpc-status', '0'];
+    expect(statusOf(trailers)).toEqual({ code: 14, details: 'no slot', errorCode: 'overloaded' });
+    expect(upstreamError(trailers, 'no slot')).toEqual({ code: 'overloaded', refused: false });
+    expect(statusOf(['grpc-status', 'x'])).toMatchObject({ code: 2, details: '' });
+    expect(fieldValue(trailers, 'grpc-status')).toBe('14');
+    expect(fieldValue(trailers, 'absent')).toBeUndefined();
+  });
+
+  it('turns HTTP/2 header objects into fields and back, a repeated name as an array', () => {
+    const fields = fieldsOf({ ':status': '200', 'x-a': ['1', '2'], 'x-b': '3' });
+    expect(fields).toEqual([':status', '200', 'x-a', '1', 'x-a', '2', 'x-b', '3']);
+    expect(headersOf(fields)).toEqual({ ':status': '200', 'x-a': ['1', '2'], 'x-b': '3' });
   });
 });
