@@ -152,7 +152,9 @@ export function headersOf(fields: readonly string[]): OutgoingHttpHeaders {
     const key = fields[i] as string;
     const value = fields[i + 1] as string;
     const had = out[key];
-    out[key] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [String(had), value];
+    if (had === undefined) out[key] = value;
+    else if (Array.isArray(had)) had.push(value);
+    else out[key] = [String(had), value];
   }
   return out;
 }

@@ -1,6 +1,7 @@
 import { constants, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
-import { fieldsOf, type Fields } from './grpc-forward-headers.js';
+import type { Fields } from './grpc-forward-headers.js';
 import { endWithMessage } from '../../common/grpc/grpc-frame.js';
+import { responseFields } from '../../common/http2/header-fields.js';
 import { splitHttp1Answer } from '../../common/grpc/grpc-http1-form.js';
 import type { UpstreamController, UpstreamHandler, UpstreamPool } from '../exchange/upstream-pool.js';
 import type { ReplicaSessions } from './grpc-sessions.js';
@@ -45,7 +46,7 @@ export class Http2Try implements GrpcTry {
     upstream.on('error', (err: Error) => {
       failure = err;
     });
-    upstream.once('response', (h: IncomingHttpHeaders) => ev.response(this, Number(h[':status']), fieldsOf(h)));
+    upstream.once('response', (h: IncomingHttpHeaders) => ev.response(this, Number(h[':status']), responseFields(h)));
     upstream.on('data', (chunk: Buffer) => ev.data(this, chunk));
     // The trailers can come while message bytes still wait in the paused stream: the status is
     // taken once the last of them has been read ('end').
@@ -54,7 +55,7 @@ export class Http2Try implements GrpcTry {
       trailers = t;
     });
     upstream.once('end', () => {
-      if (trailers !== undefined) ev.status(this, fieldsOf(trailers));
+      if (trailers !== undefined) ev.status(this, responseFields(trailers));
     });
     upstream.once('close', () => ev.closed(this, failure?.message ?? `the stream closed (${upstream.rstCode ?? 0}) before its status`));
     endWithMessage(upstream, message);

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http2';
-import { headersOf } from '../../../common/http2/header-fields.js';
+import { headersOf, responseFields } from '../../../common/http2/header-fields.js';
 import { HEADER_BACKEND, HEADER_REQUEST_ID } from '../../../common/names.js';
-import { answerFields, fieldsOf, fieldValue, forwardedFields, forwardedHeaders, passedFields, statusOf, upstreamError } from '../../../router/grpc/grpc-forward-headers.js';
+import { answerFields, fieldValue, forwardedFields, forwardedHeaders, passedFields, statusOf, upstreamError } from '../../../router/grpc/grpc-forward-headers.js';
 
 describe("the HTTP/1.1 form's request header list", () => {
   const incoming: IncomingHttpHeaders = {
@@ -84,7 +84,7 @@ describe("an answer's fields, as names and values", () => {
   });
 
   it('turns HTTP/2 header objects into fields and back, a repeated name as an array', () => {
-    const fields = fieldsOf({ ':status': '200', 'x-a': ['1', '2'], 'x-b': '3' });
+    const fields = responseFields({ ':status': '200', 'x-a': ['1', '2'], 'x-b': '3' });
     expect(fields).toEqual([':status', '200', 'x-a', '1', 'x-a', '2', 'x-b', '3']);
     expect(headersOf(fields)).toEqual({ ':status': '200', 'x-a': ['1', '2'], 'x-b': '3' });
   });
