@@ -19,6 +19,7 @@ import { attack, report as vegetaReport, targetsText, vegetaBinary, type VegetaS
 import { writeReport, type BenchReport, type ReportSection } from './lib/report.js';
 import { summarize, type LatencySummary } from './lib/stats.js';
 import { modelIds } from './lib/traffic.js';
+import { clientPauses } from './lib/gc-pauses.js';
 import { inferMessages, rawGrpcSenders, type Send } from './lib/raw-grpc-senders.js';
 
 /**
@@ -27,11 +28,12 @@ import { inferMessages, rawGrpcSenders, type Send } from './lib/raw-grpc-senders
  * each costs the router and the replicas per request (requests per CPU-second from /proc), and
  * its p50 and p99; then the latency of both at an equal offered load below saturation, sent by
  * vegeta (open loop, lib/vegeta.ts). HTTP: `POST /<route>/v2/models/<id>/infer` with a JSON body, one keep-alive
- * connection per client. gRPC: ModelInfer with the rows in `fp32_contents`, one HTTP/2 connection
- * per client: by default a lean node:http2 client (lib/raw-grpc-senders.ts), as lean as the
- * HTTP one, so that the clients' CPU on the same cores weighs on both alike; `--grpc-client
- * grpc-js` for grpc-js channels, what most gRPC users run. The benchmark process's own CPU per
- * request is reported beside the router's and the replicas'. Not part of any test run. Writes
+ * undici connection per client. gRPC: ModelInfer with the rows in `fp32_contents`, one HTTP/2 connection
+ * per client: by default a lean client on the project's own HTTP/2 framing (lib/raw-grpc-senders.ts),
+ * as lean as the HTTP one, so that the clients' CPU and collections on the same cores weigh on
+ * both alike; `--grpc-client node-http2` for node:http2's client, `grpc-js` for grpc-js channels,
+ * what most gRPC users run. The benchmark process's own CPU per request and its collection pauses
+ * are reported beside the router's and the replicas'. Not part of any test run. Writes
  * bench/results/grpc.{json,md}.
  */
 
@@ -43,7 +45,7 @@ const schema = z.object({
   durationSeconds: z.coerce.number().min(1).max(3600).default(10),
   warmupSeconds: z.coerce.number().min(0).max(600).default(3),
   rounds: intString(1, 20).default(1),
-  grpcClient: z.enum(['raw', 'grpc-js']).default('raw'),
+  grpcClient: z.enum(['frames', 'node-http2', 'grpc-js']).default('frames'),
   rate: z.coerce.number().min(0).max(1_000_000).optional(),
 });
 type Options = z.infer<typeof schema>;
@@ -55,7 +57,10 @@ const specs: OptionSpecs<typeof schema.shape> = {
   durationSeconds: { flag: 'duration-seconds', help: 'Measured seconds per protocol and round (default 10).' },
   warmupSeconds: { flag: 'warmup-seconds', help: 'Unmeasured seconds of each protocol before the first round (default 3).' },
   rounds: { flag: 'rounds', help: 'Rounds of one window per protocol, the order alternating (default 1).' },
-  grpcClient: { flag: 'grpc-client', help: 'gRPC clients: raw (one node:http2 session each, messages encoded once, as lean as the HTTP clients) or grpc-js (one channel each) (default raw).' },
+  grpcClient: {
+    flag: 'grpc-client',
+    help: "gRPC clients, one connection each, messages encoded once: frames (the project's HTTP/2 framing, as lean as the HTTP clients), node-http2 (node:http2's client session) or grpc-js (one channel each) (default frames).",
+  },
   rate: {
     flag: 'rate',
     help: `Requests per second vegeta offers each protocol, at a constant rate, in the open-loop windows after the closed-loop ones (default: ${DEFAULT_RATE_FRACTION * 100}% of the lower closed-loop req/s of the run; 0: no open-loop windows).`,
@@ -71,7 +76,13 @@ interface CpuUse {
   benchCpuSeconds: number;
 }
 
-interface Window extends CpuUse {
+/** The benchmark process's collections across a closed-loop window: every client waits them out. */
+interface Pauses {
+  clientGcMs: number;
+  clientGcMaxMs: number;
+}
+
+interface Window extends CpuUse, Pauses {
   protocol: Protocol;
   round: number;
   requests: number;
@@ -98,17 +109,46 @@ function rowsOf(n: number): number[][] {
 /** The V2 JSON request body of `rows` sample rows. */
 const httpBody = (rows: number): string => JSON.stringify({ inputs: [{ name: WINE_INPUT, shape: [rows, WINE_FEATURES], datatype: 'FP32', data: rowsOf(rows).flat() }] });
 
-function httpSender(routeUrl: string, concurrency: number, rows: number): { send: Send; close(): Promise<void> } {
+/**
+ * The HTTP clients: one undici keep-alive connection each, through `dispatch`, undici's own API
+ * under `request`, which hands the answer's chunks to a handler without a body stream: about 60
+ * µs of the bench process's CPU per request against 75–85 through `request`, as lean as the gRPC
+ * frames clients. Like them, each client decodes its first answer and checks the status of the
+ * others; `check` decodes every answer.
+ */
+function httpSenders(routeUrl: string, concurrency: number, rows: number): { sends: Send[]; check: Send; close(): Promise<void> } {
   const url = new URL(routeUrl);
   const pool = new Pool(url.origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 });
   const body = httpBody(rows);
-  const send: Send = async (model) => {
-    const res = await pool.request({ method: 'POST', path: `${url.pathname}/v2/models/${model}/infer`, headers: { 'content-type': 'application/json' }, body });
-    const text = await res.body.text();
-    if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} ${text.slice(0, 200)}`);
-    return (JSON.parse(text) as { outputs: { data: number[] }[] }).outputs[0]?.data[0] ?? Number.NaN;
-  };
-  return { send, close: () => pool.close() };
+  const post = (model: string, decode: boolean): Promise<number> =>
+    new Promise((resolve, reject) => {
+      let status = 0;
+      const chunks: Buffer[] = [];
+      pool.dispatch(
+        { method: 'POST', path: `${url.pathname}/v2/models/${model}/infer`, headers: { 'content-type': 'application/json' }, body },
+        {
+          // Its presence tells undici the handler speaks the new API (onResponse*), not the old (onHeaders, onData).
+          onRequestStart: () => undefined,
+          onResponseStart: (_c, statusCode) => void (status = statusCode),
+          onResponseData: (_c, chunk) => void chunks.push(chunk),
+          onResponseEnd: () => {
+            const text = Buffer.concat(chunks).toString();
+            if (status !== 200) reject(new Error(`HTTP ${status} ${text.slice(0, 200)}`));
+            else resolve(decode ? ((JSON.parse(text) as { outputs: { data: number[] }[] }).outputs[0]?.data[0] ?? Number.NaN) : Number.NaN);
+          },
+          onResponseError: (_c, err) => reject(err),
+        },
+      );
+    });
+  const sends = Array.from({ length: concurrency }, (): Send => {
+    let decoded = false;
+    return async (model) => {
+      const value = await post(model, !decoded);
+      decoded = true;
+      return value;
+    };
+  });
+  return { sends, check: (model) => post(model, true), close: () => pool.close() };
 }
 
 type Unary = (req: unknown, md: Metadata, cb: (err: ServiceError | null, res: { outputs: { contents?: { fp32_contents?: number[] } }[] }) => void) => void;
@@ -130,6 +170,12 @@ function grpcJsSenders(address: string, concurrency: number, rows: number): { se
   return { sends, check: sends[0] as Send, close: () => clients.forEach((c) => c.close()) };
 }
 
+const GRPC_CLIENTS: Record<Options['grpcClient'], string> = {
+  frames: "one connection per client on the project's own HTTP/2 framing (harness/frame-grpc-client.ts), each message encoded once up front",
+  'node-http2': 'one node:http2 client session per client, each message encoded once up front',
+  'grpc-js': 'one grpc-js channel per client',
+};
+
 const ownCpuSeconds = (): number => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1e6;
@@ -148,10 +194,17 @@ async function withCpu<T>(pool: ModelmuxLocal, work: () => Promise<T>): Promise<
 
 /** `concurrency` closed-loop clients for `ms`, models in turn; CPU of the router, the replicas and this process across the window. */
 async function measure(pool: ModelmuxLocal, protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number): Promise<Window> {
-  return withCpu(pool, () => closedLoop(protocol, round, sends, ids, ms));
+  const pauses = clientPauses();
+  try {
+    const w = await withCpu(pool, () => closedLoop(protocol, round, sends, ids, ms));
+    const { totalMs, maxMs } = pauses.take();
+    return { ...w, clientGcMs: totalMs, clientGcMaxMs: maxMs };
+  } finally {
+    pauses.stop();
+  }
 }
 
-async function closedLoop(protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number): Promise<Omit<Window, keyof CpuUse>> {
+async function closedLoop(protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number): Promise<Omit<Window, keyof CpuUse | keyof Pauses>> {
   const latencies: number[] = [];
   let requests = 0;
   let ok = 0;
@@ -316,6 +369,7 @@ function report(o: Options, windows: readonly Window[], open: OpenLoop): BenchRe
     fmt(perCpuSecond(w.ok, w.replicaCpuSeconds), 0),
     fmt((w.replicaCpuSeconds * 1e6) / w.ok, 0),
     fmt((w.benchCpuSeconds * 1e6) / w.ok, 0),
+    `${fmt(w.clientGcMs, 0)} (${fmt(w.clientGcMaxMs, 1)})`,
     String(w.requests - w.ok),
   ]);
   const total = (p: Protocol, f: (w: Window) => number): number => windows.filter((w) => w.protocol === p).reduce((s, w) => s + f(w), 0);
@@ -327,16 +381,17 @@ function report(o: Options, windows: readonly Window[], open: OpenLoop): BenchRe
     setup:
       `\`modelmux local\` with ${o.replicas} replicas and ${o.models} small example models, all loaded; ${o.concurrency} closed-loop clients per protocol, ` +
       `models in turn, ${o.rows} row${o.rows === 1 ? '' : 's'} of ${WINE_FEATURES} FP32 features per request, ${o.durationSeconds} s per window after ${o.warmupSeconds} s unmeasured per protocol. ` +
-      "HTTP: `POST /wine/v2/models/<id>/infer` with a JSON body over keep-alive connections (one per client); gRPC: `ModelInfer` with `fp32_contents` to the router's gRPC port, " +
-      (o.grpcClient === 'raw' ? 'one node:http2 session per client, each message encoded once up front' : 'one grpc-js channel per client') +
+      "HTTP: `POST /wine/v2/models/<id>/infer` with a JSON body over keep-alive connections (one per client, undici's `dispatch`, the body built once up front); gRPC: `ModelInfer` with `fp32_contents` to the router's gRPC port, " +
+      GRPC_CLIENTS[o.grpcClient] +
       ` (\`--grpc-client ${o.grpcClient}\`). ` +
       'CPU seconds of the router process and of the replica processes from /proc across each window, and of the benchmark process, where the clients run (client µs/req): on a machine with few cores the clients compete with the router and replicas, and their cost weighs on the latency. ' +
+      "Client GC ms: the benchmark process's collection pauses across the window, in all and the longest, which every client in flight waits out and counts in its latency. " +
       openLoopSetup(o, windows, open),
     sections: [
       {
         headline: true,
         table: {
-          header: ['round', 'protocol', 'req/s', 'p50 ms', 'p99 ms', 'router req/CPU-s', 'router µs/req', 'replicas req/CPU-s', 'replicas µs/req', 'client µs/req', 'errors'],
+          header: ['round', 'protocol', 'req/s', 'p50 ms', 'p99 ms', 'router req/CPU-s', 'router µs/req', 'replicas req/CPU-s', 'replicas µs/req', 'client µs/req', 'client GC ms (longest)', 'errors'],
           rows,
         },
         after:
@@ -423,13 +478,13 @@ async function main(run: BenchRun<Options>): Promise<void> {
   const open: OpenLoop = { rateRps: 0, windows: [], pooled: {} };
   const address = /^\s+grpc\s+(\S+)$/m.exec(pool.child.output())?.[1];
   const routeUrl = pool.url.replace(/\/$/, '');
-  const http = httpSender(routeUrl, o.concurrency, o.rows);
+  const http = httpSenders(routeUrl, o.concurrency, o.rows);
   let grpc: { sends: Send[]; check: Send; close(): void } | undefined;
   try {
     if (address === undefined) throw new Error(`modelmux local printed no gRPC address:\n${pool.child.output()}`);
-    grpc = o.grpcClient === 'raw' ? await rawGrpcSenders(address, o.concurrency, ids, o.rows) : grpcJsSenders(address, o.concurrency, o.rows);
-    await checkAnswers(ids, http.send, grpc.check);
-    const senders: Record<Protocol, Send[]> = { http: Array.from({ length: o.concurrency }, () => http.send), grpc: grpc.sends };
+    grpc = o.grpcClient === 'grpc-js' ? grpcJsSenders(address, o.concurrency, o.rows) : await rawGrpcSenders(o.grpcClient, address, o.concurrency, ids, o.rows);
+    await checkAnswers(ids, http.check, grpc.check);
+    const senders: Record<Protocol, Send[]> = { http: http.sends, grpc: grpc.sends };
     for (const p of ['http', 'grpc'] as const) if (o.warmupSeconds > 0) await measure(pool, p, -1, senders[p], ids, o.warmupSeconds * 1000);
     for (let round = 0; round < o.rounds; round++) {
       for (const p of orderOf(round)) {

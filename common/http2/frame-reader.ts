@@ -1,7 +1,7 @@
 import { CLIENT_PREFACE, ConnectionError, ErrorCode, FRAME_HEADER_BYTES, type Frame } from './frame-types.js';
 
 /**
- * Cuts a server connection's bytes into frames: the client preface first (RFC 9113 §3.4), then
+ * Cuts a connection's bytes into frames: on a server's, the client preface first (RFC 9113 §3.4), then
  * 9-byte headers and payloads, whatever the chunks' boundaries. A frame longer than our
  * SETTINGS_MAX_FRAME_SIZE is a connection error (FRAME_SIZE_ERROR) before its payload is held, so
  * the bytes held are at most one frame. Payloads are views of the chunks received, copied only
@@ -12,7 +12,7 @@ export class FrameReader {
   private heldBytes = 0;
   /** Bytes the held frame needs before it can be read on: its header's, then its whole length. */
   private wanted = 0;
-  private prefaceLeft = CLIENT_PREFACE.length;
+  private prefaceLeft: number;
   /** The frame whose bytes are held has had its header checked. */
   private headerChecked = false;
 
@@ -20,7 +20,11 @@ export class FrameReader {
     private readonly maxFrameSize: number,
     /** Sees each frame's header as soon as it is in, before its payload: what the header alone makes an error throws at once, as nghttp2 does. */
     private readonly checkHeader: (type: number, flags: number, streamId: number, length: number) => void,
-  ) {}
+    /** A client's reader: the server's bytes start with a frame (its SETTINGS), not the preface. */
+    expectsPreface = true,
+  ) {
+    this.prefaceLeft = expectsPreface ? CLIENT_PREFACE.length : 0;
+  }
 
   /** Feeds `chunk`; `onFrame` sees every frame now whole, in order. Throws ConnectionError. */
   push(chunk: Buffer, onFrame: (f: Frame) => void): void {
