@@ -123,8 +123,11 @@ export class FrameGrpcConnection {
     return new Promise<RawAnswer>((resolve, reject) => {
       const call: Call = { t0: performance.now(), chunks: [], unsent: message, sendWindow: this.peerInitialWindow, resolve, reject };
       this.calls.set(streamId, call);
+      // HEADERS and DATA in one write, as gRPC clients send a small call: the server reads it whole.
+      this.socket.cork();
       this.socket.write(headersFrames(streamId, block, this.peerMaxFrame, false));
       this.sendData(streamId, call);
+      this.socket.uncork();
     });
   }
 
