@@ -3,7 +3,8 @@ import { FrameReader, unpadded } from '../common/http2/frame-reader.js';
 import { CLIENT_PREFACE, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Flag, type Frame, frameHeaderError, FrameType, MAX_WINDOW, Setting } from '../common/http2/frame-types.js';
 import { dataFrames, headersFrames, pingFrame, SETTINGS_ACK, settingsFrame, windowUpdateFrame } from '../common/http2/frame-writer.js';
 import { encodeHeaderBlock, HpackDecoder } from '../common/http2/hpack.js';
-import type { RawAnswer } from './raw-grpc-client.js';
+import { headersOf } from '../common/http2/header-fields.js';
+import { type RawAnswer, rawAnswer } from './raw-grpc-client.js';
 
 /**
  * A unary gRPC client in cleartext HTTP/2 on the project's own frame reader, frame writers and
@@ -244,20 +245,8 @@ export class FrameGrpcConnection {
     const call = this.calls.get(streamId);
     if (call === undefined) return;
     this.calls.delete(streamId);
-    const text = (name: string): string | undefined => {
-      for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
-      return undefined;
-    };
-    const status = text('grpc-status');
-    const message = text('grpc-message');
-    call.resolve({
-      grpcStatus: status === undefined ? undefined : Number(status),
-      grpcMessage: message === undefined ? undefined : decodeURIComponent(message),
-      code: text('x-modelmux-error-code'),
-      body: call.chunks.length === 1 ? (call.chunks[0] as Buffer) : Buffer.concat(call.chunks),
-      rstCode,
-      ms: performance.now() - call.t0,
-    });
+    const body = call.chunks.length === 1 ? (call.chunks[0] as Buffer) : Buffer.concat(call.chunks);
+    call.resolve(rawAnswer(headersOf(fields), body, rstCode, call.t0));
   }
 
   private fail(err: Error): void {

@@ -1,5 +1,5 @@
 import { connect as connectTcp } from 'node:net';
-import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type Settings } from 'node:http2';
+import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders, type Settings } from 'node:http2';
 
 /**
  * A gRPC client at the HTTP/2 frame level (node:http2's client session): it sends what a real
@@ -24,6 +24,24 @@ export interface RawAnswer {
 export interface RawCall {
   stream: ClientHttp2Stream;
   answer: Promise<RawAnswer>;
+}
+
+/** How a call ended, from its last header block (trailers, or a trailers-only answer), its DATA bytes and its RST_STREAM code; `t0` when it started. */
+export function rawAnswer(headers: IncomingHttpHeaders | OutgoingHttpHeaders, body: Buffer, rstCode: number | undefined, t0: number): RawAnswer {
+  const text = (key: string): string | undefined => {
+    const v = headers[key];
+    return typeof v === 'string' ? v : undefined;
+  };
+  const status = text('grpc-status');
+  const message = text('grpc-message');
+  return {
+    grpcStatus: status === undefined ? undefined : Number(status),
+    grpcMessage: message === undefined ? undefined : decodeURIComponent(message),
+    code: text('x-modelmux-error-code'),
+    body,
+    rstCode,
+    ms: performance.now() - t0,
+  };
 }
 
 /** A length-prefixed gRPC message of `message`'s bytes. */
@@ -85,19 +103,7 @@ export class RawGrpcConnection {
       });
       if (o.read === false) stream.pause();
       else stream.on('data', (c: Buffer) => chunks.push(c));
-      stream.once('close', () => {
-        const text = (key: string): string | undefined => (typeof headers[key] === 'string' ? headers[key] : undefined);
-        const status = text('grpc-status');
-        const message = text('grpc-message');
-        resolve({
-          grpcStatus: status === undefined ? undefined : Number(status),
-          grpcMessage: message === undefined ? undefined : decodeURIComponent(message),
-          code: text('x-modelmux-error-code'),
-          body: Buffer.concat(chunks),
-          rstCode: stream.rstCode,
-          ms: performance.now() - t0,
-        });
-      });
+      stream.once('close', () => resolve(rawAnswer(headers, Buffer.concat(chunks), stream.rstCode, t0)));
     });
     if (o.end === false) stream.write(bytes);
     else stream.end(bytes);

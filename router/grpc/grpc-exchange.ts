@@ -4,6 +4,7 @@ import { ERROR_CATALOGUE, ModelmuxError, toModelmuxError, type ErrorCode } from 
 import { framedMessage, PREFIX_BYTES } from '../../common/grpc/grpc-frame.js';
 import { headersOf, responseFields } from '../../common/http2/header-fields.js';
 import { GRPC_SERVICE_PATH } from '../../common/grpc/grpc-http1-form.js';
+import { fieldValue } from '../http1/http1-syntax.js';
 import { scanRequest } from '../../common/grpc/message-scan.js';
 import { errorHeaders, grpcStatus } from '../../common/grpc/status.js';
 import type { CancelReason, UnaryCall } from '../../common/grpc/unary-call.js';
@@ -13,19 +14,7 @@ import type { Lease } from '../placement/balancer.js';
 import { addressedTo } from './grpc-head.js';
 import { serveGrpcComposite } from './grpc-composite.js';
 import type { CompositeContext } from '../composite/composite-route.js';
-import {
-  answerFields,
-  fieldValue,
-  forwardedFields,
-  forwardedHeaders,
-  grpcTimeout,
-  passedFields,
-  statusOf,
-  tryHeaders,
-  upstreamError,
-  type Fields,
-  type UpstreamStatus,
-} from './grpc-forward-headers.js';
+import { answerFields, forwardedFields, forwardedHeaders, grpcTimeout, passedFields, statusOf, tryHeaders, upstreamError, type Fields, type UpstreamStatus } from './grpc-forward-headers.js';
 import type { GrpcSessions } from './grpc-sessions.js';
 import { GrpcCallMetrics } from './grpc-call-metrics.js';
 import { Http1Try, Http2Try, type GrpcTry, type GrpcTryEvents } from './grpc-upstream-try.js';

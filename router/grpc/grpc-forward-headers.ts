@@ -4,6 +4,7 @@ import { ERROR_CATALOGUE, type ErrorCode } from '../../common/errors.js';
 import { ERROR_CODE_TRAILER } from '../../common/grpc/inference-service.js';
 import { TRANSPORT_HEADERS } from '../../common/grpc/unary-call.js';
 import { HEADER_BACKEND, HEADER_REQUEST_ID } from '../../common/names.js';
+import { fieldValue } from '../http1/http1-syntax.js';
 
 /**
  * The headers of a forwarded gRPC call, as HTTP/2 header objects (node:http2's own) or the
@@ -78,12 +79,6 @@ export function tryHeaders(base: OutgoingHttpHeaders, authority: string, remaini
 
 /** Header fields as a flat list of names and values, names lower-case: [name, value, name, value, …]. */
 export type Fields = string[];
-
-/** The first value of `key` among `fields`. */
-export function fieldValue(fields: readonly string[], key: string): string | undefined {
-  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === key) return fields[i + 1];
-  return undefined;
-}
 
 /** The answer's response headers the client gets: the replica's metadata, the request id and a split's backend, these two the router's own. */
 export function answerFields(head: readonly string[], requestId: string, backend: string | undefined): Fields {

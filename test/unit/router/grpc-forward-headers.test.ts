@@ -1,7 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http2';
 import { headersOf, responseFields } from '../../../common/http2/header-fields.js';
 import { HEADER_BACKEND, HEADER_REQUEST_ID } from '../../../common/names.js';
-import { answerFields, fieldValue, forwardedFields, forwardedHeaders, passedFields, statusOf, upstreamError } from '../../../router/grpc/grpc-forward-headers.js';
+import { answerFields, forwardedFields, forwardedHeaders, passedFields, statusOf, upstreamError } from '../../../router/grpc/grpc-forward-headers.js';
+import { fieldValue } from '../../../router/http1/http1-syntax.js';
 
 describe("the HTTP/1.1 form's request header list", () => {
   const incoming: IncomingHttpHeaders = {
