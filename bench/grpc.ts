@@ -111,9 +111,9 @@ const httpBody = (rows: number): string => JSON.stringify({ inputs: [{ name: WIN
 
 /**
  * The HTTP clients: one undici keep-alive connection each, through `dispatch`, undici's own API
- * under `request`, which hands the answer's chunks to a handler without a body stream: about 58
- * µs of the bench process's CPU per request against 71–83 through `request` (ADR 0055), as lean
- * as the gRPC frames clients. Like them, each client decodes its first answer and checks the status of the
+ * under `request`, which hands the answer's chunks to a handler without a body stream: less of
+ * the bench process's CPU per request than `request` takes, as lean as the gRPC frames clients
+ * (ADR 0055). Like them, each client decodes its first answer and checks the status of the
  * others; `check` decodes every answer.
  */
 function httpSenders(routeUrl: string, concurrency: number, rows: number): { sends: Send[]; check: Send; close(): Promise<void> } {

@@ -61,7 +61,7 @@ async function openCaller(kind: RawGrpcClient, address: string): Promise<Caller>
  * connection each, one JSON body built up front): one HTTP/2 connection per client and each
  * model's ModelInfer message encoded and framed once. `frames` (harness/frame-grpc-client.ts)
  * keeps a call as a few JS objects, as undici does; node:http2's session (`node-http2`) makes a
- * native stream per call, whose collections paused all the process's clients for 7–35 ms. An
+ * native stream per call, whose long collection pauses held all the process's clients. An
  * answer counts when its grpc-status is 0 and its bytes are one length-prefixed message; each
  * client decodes its first answer as a ModelInferResponse, and `check` decodes every answer (the
  * bench compares its values with the reference forward pass). A client whose connection the
