@@ -4,6 +4,7 @@ import { CLIENT_PREFACE, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, ErrorCode, Flag
 import { dataFrames, headersFrames, pingFrame, SETTINGS_ACK, settingsFrame, windowUpdateFrame } from '../common/http2/frame-writer.js';
 import { encodeHeaderBlock, HpackDecoder } from '../common/http2/hpack.js';
 import { headersOf } from '../common/http2/header-fields.js';
+import { StreamTable } from '../common/http2/stream-table.js';
 import { type RawAnswer, rawAnswer } from './raw-grpc-client.js';
 
 /**
@@ -23,6 +24,7 @@ const RECEIVE_WINDOW = MAX_WINDOW;
 const WINDOW_REFILL = 2 ** 30;
 
 interface Call {
+  readonly id: number;
   readonly t0: number;
   readonly chunks: Buffer[];
   /** Message bytes the peer's windows have not let out yet. */
@@ -44,7 +46,7 @@ export class FrameGrpcConnection {
     false,
   );
   private readonly hpack = new HpackDecoder({ maxTableBytes: 4096, maxHeaderListBytes: 1 << 20, maxFields: 1000 });
-  private readonly calls = new Map<number, Call>();
+  private readonly calls = new StreamTable<Call>();
   /** Each method's request header block: encoded without indexing, so one block serves every call. */
   private readonly blocks = new Map<string, Buffer>();
   private nextStreamId = 1;
@@ -122,12 +124,12 @@ export class FrameGrpcConnection {
       this.blocks.set(method, block);
     }
     return new Promise<RawAnswer>((resolve, reject) => {
-      const call: Call = { t0: performance.now(), chunks: [], unsent: message, sendWindow: this.peerInitialWindow, resolve, reject };
-      this.calls.set(streamId, call);
+      const call: Call = { id: streamId, t0: performance.now(), chunks: [], unsent: message, sendWindow: this.peerInitialWindow, resolve, reject };
+      this.calls.add(call);
       // HEADERS and DATA in one write, as gRPC clients send a small call: the server reads it whole.
       this.socket.cork();
       this.socket.write(headersFrames(streamId, block, this.peerMaxFrame, false));
-      this.sendData(streamId, call);
+      this.sendData(call);
       this.socket.uncork();
     });
   }
@@ -137,19 +139,19 @@ export class FrameGrpcConnection {
   }
 
   /** As much of the call's message as both windows let out; END_STREAM with its last byte. */
-  private sendData(streamId: number, call: Call): void {
+  private sendData(call: Call): void {
     // A window goes below zero when the peer's SETTINGS shrink it under what was already sent (RFC 9113 §6.9.2).
     const n = Math.max(0, Math.min(call.unsent.length, call.sendWindow, this.connectionSendWindow));
     if (n === 0 && call.unsent.length > 0) return;
     const last = n === call.unsent.length;
-    this.socket.write(dataFrames(streamId, call.unsent.subarray(0, n), this.peerMaxFrame, last));
+    this.socket.write(dataFrames(call.id, call.unsent.subarray(0, n), this.peerMaxFrame, last));
     call.sendWindow -= n;
     this.connectionSendWindow -= n;
     call.unsent = last ? Buffer.alloc(0) : call.unsent.subarray(n);
   }
 
   private flushBlocked(): void {
-    for (const [streamId, call] of this.calls) if (call.unsent.length > 0) this.sendData(streamId, call);
+    for (const call of this.calls.values()) if (call.unsent.length > 0) this.sendData(call);
   }
 
   private onFrame(f: Frame): void {
@@ -233,9 +235,9 @@ export class FrameGrpcConnection {
   /** Calls the server did not take (above `lastStreamId`) fail; the others run to their end. */
   private onGoaway(lastStreamId: number, code: number): void {
     this.goawayCode = code;
-    for (const [streamId, call] of this.calls) {
-      if (streamId <= lastStreamId) continue;
-      this.calls.delete(streamId);
+    for (const call of this.calls.values()) {
+      if (call.id <= lastStreamId) continue;
+      this.calls.delete(call.id);
       call.reject(new Error(`the server sent GOAWAY (${code}) before taking the call`));
     }
   }
@@ -253,7 +255,9 @@ export class FrameGrpcConnection {
     if (this.failure !== undefined) return;
     this.failure = err;
     this.socket.destroy();
-    for (const call of this.calls.values()) call.reject(err);
-    this.calls.clear();
+    for (const call of this.calls.values()) {
+      this.calls.delete(call.id);
+      call.reject(err);
+    }
   }
 }

@@ -4,6 +4,7 @@ import { status } from '@grpc/grpc-js';
 import { refusal, type RefusalReason } from '../connection-limits.js';
 import { ModelmuxError } from '../errors.js';
 import { ServerConnection } from '../http2/server-connection.js';
+import { SlotSet } from '../slot-set.js';
 import type { CallSession, CallStream } from './call-stream.js';
 import { grpcTimeoutMs } from './grpc-timeout.js';
 import { UNSERVED_METHODS } from './inference-service.js';
@@ -83,6 +84,13 @@ interface SessionState {
   goawayAt: number | undefined;
 }
 
+/** A call not yet ended, and its connection's state. */
+interface OpenCall {
+  readonly call: UnaryCall;
+  readonly state: SessionState;
+  slot: number;
+}
+
 /** What a message the reader refused is answered: a catalogue error, or a bare status. */
 export function frameRefusal(s: { reason: 'too_large' | 'compressed' | 'trailing_bytes'; length?: number }, maxMessageBytes: number): ModelmuxError | { code: status; details: string } {
   if (s.reason === 'too_large') return new ModelmuxError('body_too_large', `the message is ${s.length ?? 0} bytes, larger than the limit of ${maxMessageBytes} (--max-body-bytes)`);
@@ -126,8 +134,8 @@ export class UnaryServer {
   private readonly h2: Http2Server;
   private readonly listener: NetServer;
   private readonly sessions = new Map<CallSession, SessionState>();
-  /** Calls not yet ended, with their connection's state. */
-  private readonly calls = new Map<UnaryCall, SessionState>();
+  /** Calls not yet ended, with their connection's state (a SlotSet, not a Map: common/slot-set.ts). */
+  private readonly calls = new SlotSet<'slot', OpenCall>('slot');
   private readonly byClient = new Map<string, number>();
   private readonly resets: ResetBudget;
   private readonly sweeper: NodeJS.Timeout;
@@ -239,9 +247,10 @@ export class UnaryServer {
     const timeout = headers['grpc-timeout'];
     const timeoutMs = timeout === undefined ? Number.POSITIVE_INFINITY : typeof timeout === 'string' ? grpcTimeoutMs(timeout) : undefined;
     const call = new UnaryCall(stream, headers, path.slice(path.lastIndexOf('/') + 1), state.client, now + (timeoutMs ?? 0), this.opts.limits.maxMessageBytes, this.opts.budget, now);
-    this.calls.set(call, state);
+    const open: OpenCall = { call, state, slot: -1 };
+    this.calls.add(open);
     this.resets.called(state.client);
-    stream.once('close', () => this.onClose(call, state));
+    stream.once('close', () => this.onClose(open));
     if (timeoutMs === undefined) return this.refuse(call, new ModelmuxError('invalid_request', `the grpc-timeout header "${String(timeout)}" is malformed`));
     const handler = this.opts.methods.get(path);
     if (handler === undefined) return this.refuse(call, status.UNIMPLEMENTED, UNSERVED_METHODS.get(path) ?? `the server does not implement ${path}`);
@@ -307,8 +316,9 @@ export class UnaryServer {
     else setImmediate(run);
   }
 
-  private onClose(call: UnaryCall, state: SessionState): void {
-    this.calls.delete(call);
+  private onClose(open: OpenCall): void {
+    const { call, state } = open;
+    this.calls.delete(open);
     this.streamEnded(state);
     // Unanswered and closed while its connection lives: the client reset it.
     const reset = call.closed() && !state.session.closed && !state.session.destroyed;
@@ -330,7 +340,10 @@ export class UnaryServer {
   private sweep(): void {
     const now = Date.now();
     const l = this.opts.limits;
-    for (const [call, state] of this.calls) {
+    for (const open of this.calls.values()) {
+      // Closed by an earlier refusal in this sweep.
+      if (!this.calls.has(open)) continue;
+      const { call, state } = open;
       const late = call.phase === 'message' ? messageTimedOut(now, call.openedAt, call.lastByteAt, l) : undefined;
       if (late !== undefined) {
         this.opts.events.timedOut(late.phase);

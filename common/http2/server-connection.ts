@@ -7,6 +7,7 @@ import { dataFrames, goawayFrame, headersFrames, pingFrame, rstStreamFrame, SETT
 import { requestHeaders, trailersError } from './header-fields.js';
 import { encodeHeaderBlock, HpackDecoder, HpackError } from './hpack.js';
 import { ServerStream, type StreamOwner } from './server-stream.js';
+import { StreamTable } from './stream-table.js';
 
 /** Every bound of one connection of the router's own HTTP/2 server (docs/limits.md). */
 export interface ServerConnectionLimits {
@@ -74,7 +75,7 @@ export class ServerConnection implements CallSession, StreamOwner {
   destroyed = false;
   private readonly reader = new FrameReader(DEFAULT_MAX_FRAME_SIZE, (type, flags, streamId, length) => this.checkHeader(type, flags, streamId, length));
   private readonly decoder: HpackDecoder;
-  private readonly streams = new Map<number, ServerStream>();
+  private readonly streams = new StreamTable<ServerStream>();
   private readonly streamWindow: number;
   private lastStreamId = 0;
   private settled = false;
@@ -355,7 +356,7 @@ export class ServerConnection implements CallSession, StreamOwner {
     if (this.streams.size >= this.limits.maxConcurrentStreams) return this.refuse(id, ErrorCode.REFUSED_STREAM);
     const length = headers['content-length'];
     const s = new ServerStream(id, this, this.peerInitialWindow, length === undefined ? undefined : Number(length));
-    this.streams.set(id, s);
+    this.streams.add(s);
     this.events.stream(s, headers);
     if (!end || s.destroyed) return;
     if (s.contentLength !== undefined && s.contentLength !== 0) return s.close(ErrorCode.PROTOCOL_ERROR);
@@ -523,7 +524,7 @@ export class ServerConnection implements CallSession, StreamOwner {
     this.destroyed = true;
     this.closed = true;
     clearTimeout(this.prefaceTimer);
-    for (const s of [...this.streams.values()]) s.destroy();
+    for (const s of this.streams.values()) s.destroy();
     const cb = this.pingCb;
     this.pingCb = undefined;
     cb?.(new Error('the connection closed'));

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Metadata, status } from '@grpc/grpc-js';
 import { ModelmuxError } from '../../common/errors.js';
+import { SlotSet } from '../../common/slot-set.js';
 import { framedMessage, PREFIX_BYTES, UnaryMessageReader } from '../../common/grpc/grpc-frame.js';
 import { http1AnswerHeaders } from '../../common/grpc/grpc-http1-form.js';
 import { grpcTimeoutMs } from '../../common/grpc/grpc-timeout.js';
@@ -29,7 +30,8 @@ type Refusal = ModelmuxError | { code: status; details: string };
  * cancels the call, as a reset stream does.
  */
 export class GrpcHttp1Server {
-  private readonly calls = new Set<Http1Call>();
+  /** Not a Set: common/slot-set.ts. */
+  private readonly calls = new SlotSet<'slot', Http1Call>('slot');
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(private readonly opts: GrpcHttp1Options) {
@@ -98,7 +100,8 @@ export class GrpcHttp1Server {
   private sweep(): void {
     const now = Date.now();
     const l = this.opts.limits;
-    for (const call of this.calls) {
+    for (const call of this.calls.values()) {
+      if (!this.calls.has(call)) continue;
       const late = call.phase === 'message' ? messageTimedOut(now, call.openedAt, call.lastByteAt, l) : undefined;
       if (late !== undefined) {
         this.opts.events.timedOut(late.phase);
@@ -119,6 +122,8 @@ type Http1CallPhase = 'message' | 'handling' | 'writing' | 'done';
 /** One call of the form: its request headers and message, and its one answer, written whole. */
 class Http1Call implements ServedCall {
   phase: Http1CallPhase = 'message';
+  /** GrpcHttp1Server's own: the call's place among the open ones. */
+  slot = -1;
   message: Buffer = Buffer.alloc(0);
   lastByteAt: number;
   private movedAt = 0;

@@ -1,20 +1,24 @@
 import type { Clock } from '../../common/clock.js';
 import type { SetTimer } from '../placement/balancer.js';
+import { SlotSet } from '../../common/slot-set.js';
 
 /** Something with a deadline: `expire` runs once, at most `resolutionMs` after `deadlineAt`. */
 export interface Expiring {
   readonly deadlineAt: number;
   expire(): void;
+  /** The sweep's own: the request's place among the pending ones. */
+  deadlineSlot: number;
 }
 
 /**
  * The deadlines of in-flight requests, checked by one sweep every `resolutionMs` while any is
  * pending, instead of one Node timer (or AbortSignal.timeout) per request: adding and removing
- * is a Set insert and delete, and a sweep visits only requests in flight. A deadline fires up
- * to `resolutionMs` late, which the router keeps small next to the request timeout.
+ * is O(1) (a SlotSet, not a Set: common/slot-set.ts), and a sweep visits only requests in
+ * flight. A deadline fires up to `resolutionMs` late, which the router keeps small next to the
+ * request timeout.
  */
 export class Deadlines {
-  private readonly pending = new Set<Expiring>();
+  private readonly pending = new SlotSet<'deadlineSlot', Expiring>('deadlineSlot');
   private scheduled = false;
 
   constructor(
@@ -42,9 +46,9 @@ export class Deadlines {
   private readonly sweep = (): void => {
     this.scheduled = false;
     const now = this.clock.now();
-    for (const e of this.pending) {
-      if (e.deadlineAt > now) continue;
-      this.pending.delete(e);
+    for (const e of this.pending.values()) {
+      // One that an earlier expiry in this sweep ended has left the set: it does not expire.
+      if (e.deadlineAt > now || !this.pending.delete(e)) continue;
       e.expire();
     }
     if (this.pending.size > 0 && !this.scheduled) {

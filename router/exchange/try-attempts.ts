@@ -31,6 +31,9 @@ export abstract class TryAttempts implements Expiring, TryWatcher {
   protected requestDeadline = Number.POSITIVE_INFINITY;
   /** What the shared `Deadlines` sweep checks (ADR 0014); each exchange says what it covers. */
   deadlineAt = Number.POSITIVE_INFINITY;
+  deadlineSlot = -1;
+  watchedAt: string | undefined = undefined;
+  watchSlot = -1;
   protected cancelWait: (() => void) | undefined;
   protected lease: Lease | undefined;
   protected exclude: ReadonlySet<string> = NO_EXCLUDE;

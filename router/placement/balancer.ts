@@ -1,6 +1,7 @@
 import { TIER_LISTED_MAX } from '../../common/model-table.js';
 import type { Clock, Random } from '../../common/clock.js';
 import { ModelmuxError } from '../../common/errors.js';
+import { SlotSet } from '../../common/slot-set.js';
 import { DecayedCounts } from './decayed-counts.js';
 import { LatencyWindows } from './latency-window.js';
 import { DEFAULT_OUTLIER_POLICY, maxEjected, OutlierState, type OutlierPolicy, type TryOutcome } from './outlier-detection.js';
@@ -59,6 +60,9 @@ export const DEFAULT_RETRY_BUDGET_PERCENT = 20;
 export interface TryWatcher {
   /** The replica left the route (discovery) or was ejected (outlier detection). */
   replicaDown(): void;
+  /** The balancer's own: the replica the try is watched at, and its place among the watched tries. */
+  watchedAt: string | undefined;
+  watchSlot: number;
 }
 
 /** The set of a table without a tier list, shared by every replica. */
@@ -134,8 +138,6 @@ interface ReplicaState {
   outlier: OutlierState;
   /** When a try there last got response headers: the replica was alive then. */
   answeredAt: number;
-  /** Tries in flight there without response headers yet. */
-  tries: Set<TryWatcher>;
   /** What `decide` sees of this replica, rewritten by each `place`. */
   view: ReplicaLoad;
 }
@@ -171,6 +173,8 @@ const SHARE_HALF_LIFE_MS = 10_000;
 
 export class Balancer {
   private readonly replicas = new Map<string, ReplicaState>();
+  /** Tries in flight without response headers yet, each at the replica it names (`watchedAt`). */
+  private readonly watching = new SlotSet<'watchSlot', TryWatcher>('watchSlot');
   private readonly waiters: Waiter[] = [];
   /** Requests per model: a model's share of traffic. */
   private readonly demand = new DecayedCounts(SHARE_HALF_LIFE_MS);
@@ -223,11 +227,11 @@ export class Balancer {
    */
   setReplicas(names: readonly string[]): void {
     const keep = new Set(names);
-    const orphans: TryWatcher[] = [];
-    for (const [name, r] of this.replicas) {
-      if (keep.has(name)) continue;
-      orphans.push(...r.tries);
-      this.replicas.delete(name);
+    for (const name of this.replicas.keys()) if (!keep.has(name)) this.replicas.delete(name);
+    const orphans = this.watching.values().filter((w) => w.watchedAt !== undefined && !keep.has(w.watchedAt));
+    for (const w of orphans) {
+      this.watching.delete(w);
+      w.watchedAt = undefined;
     }
     for (const name of names) {
       if (!this.replicas.has(name)) {
@@ -248,7 +252,6 @@ export class Balancer {
           seenAtVersion: new Map(),
           outlier: new OutlierState(),
           answeredAt: Number.NEGATIVE_INFINITY,
-          tries: new Set(),
           view: { name, inFlight: 0, modelInFlight: 0, holds: false, pending: false, freeSlots: 0, capacity: 0, victimShare: 0, traffic: 0, tier: 'store' },
         });
       }
@@ -309,11 +312,15 @@ export class Balancer {
 
   /** `w` waits for response headers from `lease.replica` until `unwatch`. */
   watch(lease: Lease, w: TryWatcher): void {
-    this.replicas.get(lease.replica)?.tries.add(w);
+    if (!this.replicas.has(lease.replica)) return;
+    w.watchedAt = lease.replica;
+    this.watching.add(w);
   }
 
   unwatch(lease: Lease, w: TryWatcher): void {
-    this.replicas.get(lease.replica)?.tries.delete(w);
+    if (w.watchedAt !== lease.replica) return;
+    this.watching.delete(w);
+    w.watchedAt = undefined;
   }
 
   /**
@@ -333,7 +340,7 @@ export class Balancer {
     const ms = r.outlier.record(outcome, now, policy, mayEject);
     if (ms === 0) return 0;
     this.setTimer(ms, () => this.drain());
-    for (const w of [...r.tries]) w.replicaDown();
+    for (const w of this.watching.values()) if (w.watchedAt === replica) w.replicaDown();
     return ms;
   }
 

@@ -36,7 +36,7 @@ function lease(b: Balancer, model: string | undefined, exclude?: Set<string>): L
 
 /** A try that records when it is told its replica is down. */
 function watcher(): TryWatcher & { told: number } {
-  const w = { told: 0, replicaDown: () => void w.told++ };
+  const w = { told: 0, replicaDown: () => void w.told++, watchedAt: undefined, watchSlot: -1 };
   return w;
 }
 

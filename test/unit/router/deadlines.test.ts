@@ -2,7 +2,7 @@ import { Deadlines, deadlineResolutionMs, type Expiring } from '../../../router/
 import { FakeTime } from './fake-time.js';
 
 function entry(deadlineAt: number, fired: string[], name: string): Expiring {
-  return { deadlineAt, expire: () => void fired.push(name) };
+  return { deadlineAt, expire: () => void fired.push(name), deadlineSlot: -1 };
 }
 
 describe('Deadlines', () => {
@@ -37,6 +37,35 @@ describe('Deadlines', () => {
     const before = timers;
     time.advance(1000);
     expect(timers).toBe(before);
+  });
+
+  it('does not expire a request that an earlier expiry in the same sweep ended, and sweeps one re-added later', () => {
+    const time = new FakeTime();
+    const d = new Deadlines(time, time.setTimer, 100);
+    const fired: string[] = [];
+    const b = entry(50, fired, 'b');
+    const again = entry(60, fired, 'again');
+    const a: Expiring = {
+      deadlineAt: 40,
+      deadlineSlot: -1,
+      expire: () => {
+        fired.push('a');
+        d.remove(b);
+      },
+    };
+    d.add(a);
+    d.add(b);
+    d.add(again);
+    again.expire = () => {
+      fired.push('again');
+      (again as { deadlineAt: number }).deadlineAt = 250;
+      d.add(again);
+    };
+    time.advance(100);
+    expect(fired).toEqual(['a', 'again']);
+    expect(d.size).toBe(1);
+    time.advance(200);
+    expect(fired).toEqual(['a', 'again', 'again']);
   });
 
   it('sweeps at a twentieth of the request timeout, at most every 100 ms', () => {
