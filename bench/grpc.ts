@@ -14,7 +14,7 @@ import { ensureModelFiles, modelDirFor } from './lib/model-set.js';
 import { startModelmuxLocal, type ModelmuxLocal } from './lib/modelmux-local.js';
 import { totalCpuSeconds } from './lib/proc-cpu.js';
 import { DEFAULT_RATE_FRACTION, defaultOfferedRate, worstP99Ms } from './lib/offered-load.js';
-import { sumMetric } from './lib/prom-text.js';
+import { readMetric, sumMetric } from './lib/prom-text.js';
 import { attack, report as vegetaReport, targetsText, vegetaBinary, type VegetaSummary } from './lib/vegeta.js';
 import { writeReport, type BenchReport, type ReportSection } from './lib/report.js';
 import { summarize, type LatencySummary } from './lib/stats.js';
@@ -76,10 +76,16 @@ interface CpuUse {
   benchCpuSeconds: number;
 }
 
-/** The benchmark process's collections across a closed-loop window: every client waits them out. */
+/**
+ * Collection pauses across a closed-loop window: the benchmark process's, which every client
+ * waits out, and the router's and the replicas' (from their /metrics; undefined where a process
+ * does not export them), which every request they hold waits out.
+ */
 interface Pauses {
   clientGcMs: number;
   clientGcMaxMs: number;
+  routerGcMs: number | undefined;
+  replicaGcMs: number | undefined;
 }
 
 interface Window extends CpuUse, Pauses {
@@ -196,12 +202,27 @@ async function withCpu<T>(pool: ModelmuxLocal, work: () => Promise<T>): Promise<
 async function measure(pool: ModelmuxLocal, protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number): Promise<Window> {
   const pauses = clientPauses();
   try {
+    // Read outside the CPU window: a scrape costs the processes a little.
+    const servers0 = await serverGcMs(pool);
     const w = await withCpu(pool, () => closedLoop(protocol, round, sends, ids, ms));
+    const servers1 = await serverGcMs(pool);
     const { totalMs, maxMs } = pauses.take();
-    return { ...w, clientGcMs: totalMs, clientGcMaxMs: maxMs };
+    const since = (a: number | undefined, b: number | undefined): number | undefined => (a === undefined || b === undefined ? undefined : b - a);
+    return { ...w, clientGcMs: totalMs, clientGcMaxMs: maxMs, routerGcMs: since(servers0.router, servers1.router), replicaGcMs: since(servers0.replicas, servers1.replicas) };
   } finally {
     pauses.stop();
   }
+}
+
+/** The router's and the replicas' collection pauses so far, in ms: Node's default metrics (docs/metrics.md). */
+async function serverGcMs(pool: ModelmuxLocal): Promise<{ router: number | undefined; replicas: number | undefined }> {
+  const pausedMs = async (url: string, program: string): Promise<number | undefined> => {
+    const family = `modelmux_${program}_nodejs_gc_duration_seconds`;
+    const seconds = readMetric(await (await fetch(`${url}/metrics`)).text(), `${family}_sum`, {}, family);
+    return seconds === undefined ? undefined : seconds * 1000;
+  };
+  const [router, ...replicas] = await Promise.all([pausedMs(pool.adminUrl, 'router'), ...pool.replicaUrls.map((u) => pausedMs(u, 'replica'))]);
+  return { router, replicas: replicas.some((r) => r === undefined) ? undefined : replicas.reduce<number>((sum, r) => sum + (r as number), 0) };
 }
 
 async function closedLoop(protocol: Protocol, round: number, sends: readonly Send[], ids: readonly string[], ms: number): Promise<Omit<Window, keyof CpuUse | keyof Pauses>> {
@@ -370,6 +391,7 @@ function report(o: Options, windows: readonly Window[], open: OpenLoop): BenchRe
     fmt((w.replicaCpuSeconds * 1e6) / w.ok, 0),
     fmt((w.benchCpuSeconds * 1e6) / w.ok, 0),
     `${fmt(w.clientGcMs, 0)} (${fmt(w.clientGcMaxMs, 1)})`,
+    `${w.routerGcMs === undefined ? '—' : fmt(w.routerGcMs, 0)} / ${w.replicaGcMs === undefined ? '—' : fmt(w.replicaGcMs, 0)}`,
     String(w.requests - w.ok),
   ]);
   const total = (p: Protocol, f: (w: Window) => number): number => windows.filter((w) => w.protocol === p).reduce((s, w) => s + f(w), 0);
@@ -385,13 +407,27 @@ function report(o: Options, windows: readonly Window[], open: OpenLoop): BenchRe
       GRPC_CLIENTS[o.grpcClient] +
       ` (\`--grpc-client ${o.grpcClient}\`). ` +
       'CPU seconds of the router process and of the replica processes from /proc across each window, and of the benchmark process, where the clients run (client µs/req): on a machine with few cores the clients compete with the router and replicas, and their cost weighs on the latency. ' +
-      "Client GC ms: the benchmark process's collection pauses across the window, in all and the longest, which every client in flight waits out and counts in its latency. " +
+      "Client GC ms: the benchmark process's collection pauses across the window, in all and the longest, which every client in flight waits out and counts in its latency; router / replicas GC ms: theirs in all (the replicas' summed), from their /metrics (`modelmux_<program>_nodejs_gc_duration_seconds`), which every request they hold waits out. " +
       openLoopSetup(o, windows, open),
     sections: [
       {
         headline: true,
         table: {
-          header: ['round', 'protocol', 'req/s', 'p50 ms', 'p99 ms', 'router req/CPU-s', 'router µs/req', 'replicas req/CPU-s', 'replicas µs/req', 'client µs/req', 'client GC ms (longest)', 'errors'],
+          header: [
+            'round',
+            'protocol',
+            'req/s',
+            'p50 ms',
+            'p99 ms',
+            'router req/CPU-s',
+            'router µs/req',
+            'replicas req/CPU-s',
+            'replicas µs/req',
+            'client µs/req',
+            'client GC ms (longest)',
+            'router / replicas GC ms',
+            'errors',
+          ],
           rows,
         },
         after:

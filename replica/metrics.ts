@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Request latency buckets, 1 ms to 30 s, the same for HTTP and gRPC so the two compare bucket by bucket. */
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -9,6 +9,8 @@ const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
  */
 export function createReplicaMetrics() {
   const registry = new Registry();
+  // Node's process metrics, as the router's: collection pauses are `modelmux_replica_nodejs_gc_duration_seconds`.
+  collectDefaultMetrics({ register: registry, prefix: 'modelmux_replica_' });
   const r = [registry];
   return {
     registry,

@@ -1,4 +1,4 @@
-import { Gauge, Registry } from 'prom-client';
+import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { BoundCounter, BoundHistogram, type CounterChild, type HistogramChild } from '../common/bound-metrics.js';
 import type { PlacementKind } from './placement/placement.js';
 
@@ -82,6 +82,12 @@ export class RouterMetrics {
   private readonly rejectedByReason = new Map(REJECT_REASONS.map((reason) => [reason, this.rejectedConnections.labels({ reason })]));
 
   private readonly byRoute = new Map<string, RouteMetrics>();
+
+  constructor() {
+    // Node's process metrics, as the operator's and the replica's: CPU, memory, heap spaces,
+    // event-loop lag and collection pauses (`modelmux_router_nodejs_gc_duration_seconds`).
+    collectDefaultMetrics({ register: this.registry, prefix: 'modelmux_router_' });
+  }
 
   private byRouteHistogram(name: string, help: string, buckets: number[]): BoundHistogram {
     return new BoundHistogram(name, help, ['route'], buckets, this.registry);
