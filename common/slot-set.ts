@@ -53,4 +53,12 @@ export class SlotSet<K extends string, T extends Slotted<K>> {
   values(): T[] {
     return this.members.slice();
   }
+
+  /**
+   * Visits the members of the set as it is now, skipping any that an earlier visit removed: a
+   * sweep may end members (its own and others) and add new ones, which wait for the next sweep.
+   */
+  forEach(visit: (member: T) => void): void {
+    for (const member of this.values()) if (this.has(member)) visit(member);
+  }
 }

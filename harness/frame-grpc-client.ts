@@ -12,10 +12,11 @@ import { type RawAnswer, rawAnswer } from './raw-grpc-client.js';
  * HPACK coder (common/http2), for bench:grpc's closed loop. node:http2's client makes a native
  * stream with its own handles for every call; with eight such clients in one process at a few
  * thousand calls a second, its young-generation collections were several times longer than
- * undici's and stopped every client, and each pause landed in the gRPC tail the benchmark measures (ADR 0055). This one keeps
- * a call as a few JS objects, as undici keeps an HTTP/1.1 request. It follows the peer's SETTINGS
- * (frame size, stream window), its flow control both ways, PINGs, RST_STREAM and GOAWAY; it does
- * not send what an attacker would — harness/raw-grpc-client.ts does that.
+ * undici's and stopped every client, and each pause landed in the gRPC tail the benchmark
+ * measures (ADR 0055). This one keeps a call as a few JS objects, as undici keeps an HTTP/1.1
+ * request. It follows the peer's SETTINGS (frame size, stream window), its flow control both
+ * ways, PINGs, RST_STREAM and GOAWAY; it does not send what an attacker would —
+ * harness/raw-grpc-client.ts does that.
  */
 
 /** Our receive window per stream and, after the first WINDOW_UPDATE, for the connection: answers are never held back by it. */

@@ -340,21 +340,16 @@ export class UnaryServer {
   private sweep(): void {
     const now = Date.now();
     const l = this.opts.limits;
-    for (const open of this.calls.values()) {
-      // Closed by an earlier refusal in this sweep.
-      if (!this.calls.has(open)) continue;
-      const { call, state } = open;
+    this.calls.forEach(({ call, state }) => {
       const late = call.phase === 'message' ? messageTimedOut(now, call.openedAt, call.lastByteAt, l) : undefined;
       if (late !== undefined) {
         this.opts.events.timedOut(late.phase);
         this.refuse(call, late.error);
-        continue;
-      }
-      if ((call.phase === 'message' || call.phase === 'handling') && now >= call.deadlineAt) {
+      } else if ((call.phase === 'message' || call.phase === 'handling') && now >= call.deadlineAt) {
         call.cancel('deadline');
         this.refuse(call, status.DEADLINE_EXCEEDED, 'Deadline exceeded');
       } else if (call.phase === 'writing') this.checkWrite(call, state, now);
-    }
+    });
     for (const [session, st] of this.sessions) this.checkSession(session, st, now);
   }
 

@@ -100,8 +100,7 @@ export class GrpcHttp1Server {
   private sweep(): void {
     const now = Date.now();
     const l = this.opts.limits;
-    for (const call of this.calls.values()) {
-      if (!this.calls.has(call)) continue;
+    this.calls.forEach((call) => {
       const late = call.phase === 'message' ? messageTimedOut(now, call.openedAt, call.lastByteAt, l) : undefined;
       if (late !== undefined) {
         this.opts.events.timedOut(late.phase);
@@ -113,7 +112,7 @@ export class GrpcHttp1Server {
         this.opts.events.timedOut('write');
         call.destroy();
       }
-    }
+    });
   }
 }
 

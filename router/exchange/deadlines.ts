@@ -46,11 +46,11 @@ export class Deadlines {
   private readonly sweep = (): void => {
     this.scheduled = false;
     const now = this.clock.now();
-    for (const e of this.pending.values()) {
-      // One that an earlier expiry in this sweep ended has left the set: it does not expire.
-      if (e.deadlineAt > now || !this.pending.delete(e)) continue;
+    this.pending.forEach((e) => {
+      if (e.deadlineAt > now) return;
+      this.pending.delete(e);
       e.expire();
-    }
+    });
     if (this.pending.size > 0 && !this.scheduled) {
       this.scheduled = true;
       this.setTimer(this.resolutionMs, this.sweep);

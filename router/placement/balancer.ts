@@ -340,7 +340,9 @@ export class Balancer {
     const ms = r.outlier.record(outcome, now, policy, mayEject);
     if (ms === 0) return 0;
     this.setTimer(ms, () => this.drain());
-    for (const w of this.watching.values()) if (w.watchedAt === replica) w.replicaDown();
+    this.watching.forEach((w) => {
+      if (w.watchedAt === replica) w.replicaDown();
+    });
     return ms;
   }
 

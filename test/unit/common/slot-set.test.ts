@@ -48,6 +48,26 @@ describe('SlotSet', () => {
     expect(set.size).toBe(1);
   });
 
+  it('visits the members it has when asked, skipping those an earlier visit removed and not those added meanwhile', () => {
+    const set = new SlotSet<'slot', Member>('slot');
+    const [a, b, c] = ['a', 'b', 'c'].map(member) as [Member, Member, Member];
+    for (const m of [a, b, c]) set.add(m);
+    const late = member('late');
+    const visited: string[] = [];
+    set.forEach((m) => {
+      visited.push(m.name);
+      if (m === a) {
+        set.delete(b);
+        set.delete(c);
+        set.add(c);
+        set.add(late);
+      }
+    });
+    // b left for good; c left and came back before its turn, so it is visited; late came during the visits.
+    expect(visited).toEqual(['a', 'c']);
+    expect(names(set.values())).toEqual(['a', 'c', 'late']);
+  });
+
   it('gives a copy that changing the set does not touch', () => {
     const set = new SlotSet<'slot', Member>('slot');
     const ms = ['a', 'b', 'c'].map(member);
