@@ -296,6 +296,12 @@ function nest(values: readonly unknown[], dims: readonly number[]): unknown[] {
 export interface InferResponse {
   json: unknown;
   binary?: Uint8Array[];
+  /**
+   * The engine's V2 answer before it was written out: its head and its output tensors, which the
+   * gRPC form reads (common/grpc/grpc-response.ts) rather than the JSON and bytes back. Absent
+   * from a sidecar runtime's answer, which is only its JSON and bytes.
+   */
+  tensors?: { model_name: string; model_version?: string; id?: string; outputs: readonly OutputTensor[] };
 }
 
 export function inferResponseBody(req: InferRequest, modelId: string, outputs: readonly OutputTensor[]): InferResponse {
@@ -303,11 +309,14 @@ export function inferResponseBody(req: InferRequest, modelId: string, outputs: r
   if (req.form === 'v2') {
     const binary: Uint8Array[] = [];
     const { base, version } = splitModelId(modelId);
-    const json = {
+    const head = {
       model_name: base,
       // The default version has no number (docs/adr/0033-model-versions.md).
       ...(version !== undefined ? { model_version: version } : {}),
       ...(req.id !== undefined ? { id: req.id } : {}),
+    };
+    const json = {
+      ...head,
       outputs: chosen.map((o) => {
         if (!req.binaryOutputs?.has(o.name)) return { name: o.name, datatype: o.datatype, shape: o.dims, data: toJsonValues(o) };
         const bytes = tensorBytes(o);
@@ -315,7 +324,8 @@ export function inferResponseBody(req: InferRequest, modelId: string, outputs: r
         return { name: o.name, datatype: o.datatype, shape: o.dims, parameters: { binary_data_size: bytes.length } };
       }),
     };
-    return binary.length > 0 ? { json, binary } : { json };
+    const tensors = { ...head, outputs: chosen };
+    return binary.length > 0 ? { json, binary, tensors } : { json, tensors };
   }
   const perOutput = chosen.map((o) => ({ name: o.name, rows: o.dims.length === 0 ? [toJsonValues(o)] : nest(toJsonValues(o), o.dims) }));
   const n = Math.max(0, ...perOutput.map((o) => o.rows.length));

@@ -54,9 +54,10 @@ function parameterValue(p: InferParameter): unknown {
 /** Parameters as V2 JSON; the binary extension's own are left out: this module sets them. */
 function parameters(map: Record<string, InferParameter> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, p] of Object.entries(map ?? {})) {
+  // for…in, not Object.entries: the decoded map is a plain object, mostly empty, read on every call.
+  for (const k in map) {
     if (k === 'binary_data_size' || k === 'binary_data' || k === 'binary_data_output') continue;
-    const v = parameterValue(p);
+    const v = parameterValue(map[k] as InferParameter);
     if (v !== undefined) out[k] = v;
   }
   return out;
@@ -70,22 +71,26 @@ function shapeOf(shape: readonly (string | number)[], input: string): number[] {
   });
 }
 
-function hasContents(c: InferTensorContents | null | undefined): boolean {
-  return c != null && Object.values(c).some((v) => Array.isArray(v) && v.length > 0);
+/** The typed field set, other than `field` (any, when undefined), with elements in it. */
+function otherContents(c: InferTensorContents | null | undefined, field?: keyof InferTensorContents): string | undefined {
+  for (const k in c) {
+    const v = c[k as keyof InferTensorContents];
+    if (k !== field && Array.isArray(v) && v.length > 0) return k;
+  }
+  return undefined;
 }
 
 /** The elements of typed contents as the JSON values the V2 parser takes (bigints for 64-bit integers). */
 function typedValues(input: string, datatype: string, contents: InferTensorContents | null | undefined): unknown[] {
   const field = CONTENTS_FIELD[datatype];
   if (contents == null) return [];
-  for (const [k, v] of Object.entries(contents)) {
-    if (k !== field && Array.isArray(v) && v.length > 0) {
-      throw invalid(
-        field === undefined
-          ? `input "${input}" is ${datatype}, which has no typed contents field: send it in raw_input_contents`
-          : `input "${input}" is ${datatype}: its elements go in ${field}, not ${k}`,
-      );
-    }
+  const other = otherContents(contents, field);
+  if (other !== undefined) {
+    throw invalid(
+      field === undefined
+        ? `input "${input}" is ${datatype}, which has no typed contents field: send it in raw_input_contents`
+        : `input "${input}" is ${datatype}: its elements go in ${field}, not ${other}`,
+    );
   }
   if (field === undefined) return [];
   const values = contents[field] ?? [];
@@ -119,7 +124,7 @@ export function grpcInferBody(req: ModelInferRequest, binaryInputs = true): Grpc
     const shape = shapeOf(input.shape, input.name);
     const params = parameters(input.parameters);
     if (useRaw) {
-      if (hasContents(input.contents)) throw invalid(`input "${input.name}" has typed contents and the request has raw_input_contents: use one or the other`);
+      if (otherContents(input.contents) !== undefined) throw invalid(`input "${input.name}" has typed contents and the request has raw_input_contents: use one or the other`);
       if (!binaryInputs) return { name: input.name, datatype: input.datatype, shape, parameters: params, data: rawAsData(input.name, input.datatype, shape, raw[i] ?? new Uint8Array(0)) };
       return { name: input.name, datatype: input.datatype, shape, parameters: { ...params, binary_data_size: raw[i]?.length ?? 0 } };
     }

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { ModelmuxError } from '../errors.js';
-import type { InferOutputTensor, InferTensorContents, ModelInferResponse, ModelMetadataResponse } from './inference-service.js';
+import type { AnswerContents, ModelInferAnswer, ModelMetadataResponse } from './inference-service.js';
 import { CONTENTS_FIELD } from './grpc-request.js';
 import type { InferResponse } from '../inference-body.js';
-import { MAX_TENSOR_RANK, tensorBytes, tensorFromBinary, typedArrayFrom, V2_DATATYPES, type HostTensor } from '../tensor.js';
+import { elementCount, MAX_TENSOR_RANK, tensorBytes, tensorFromBinary, typedArrayFrom, V2_DATATYPES, type HostTensor, type V2Datatype } from '../tensor.js';
 
 /**
  * The V2 answer of the inference path (engine or sidecar runtime) as a gRPC ModelInferResponse:
@@ -22,8 +22,8 @@ const responseSchema = z.object({ model_name: z.string().optional(), model_versi
 
 const badAnswer = (message: string): ModelmuxError => new ModelmuxError('inference_failed', `the inference answer cannot be sent over gRPC: ${message}`);
 
-/** The typed contents of a tensor of a datatype that has a typed field. */
-export function typedContents(t: HostTensor): InferTensorContents {
+/** The typed contents of a tensor of a datatype that has a typed field; a numeric tensor's typed array as it is. */
+export function typedContents(t: HostTensor): AnswerContents {
   const field = CONTENTS_FIELD[t.datatype];
   const d = t.data;
   if (field === undefined) throw new Error(`${t.datatype} has no typed contents field`);
@@ -31,52 +31,86 @@ export function typedContents(t: HostTensor): InferTensorContents {
     const encoder = new TextEncoder();
     return { bytes_contents: d.map((s) => encoder.encode(s)) };
   }
+  // Decimal strings: exact past 2^53, as the field's value is read back.
   if (d instanceof BigInt64Array || d instanceof BigUint64Array) return { [field]: Array.from(d, (v) => v.toString()) };
-  if (t.datatype === 'BOOL') return { bool_contents: Array.from(d as Uint8Array, (v) => v !== 0) };
-  return { [field]: Array.from(d as ArrayLike<number>) };
+  return { [field]: d };
 }
 
-/** One output's tensor bytes: its binary data when it came as such, else its JSON data encoded. */
-function outputBytes(o: z.infer<typeof outputSchema>, binary: Uint8Array, offset: number): Uint8Array {
+/** One output on its way into the answer: its tensor, or its bytes as binary data carried them. */
+interface AnswerOutput {
+  name: string;
+  datatype: V2Datatype;
+  shape: number[];
+  tensor?: HostTensor;
+  bytes?: Uint8Array;
+}
+
+/** One output of a V2 JSON answer: its binary data when it came as such, else its JSON data as a tensor. */
+function outputOf(o: z.infer<typeof outputSchema>, binary: Uint8Array, offset: number): AnswerOutput {
+  const head = { name: o.name, datatype: o.datatype, shape: o.shape };
   const size = o.parameters?.binary_data_size;
   if (size !== undefined) {
     if (offset + size > binary.length) throw badAnswer(`output "${o.name}" declares binary data past the end of the answer`);
-    return binary.subarray(offset, offset + size);
+    return { ...head, bytes: binary.subarray(offset, offset + size) };
   }
   // A sidecar runtime may ignore binary_data_output and answer JSON.
   if (o.data === undefined) throw badAnswer(`output "${o.name}" has neither data nor binary_data_size`);
   const data = typedArrayFrom(o.datatype, o.data.flat(MAX_TENSOR_RANK));
   if (typeof data === 'string') throw badAnswer(`output "${o.name}": ${data}`);
-  return tensorBytes({ datatype: o.datatype, dims: o.shape, data });
+  if (data.length !== elementCount(o.shape)) throw badAnswer(`output "${o.name}" has ${data.length} elements for shape [${o.shape.join(',')}]`);
+  return { ...head, tensor: { datatype: o.datatype, dims: o.shape, data } };
 }
 
-export function grpcInferResponse(answer: InferResponse, modelId: string, raw: boolean): ModelInferResponse {
+function rawBytes(o: AnswerOutput): Uint8Array {
+  return o.bytes ?? (o.tensor === undefined ? new Uint8Array(0) : tensorBytes(o.tensor));
+}
+
+function answerOf(
+  head: { model_name?: string | undefined; model_version?: string | undefined; id?: string | undefined },
+  modelId: string,
+  outputs: readonly AnswerOutput[],
+  raw: boolean,
+): ModelInferAnswer {
+  const answerRaw = raw || outputs.some((o) => CONTENTS_FIELD[o.datatype] === undefined);
+  return {
+    model_name: head.model_name ?? modelId,
+    model_version: head.model_version ?? '',
+    id: head.id ?? '',
+    outputs: outputs.map((o) => {
+      const tensor = { name: o.name, datatype: o.datatype, shape: o.shape };
+      if (answerRaw) return tensor;
+      const t = o.tensor ?? tensorFromBinary(o.datatype, o.shape, o.bytes ?? new Uint8Array(0));
+      if (typeof t === 'string') throw badAnswer(`output "${o.name}": ${t}`);
+      return { ...tensor, contents: typedContents(t) };
+    }),
+    raw_output_contents: answerRaw ? outputs.map(rawBytes) : [],
+  };
+}
+
+/**
+ * The engine's answer is read from its tensors (`answer.tensors`), with nothing to check or
+ * decode; a sidecar runtime's, from its V2 JSON and binary data, checked first.
+ */
+export function grpcInferResponse(answer: InferResponse, modelId: string, raw: boolean): ModelInferAnswer {
+  const own = answer.tensors;
+  if (own !== undefined)
+    return answerOf(
+      own,
+      modelId,
+      own.outputs.map((o) => ({ name: o.name, datatype: o.datatype, shape: o.dims, tensor: o })),
+      raw,
+    );
   const parsed = responseSchema.safeParse(answer.json);
   if (!parsed.success) throw badAnswer('it is not a V2 inference answer');
-  const { outputs } = parsed.data;
   const parts = answer.binary ?? [];
   const binary = parts.length === 1 && parts[0] !== undefined ? parts[0] : Buffer.concat(parts);
   let offset = 0;
-  const bytes = outputs.map((o) => {
-    const b = outputBytes(o, binary, offset);
+  const outputs = parsed.data.outputs.map((o) => {
+    const out = outputOf(o, binary, offset);
     offset += o.parameters?.binary_data_size ?? 0;
-    return b;
+    return out;
   });
-  const answerRaw = raw || outputs.some((o) => CONTENTS_FIELD[o.datatype] === undefined);
-  const tensors: InferOutputTensor[] = outputs.map((o, i) => {
-    const head = { name: o.name, datatype: o.datatype, shape: o.shape };
-    if (answerRaw) return head;
-    const t = tensorFromBinary(o.datatype, o.shape, bytes[i] ?? new Uint8Array(0));
-    if (typeof t === 'string') throw badAnswer(`output "${o.name}": ${t}`);
-    return { ...head, contents: typedContents(t) };
-  });
-  return {
-    model_name: parsed.data.model_name ?? modelId,
-    model_version: parsed.data.model_version ?? '',
-    id: parsed.data.id ?? '',
-    outputs: tensors,
-    raw_output_contents: answerRaw ? bytes : [],
-  };
+  return answerOf(parsed.data, modelId, outputs, raw);
 }
 
 const metadataSchema = z.object({

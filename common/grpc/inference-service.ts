@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { loadPackageDefinition, type GrpcObject, type ServiceClientConstructor, type ServiceDefinition } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
+import protobuf from 'protobufjs';
 import { ModelmuxError } from '../errors.js';
 import { scanRequest, type ScannedMethod } from './message-scan.js';
 
@@ -72,11 +73,31 @@ export function decodeRequest<T>(method: InferenceMethod, bytes: Buffer): T {
   }
 }
 
-/** An answer of `method` as its message's bytes. */
+let responseTypes: Map<InferenceMethod, protobuf.Type> | undefined;
+
+/** Each method's answer type, from the same .proto with the same field names (keepCase). */
+function responseType(method: InferenceMethod): protobuf.Type {
+  if (responseTypes === undefined) {
+    const root = new protobuf.Root().loadSync(protoPath(), { keepCase: true });
+    responseTypes = new Map(Object.keys(inferenceServiceDefinition()).map((m) => [m as InferenceMethod, root.lookupType(`inference.${m}Response`)]));
+  }
+  const type = responseTypes.get(method);
+  if (type === undefined) throw new Error(`the inference service has no ${method}`);
+  return type;
+}
+
+/**
+ * An answer of `method` as its message's bytes: protobufjs's encoder run on the value as it is,
+ * not on a copy built by `fromObject` first (grpc-js's serializer): the answer's typed contents may
+ * be the engine's typed arrays themselves, which the encoder reads element by element. The value
+ * must be typed as the message is (our own answers are); the bytes are those grpc-js's serializer
+ * writes (test/unit/replica/grpc-contents.test.ts compares them).
+ */
 export function encodeResponse(method: InferenceMethod, value: unknown): Buffer {
-  const def = inferenceServiceDefinition()[method];
-  if (def === undefined) throw new Error(`the inference service has no ${method}`);
-  return def.responseSerialize(value);
+  const bytes = responseType(method)
+    .encode(value as Record<string, unknown>)
+    .finish();
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 /** An int64/uint64 as it is read (a decimal string) and may be written (string or number). */
@@ -119,6 +140,17 @@ export interface ModelInferRequest {
   inputs: InferInputTensor[];
   outputs?: { name: string; parameters?: Record<string, InferParameter> }[];
   raw_input_contents?: Uint8Array[];
+}
+
+/**
+ * Typed contents as an answer writes them: a numeric field may hold the output's typed array
+ * itself (encodeResponse writes it element by element, with no copy into an array first).
+ */
+export type AnswerContents = { [K in keyof InferTensorContents]?: InferTensorContents[K] | ArrayLike<number> };
+
+/** ModelInferResponse as the replica and the router write it (read back, it is a ModelInferResponse). */
+export interface ModelInferAnswer extends Omit<ModelInferResponse, 'outputs'> {
+  outputs: (Omit<InferOutputTensor, 'contents'> & { contents?: AnswerContents })[];
 }
 
 export interface ModelInferResponse {

@@ -1,4 +1,4 @@
-import { Metadata, status } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { ERROR_CATALOGUE, refusedBeforeWork, type ErrorCode, type ModelmuxError } from '../errors.js';
 import { HEADER_OVERLOADED } from '../names.js';
 import { ERROR_CODE_TRAILER } from './inference-service.js';
@@ -57,9 +57,16 @@ export function grpcStatusName(code: status): string {
   return status[code] ?? String(code);
 }
 
+/**
+ * A call's answer metadata, headers or trailers, as the servers here write it: text entries by
+ * lowercase name, set by our own code (never a client's), so no grpc-js Metadata is built to check
+ * them on every call.
+ */
+export type CallMetadata = Record<string, string>;
+
 /** A catalogue error as a gRPC call's error: its status and message, its code in `metadata` (sent as trailers). */
-export function grpcError(err: ModelmuxError, metadata: Metadata = new Metadata()): { code: status; details: string; metadata: Metadata } {
-  for (const [key, value] of Object.entries(errorHeaders(err))) metadata.set(key, value);
+export function grpcError(err: ModelmuxError, metadata: CallMetadata = {}): { code: status; details: string; metadata: CallMetadata } {
+  Object.assign(metadata, errorHeaders(err));
   return { code: grpcStatus(err.code), details: err.message, metadata };
 }
 

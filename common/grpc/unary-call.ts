@@ -1,9 +1,9 @@
 import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
-import { Metadata, status } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import type { ModelmuxError } from '../errors.js';
 import type { CallStream } from './call-stream.js';
 import { endWithMessage, PREFIX_BYTES, UnaryMessageReader } from './grpc-frame.js';
-import { grpcError } from './status.js';
+import { grpcError, type CallMetadata } from './status.js';
 import { headersOf } from '../http2/header-fields.js';
 
 /** Request headers of HTTP/2 and of gRPC's transport, never a call's metadata. */
@@ -49,8 +49,8 @@ export interface ServedCall {
   readonly cancelled: boolean;
   metadataValue(key: string): string | undefined;
   onCancel(f: (why: CancelReason) => void): void;
-  answer(message: Buffer, headers?: Metadata, trailers?: Metadata): void;
-  fail(code: status, details: string, metadata?: Metadata, headers?: Metadata): void;
+  answer(message: Buffer, headers?: CallMetadata, trailers?: CallMetadata): void;
+  fail(code: status, details: string, metadata?: CallMetadata, headers?: CallMetadata): void;
 }
 
 /** A method's handler that needs no more of its call than ServedCall: it serves either transport. */
@@ -139,7 +139,7 @@ export class UnaryCall implements ServedCall {
   }
 
   /** Answers `message` with the handler's headers and trailers; status OK. */
-  answer(message: Buffer, headers?: Metadata, trailers?: Metadata): void {
+  answer(message: Buffer, headers?: CallMetadata, trailers?: CallMetadata): void {
     if (this.phase === 'done' || this.phase === 'writing') return;
     this.releaseHeld();
     // Counted past the limit if need be: the answer exists either way; a client that does not
@@ -218,7 +218,7 @@ export class UnaryCall implements ServedCall {
   }
 
   /** Ends the call with a status and no message (trailers-only), its `metadata` in the same frame. */
-  fail(code: status, details: string, metadata?: Metadata, headers?: Metadata): void {
+  fail(code: status, details: string, metadata?: CallMetadata, headers?: CallMetadata): void {
     this.failWithHeaders(code, details, { ...responseHeaders(headers), ...responseHeaders(metadata) });
   }
 
@@ -242,7 +242,7 @@ export class UnaryCall implements ServedCall {
   }
 
   /** Ends the call with a catalogue error: its gRPC status, and its code in the trailers. */
-  failWith(err: ModelmuxError, metadata: Metadata = new Metadata()): void {
+  failWith(err: ModelmuxError, metadata: CallMetadata = {}): void {
     const e = grpcError(err, metadata);
     this.fail(e.code, e.details, e.metadata);
   }
@@ -280,8 +280,8 @@ export class UnaryCall implements ServedCall {
 }
 
 /** A handler's metadata as HTTP headers, without the ones the server writes itself. */
-export function responseHeaders(md: Metadata | undefined): OutgoingHttpHeaders {
-  return md === undefined ? {} : ownHeaders(md.toHttp2Headers());
+export function responseHeaders(md: CallMetadata | undefined): OutgoingHttpHeaders {
+  return md === undefined ? {} : ownHeaders(md);
 }
 
 /** `headers` without the ones the server writes itself. */

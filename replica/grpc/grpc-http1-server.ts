@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type Metadata, status } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { ModelmuxError } from '../../common/errors.js';
 import { SlotSet } from '../../common/slot-set.js';
 import { framedMessage, PREFIX_BYTES, UnaryMessageReader } from '../../common/grpc/grpc-frame.js';
 import { http1AnswerHeaders } from '../../common/grpc/grpc-http1-form.js';
 import { grpcTimeoutMs } from '../../common/grpc/grpc-timeout.js';
 import { UNSERVED_METHODS } from '../../common/grpc/inference-service.js';
-import { grpcError, grpcStatus } from '../../common/grpc/status.js';
+import { grpcError, grpcStatus, type CallMetadata } from '../../common/grpc/status.js';
 import { metadataValueOf, responseHeaders, type CancelReason, type ServedCall, type ServedHandler } from '../../common/grpc/unary-call.js';
 import { frameRefusal, messageTimedOut, sweepEveryMs, type UnaryServerEvents, type UnaryServerLimits } from '../../common/grpc/unary-server.js';
 
@@ -154,12 +154,12 @@ class Http1Call implements ServedCall {
     this.listeners.push(f);
   }
 
-  answer(message: Buffer, headers?: Metadata, trailers?: Metadata): void {
+  answer(message: Buffer, headers?: CallMetadata, trailers?: CallMetadata): void {
     const body = framedMessage(message);
     this.write(http1AnswerHeaders(responseHeaders(headers), { ...responseHeaders(trailers), 'grpc-status': String(status.OK) }), body);
   }
 
-  fail(code: status, details: string, metadata?: Metadata, headers?: Metadata): void {
+  fail(code: status, details: string, metadata?: CallMetadata, headers?: CallMetadata): void {
     this.write(http1AnswerHeaders(responseHeaders(headers), { ...responseHeaders(metadata), 'grpc-status': String(code), 'grpc-message': encodeURI(details) }), undefined);
   }
 

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { Metadata, status } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
 import { ModelmuxError, toModelmuxError } from '../../common/errors.js';
 import { decodeRequest, encodeResponse, type InferenceMethod, type ModelInferRequest } from '../../common/grpc/inference-service.js';
-import { grpcError } from '../../common/grpc/status.js';
+import { grpcError, type CallMetadata } from '../../common/grpc/status.js';
 import { GRPC_SERVICE_PATH } from '../../common/grpc/grpc-http1-form.js';
 import type { ServedCall, ServedHandler } from '../../common/grpc/unary-call.js';
 import type { Logger } from '../../common/log.js';
@@ -39,7 +39,7 @@ export interface GrpcServerOptions {
 /** A call's context: its request id, and the metadata sent with its answer or error. */
 interface CallContext {
   requestId: string;
-  trailers: Metadata;
+  trailers: CallMetadata;
   /** Resolves when the client cancels or its deadline passes. */
   cancelled: Promise<void>;
 }
@@ -51,9 +51,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, ServedHandler>
   const context = (call: ServedCall): CallContext => {
     const given = call.metadataValue(HEADER_REQUEST_ID);
     const requestId = acceptedRequestId(given) ?? randomUUID();
-    const trailers = new Metadata();
-    trailers.set(HEADER_REQUEST_ID, requestId);
-    trailers.set(HEADER_REPLICA, opts.replicaName());
+    const trailers: CallMetadata = { [HEADER_REQUEST_ID]: requestId, [HEADER_REPLICA]: opts.replicaName() };
     const cancelled = new Promise<void>((resolve) => {
       if (call.cancelled) resolve();
       else call.onCancel(() => resolve());
@@ -66,7 +64,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, ServedHandler>
     try {
       const result = await Promise.race([work(), ctx.cancelled.then(() => undefined)]);
       if (result === undefined) return status[status.CANCELLED];
-      ctx.trailers.set(HEADER_TABLE_VERSION, String(service.cache.version));
+      ctx.trailers[HEADER_TABLE_VERSION] = String(service.cache.version);
       call.answer(encodeResponse(method, result), undefined, ctx.trailers);
       return status[status.OK];
     } catch (err) {
@@ -139,7 +137,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, ServedHandler>
     ModelReady: unary('ModelReady', false, (req: { name: string; version: string }) => Promise.resolve({ ready: service.cache.has(modelOf(req.name, req.version)) })),
     ModelMetadata: unary('ModelMetadata', true, async (req: { name: string; version: string }, ctx) => {
       const { body, hit } = await service.metadata(modelOf(req.name, req.version));
-      ctx.trailers.set(HEADER_CACHE, hit ? 'hit' : 'miss');
+      ctx.trailers[HEADER_CACHE] = hit ? 'hit' : 'miss';
       return grpcModelMetadata(body);
     }),
     ModelInfer: unary('ModelInfer', true, async (req: ModelInferRequest, ctx, call) => {
@@ -147,7 +145,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, ServedHandler>
       const { body, binary, raw } = grpcInferBody(req, opts.binaryInputs);
       const outcome = await service.infer(id, body, binary, holdMs(call));
       opts.onServed();
-      ctx.trailers.set(HEADER_CACHE, outcome.hit ? 'hit' : 'miss');
+      ctx.trailers[HEADER_CACHE] = outcome.hit ? 'hit' : 'miss';
       return grpcInferResponse(outcome.body, id, raw);
     }),
   };

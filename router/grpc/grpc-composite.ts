@@ -1,8 +1,8 @@
-import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
+import { status as GrpcStatus } from '@grpc/grpc-js';
 import { ModelmuxError, toModelmuxError } from '../../common/errors.js';
 import { grpcModelMetadata } from '../../common/grpc/grpc-response.js';
 import { encodeResponse } from '../../common/grpc/inference-service.js';
-import { grpcError, grpcStatusName } from '../../common/grpc/status.js';
+import { grpcError, grpcStatusName, type CallMetadata } from '../../common/grpc/status.js';
 import type { UnaryCall } from '../../common/grpc/unary-call.js';
 import { parseJsonBody } from '../../common/json-body.js';
 import { publicName, type ModelRoute } from '../../common/model-route.js';
@@ -57,12 +57,11 @@ const UNCOUNTED: AnswerBytes = { take: () => undefined, release: () => undefined
 
 /** Answers the call from the composite's answer; returns the gRPC status sent. */
 function answerCall(call: CompositeCall, method: CompositeMethod, requestId: string, a: MemberAnswer): GrpcStatus {
-  const md = new Metadata();
-  md.set(HEADER_REQUEST_ID, requestId);
+  const md: CallMetadata = { [HEADER_REQUEST_ID]: requestId };
   try {
     if (!a.ok) throw a.error;
     const members = rawHeaderValue(a.headers, HEADER_MEMBERS);
-    if (members !== undefined) md.set(HEADER_MEMBERS, members);
+    if (members !== undefined) md[HEADER_MEMBERS] = members;
     if (a.status !== 200 && !(method === 'ModelReady' && a.status === 503)) {
       const e = errorOfAnswer(a.status, a.body);
       throw new ModelmuxError(e.code, e.message);

@@ -1,5 +1,12 @@
 import { expect } from '@jest/globals';
-import { inferenceServiceDefinition, type InferTensorContents, type ModelInferRequest, type ModelInferResponse } from '../../../common/grpc/inference-service.js';
+import {
+  encodeResponse,
+  inferenceServiceDefinition,
+  type InferTensorContents,
+  type ModelInferAnswer,
+  type ModelInferRequest,
+  type ModelInferResponse,
+} from '../../../common/grpc/inference-service.js';
 import { grpcInferBody } from '../../../common/grpc/grpc-request.js';
 import { grpcInferResponse, grpcModelMetadata } from '../../../common/grpc/grpc-response.js';
 import { inferResponseBody, parseInferBody } from '../../../common/inference-body.js';
@@ -50,7 +57,13 @@ const service = inferenceServiceDefinition();
 const infer = service['ModelInfer']!;
 /** The request as the replica receives it: encoded by a client, decoded by the server. */
 const overTheWire = (req: ModelInferRequest): ModelInferRequest => infer.requestDeserialize(infer.requestSerialize(req)) as ModelInferRequest;
-const answerOverTheWire = (res: ModelInferResponse): ModelInferResponse => infer.responseDeserialize(infer.responseSerialize(res)) as ModelInferResponse;
+const answerOverTheWire = (res: ModelInferAnswer): ModelInferResponse => infer.responseDeserialize(encodeResponse('ModelInfer', res)) as ModelInferResponse;
+/** The answer as grpc-js's own serializer writes it: `fromObject` on a copy whose typed arrays are arrays, then encoded. */
+const serializedByGrpcJs = (res: ModelInferAnswer): Buffer =>
+  infer.responseSerialize({
+    ...res,
+    outputs: res.outputs.map((o) => (o.contents === undefined ? o : { ...o, contents: Object.fromEntries(Object.entries(o.contents).map(([k, v]) => [k, Array.from(v as ArrayLike<unknown>)])) })),
+  });
 
 /** What a ModelmuxError of `code` (and a message matching `message`) thrown looks like. */
 const refusal = (code: string, message: string | RegExp = /./) => expect.objectContaining({ code, message: typeof message === 'string' ? message : expect.stringMatching(message) });
@@ -193,8 +206,14 @@ describe('answers of a sidecar runtime', () => {
         { name: 'b', datatype: 'UINT8', shape: [1], parameters: { binary_data_size: 1 } },
       ],
     };
-    const answer = grpcInferResponse({ json, binary: [Uint8Array.from([1, 2, 3])] }, 'm', false);
-    expect(answer.outputs.map((o) => o.contents)).toEqual([{ uint_contents: [1, 2] }, { uint_contents: [3] }]);
+    const answer = answerOverTheWire(grpcInferResponse({ json, binary: [Uint8Array.from([1, 2, 3])] }, 'm', false));
+    expect(answer.outputs.map((o) => o.contents?.uint_contents)).toEqual([[1, 2], [3]]);
+  });
+
+  it('refuses, as inference_failed, JSON data that does not fill its shape', () => {
+    const json = { outputs: [{ name: 'a', datatype: 'FP32', shape: [1, 3], data: [1, 2] }] };
+    for (const raw of [true, false])
+      expect(() => grpcInferResponse({ json }, 'm', raw)).toThrow(refusal('inference_failed', 'the inference answer cannot be sent over gRPC: output "a" has 2 elements for shape [1,3]'));
   });
 
   it('refuses, as inference_failed, an answer that is not a V2 answer or whose binary data is short', () => {
@@ -213,6 +232,32 @@ describe('answers of a sidecar runtime', () => {
       inputs: [{ name: 'x', datatype: 'FP32', shape: ['-1', '3'] }],
       outputs: [],
     });
+    expect(encodeResponse('ModelMetadata', meta).equals(wire.responseSerialize(meta))).toBe(true);
     expect(() => grpcModelMetadata({ error: 'x' })).toThrow(refusal('inference_failed'));
+  });
+});
+
+describe("answers as they are written: from the engine's tensors, without a copy", () => {
+  it.each(CASES)("$datatype: the same bytes as from the V2 JSON answer, and as grpc-js's serializer writes", (c) => {
+    const sig = signature(c.datatype);
+    const bytes = Buffer.from(tensorBytes(c.tensor));
+    const req = parseInferBody(grpcInferBody({ model_name: 'm', id: 'r-1', inputs: [{ name: 'x', datatype: c.datatype, shape: [1, 3] }], raw_input_contents: [bytes] }).body, sig, bytes);
+    const body = inferResponseBody(req, 'm@2', [{ name: 'y', ...c.tensor }]);
+    expect(body.tensors).toMatchObject({ model_name: 'm', model_version: '2', id: 'r-1' });
+    for (const raw of [true, false]) {
+      const fromTensors = grpcInferResponse(body, 'm@2', raw);
+      // A sidecar runtime's answer is its JSON and bytes alone.
+      const fromJson = grpcInferResponse({ json: body.json, ...(body.binary !== undefined ? { binary: body.binary } : {}) }, 'm@2', raw);
+      const written = encodeResponse('ModelInfer', fromTensors);
+      expect(written.equals(encodeResponse('ModelInfer', fromJson))).toBe(true);
+      expect(written.equals(serializedByGrpcJs(fromTensors))).toBe(true);
+      expect(answerOverTheWire(fromTensors)).toMatchObject({ model_name: 'm', model_version: '2', id: 'r-1' });
+    }
+  });
+
+  it("writes request parameters (a composite route's members) as grpc-js does", () => {
+    const answer = { ...grpcInferResponse({ json: { outputs: [{ name: 'y', datatype: 'FP32', shape: [1], data: [1.5] }] } }, 'm', false), parameters: { members: { string_param: 'a,b' } } };
+    expect(encodeResponse('ModelInfer', answer).equals(serializedByGrpcJs(answer))).toBe(true);
+    expect(answerOverTheWire(answer).parameters).toEqual({ members: { string_param: 'a,b', parameter_choice: 'string_param' } });
   });
 });
