@@ -17,10 +17,18 @@ export interface Batch<T> {
   items: T[];
 }
 
+/**
+ * How long a model's emptied group is kept for its next request. Groups are not deleted per batch:
+ * a Map whose keys come and go with every batch keeps finished batches alive through young
+ * collections (ADR 0056); a group idle this long goes when a new key comes, so the map holds the
+ * keys of the last minute and deletes rarely.
+ */
+export const IDLE_GROUP_MS = 60_000;
+
 interface Group<T> {
   items: T[];
   opts: BatchPolicyOptions;
-  /** When the group's first request arrived. */
+  /** When the group's first request arrived; while it is empty, when it last ran. */
   since: number;
 }
 
@@ -31,27 +39,22 @@ export class BatchQueue<T> {
   add(key: string, item: T, now: number, opts: BatchPolicyOptions): Batch<T> | undefined {
     if (opts.maxBatchSize <= 1) return { key, items: [item] };
     let g = this.groups.get(key);
-    if (!g) {
+    if (g === undefined) {
+      this.dropIdle(now);
       g = { items: [], opts, since: now };
       this.groups.set(key, g);
+    } else if (g.items.length === 0) {
+      g.opts = opts;
+      g.since = now;
     }
     g.items.push(item);
-    if (g.items.length >= g.opts.maxBatchSize) {
-      this.groups.delete(key);
-      return { key, items: g.items };
-    }
-    return undefined;
+    return g.items.length >= g.opts.maxBatchSize ? take(key, g, now) : undefined;
   }
 
-  /** Removes and returns every group whose oldest request has waited long enough. */
+  /** Takes every group whose oldest request has waited long enough. */
   takeDue(now: number): Batch<T>[] {
     const out: Batch<T>[] = [];
-    for (const [key, g] of this.groups) {
-      if (now - g.since >= g.opts.batchWaitMs) {
-        this.groups.delete(key);
-        out.push({ key, items: g.items });
-      }
-    }
+    for (const [key, g] of this.groups) if (g.items.length > 0 && now - g.since >= g.opts.batchWaitMs) out.push(take(key, g, now));
     return out;
   }
 
@@ -59,6 +62,7 @@ export class BatchQueue<T> {
   nextDeadline(): number | undefined {
     let next: number | undefined;
     for (const g of this.groups.values()) {
+      if (g.items.length === 0) continue;
       const d = g.since + g.opts.batchWaitMs;
       if (next === undefined || d < next) next = d;
     }
@@ -70,4 +74,21 @@ export class BatchQueue<T> {
     for (const g of this.groups.values()) n += g.items.length;
     return n;
   }
+
+  /** Groups held, waiting or empty: what IDLE_GROUP_MS bounds. */
+  get groupCount(): number {
+    return this.groups.size;
+  }
+
+  private dropIdle(now: number): void {
+    for (const [key, g] of this.groups) if (g.items.length === 0 && now - g.since >= IDLE_GROUP_MS) this.groups.delete(key);
+  }
+}
+
+/** The group's requests as a batch; the group stays, empty, for the model's next request. */
+function take<T>(key: string, g: Group<T>, now: number): Batch<T> {
+  const items = g.items;
+  g.items = [];
+  g.since = now;
+  return { key, items };
 }

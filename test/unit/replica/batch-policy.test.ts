@@ -1,4 +1,4 @@
-import { BatchQueue } from '../../../replica/onnx/batch-policy.js';
+import { BatchQueue, IDLE_GROUP_MS } from '../../../replica/onnx/batch-policy.js';
 
 describe('batch policy', () => {
   it('runs a request alone at once when batching is off', () => {
@@ -57,5 +57,24 @@ describe('batch policy', () => {
     q.add('a', 'a2', 5, opts);
     expect(q.nextDeadline()).toBe(5);
     expect(q.takeDue(5)).toEqual([{ key: 'a', items: ['a1', 'a2'] }]);
+  });
+
+  it("keeps each model's group between its batches, and lets groups idle for IDLE_GROUP_MS go when a new model comes", () => {
+    const opts = { maxBatchSize: 2, batchWaitMs: 10 };
+    const q = new BatchQueue<string>();
+    q.add('a', 'a1', 0, opts);
+    expect(q.add('a', 'a2', 1, opts)).toEqual({ key: 'a', items: ['a1', 'a2'] });
+    q.add('b', 'b1', 5, opts);
+    expect(q.takeDue(15)).toEqual([{ key: 'b', items: ['b1'] }]);
+    expect({ size: q.size, groups: q.groupCount, next: q.nextDeadline() }).toEqual({ size: 0, groups: 2, next: undefined });
+    // A group reused after its batch waits from its new first request, with that request's options.
+    expect(q.add('a', 'a3', 100, { maxBatchSize: 3, batchWaitMs: 50 })).toBeUndefined();
+    expect(q.nextDeadline()).toBe(150);
+    expect(q.takeDue(149)).toEqual([]);
+    expect(q.takeDue(150)).toEqual([{ key: 'a', items: ['a3'] }]);
+    // b has been empty since 15, a since 150: a new key drops only what has idled IDLE_GROUP_MS.
+    q.add('c', 'c1', 15 + IDLE_GROUP_MS, opts);
+    expect(q.groupCount).toBe(2);
+    expect(q.takeDue(15 + IDLE_GROUP_MS + 10)).toEqual([{ key: 'c', items: ['c1'] }]);
   });
 });
