@@ -93,10 +93,8 @@ function responseType(method: InferenceMethod): protobuf.Type {
  * must be typed as the message is (our own answers are); the bytes are those grpc-js's serializer
  * writes (test/unit/replica/grpc-contents.test.ts compares them).
  */
-export function encodeResponse(method: InferenceMethod, value: unknown): Buffer {
-  const bytes = responseType(method)
-    .encode(value as Record<string, unknown>)
-    .finish();
+export function encodeResponse<M extends InferenceMethod>(method: M, value: ResponseOf[M]): Buffer {
+  const bytes = responseType(method).encode(value).finish();
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
@@ -180,6 +178,16 @@ export interface ServerMetadataResponse {
   name: string;
   version: string;
   extensions: string[];
+}
+
+/** Each method's answer as encodeResponse takes it: typed as the message is, since nothing coerces it. */
+export interface ResponseOf {
+  ServerLive: { live: boolean };
+  ServerReady: { ready: boolean };
+  ModelReady: { ready: boolean };
+  ServerMetadata: ServerMetadataResponse;
+  ModelMetadata: ModelMetadataResponse;
+  ModelInfer: ModelInferAnswer;
 }
 
 /** The trailer that carries the modelmux error code (docs/errors.md) of a failed call. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import { ModelmuxError, toModelmuxError } from '../../common/errors.js';
-import { decodeRequest, encodeResponse, type InferenceMethod, type ModelInferRequest } from '../../common/grpc/inference-service.js';
+import { decodeRequest, encodeResponse, type InferenceMethod, type ModelInferRequest, type ResponseOf } from '../../common/grpc/inference-service.js';
 import { grpcError, type CallMetadata } from '../../common/grpc/status.js';
 import { GRPC_SERVICE_PATH } from '../../common/grpc/grpc-http1-form.js';
 import type { ServedCall, ServedHandler } from '../../common/grpc/unary-call.js';
@@ -60,7 +60,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, ServedHandler>
   };
 
   /** Answers `work`'s result, or its error as a status; stops waiting when the call is cancelled. */
-  const answer = async <R>(method: InferenceMethod, ctx: CallContext, call: ServedCall, work: () => Promise<R>): Promise<string> => {
+  const answer = async <M extends InferenceMethod>(method: M, ctx: CallContext, call: ServedCall, work: () => Promise<ResponseOf[M]>): Promise<string> => {
     try {
       const result = await Promise.race([work(), ctx.cancelled.then(() => undefined)]);
       if (result === undefined) return status[status.CANCELLED];
@@ -78,7 +78,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, ServedHandler>
 
   /** The handler of `method`; `admitted` calls count against maxOngoingRequests like HTTP inference. */
   const unary =
-    <Q, R>(method: InferenceMethod, admitted: boolean, work: (req: Q, ctx: CallContext, call: ServedCall) => Promise<R>): ServedHandler =>
+    <Q, M extends InferenceMethod>(method: M, admitted: boolean, work: (req: Q, ctx: CallContext, call: ServedCall) => Promise<ResponseOf[M]>): ServedHandler =>
     (call) => {
       const startedAt = performance.now();
       const ctx = context(call);
@@ -98,7 +98,7 @@ export function grpcMethods(opts: GrpcServerOptions): Map<string, ServedHandler>
         void answer(method, ctx, call, fail).then(done);
         return;
       }
-      const run = (): Promise<R> => work(request, ctx, call);
+      const run = (): Promise<ResponseOf[M]> => work(request, ctx, call);
       if (!admitted) {
         void answer(method, ctx, call, run).then(done);
         return;

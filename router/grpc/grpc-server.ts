@@ -1,5 +1,5 @@
 import { status } from '@grpc/grpc-js';
-import { encodeResponse } from '../../common/grpc/inference-service.js';
+import { encodeResponse, type ResponseOf } from '../../common/grpc/inference-service.js';
 import { grpcStatusName } from '../../common/grpc/status.js';
 import type { UnaryCall } from '../../common/grpc/unary-call.js';
 import { UnaryServer, type UnaryHandler } from '../../common/grpc/unary-server.js';
@@ -25,7 +25,7 @@ export class RouterGrpcServer {
   constructor(ctx: GrpcContext, flags: GrpcFlags, isReady: () => boolean, log: Logger) {
     const { router } = ctx;
     const own =
-      (method: 'ServerLive' | 'ServerReady', value: () => unknown): UnaryHandler =>
+      <M extends 'ServerLive' | 'ServerReady'>(method: M, value: () => ResponseOf[M]): UnaryHandler =>
       (call) =>
         call.answer(encodeResponse(method, value()));
     const methods = new Map<string, UnaryHandler>([
